@@ -1,0 +1,125 @@
+//! A job's identity and what every rank is told: the job id, the secret, where the store and the
+//! torch master are, and, from a [`Placement`], each rank's [`RankEnv`] (the contract of
+//! [`psyne::contract`]).
+
+use crate::placement::Placement;
+use psyne::auth::Secret;
+use psyne::contract::RankEnv;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+
+/// The loopback address a local job's store and torch master use.
+pub const LOCAL_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// What is the same for every rank of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    /// Unique per launch (`psy-<pid>-<8 hex>`).
+    pub job_id: String,
+    /// The secret in hex, as `PSY_JOB_SECRET` carries it.
+    pub secret_hex: String,
+    /// `host:port` of the store.
+    pub store: String,
+    /// `MASTER_ADDR`.
+    pub master_addr: String,
+    /// `MASTER_PORT`: a free port, not the store's.
+    pub master_port: u16,
+}
+
+/// A fresh job id: `psy-<psyrun's pid>-<8 random hex digits>`.
+pub fn new_job_id() -> psyne::Result<String> {
+    let random = Secret::generate()?.to_hex();
+    Ok(format!(
+        "psy-{}-{}",
+        std::process::id(),
+        random.get(..8).unwrap_or(&random)
+    ))
+}
+
+/// A port on `ip` that nothing listens on right now and that is not in `avoid`: bound, read and
+/// released. Another process may take it before the rank that is told about it binds it; that is
+/// the same race torchrun's default `MASTER_PORT` choice has.
+pub fn free_port(ip: IpAddr, avoid: &[u16]) -> std::io::Result<u16> {
+    // The kernel does not hand out a port that is still bound, so one retry is plenty; a few
+    // guard against a port in `avoid` that is no longer bound.
+    let mut last = 0;
+    for _ in 0..8 {
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        last = listener.local_addr()?.port();
+        if !avoid.contains(&last) {
+            return Ok(last);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("the kernel keeps handing out port {last}, which is taken"),
+    ))
+}
+
+/// The environment of every rank: one [`RankEnv`] per placement, in rank order.
+pub fn rank_envs(placements: &[Placement], job: &JobInfo) -> Vec<RankEnv> {
+    placements
+        .iter()
+        .map(|p| RankEnv {
+            rank: p.rank,
+            world_size: placements.len(),
+            local_rank: p.local_rank,
+            local_size: p.local_size,
+            node_rank: p.node_rank,
+            store: job.store.clone(),
+            job_id: job.job_id.clone(),
+            secret: job.secret_hex.clone(),
+            master_addr: job.master_addr.clone(),
+            master_port: job.master_port,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::{place, HostSlots};
+
+    #[test]
+    fn every_rank_gets_the_contract() {
+        let job = JobInfo {
+            job_id: "psy-1-abcdef01".into(),
+            secret_hex: "00ff".into(),
+            store: "127.0.0.1:4000".into(),
+            master_addr: "127.0.0.1".into(),
+            master_port: 4001,
+        };
+        let envs = rank_envs(&place(&[HostSlots::local(3)], 3).unwrap(), &job);
+        assert_eq!(envs.len(), 3);
+        for (r, e) in envs.iter().enumerate() {
+            assert_eq!(
+                (
+                    e.rank,
+                    e.world_size,
+                    e.local_rank,
+                    e.local_size,
+                    e.node_rank
+                ),
+                (r, 3, r, 3, 0)
+            );
+            assert_eq!(e.store, job.store);
+            assert_eq!(e.secret, job.secret_hex);
+            assert_eq!(e.master_port, 4001);
+            let vars = e.to_vars();
+            let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+            assert_eq!(get("RANK"), get("PSY_RANK"));
+            assert_eq!(get("LOCAL_WORLD_SIZE"), get("PSY_LOCAL_SIZE"));
+        }
+    }
+
+    #[test]
+    fn job_ids_are_unique_and_ports_avoid_what_they_are_told() {
+        let a = new_job_id().unwrap();
+        let b = new_job_id().unwrap();
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("psy-{}-", std::process::id())));
+        assert_eq!(a.rsplit('-').next().map(str::len), Some(8));
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = held.local_addr().unwrap().port();
+        assert_ne!(free_port(LOCAL_ADDR, &[port]).unwrap(), port);
+    }
+}

@@ -1,0 +1,234 @@
+//! Forwarding the ranks' output, line by line, without ever interleaving two lines.
+//!
+//! Every line goes to psyrun's stdout or stderr as one `write_all` on an unbuffered descriptor,
+//! made while holding the [`Console`]'s one lock, so two lines never mix, even with `2>&1`. psyrun's own
+//! messages go through the same lock. A last line without a newline is flushed at end of file
+//! with a newline added on the console (the `--output-dir` copy keeps the bytes exactly). A line
+//! longer than [`MAX_LINE`] is forwarded in pieces of that size, each ended with a newline on the
+//! console, so a program that never prints a newline cannot make psyrun hold unbounded memory.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
+use std::sync::Mutex;
+
+/// The longest piece forwarded as one line: longer lines are split.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Which of a rank's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout = 0,
+    /// Standard error.
+    Stderr = 1,
+}
+
+impl Stream {
+    /// `stdout` or `stderr`, as used in `--output-dir` file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// psyrun's two output streams, behind one lock: with `2>&1` both are the same pipe, where two
+/// large writes from different locks could still mix.
+pub struct Console {
+    streams: Mutex<[Box<dyn Write + Send>; 2]>,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Console")
+    }
+}
+
+impl Console {
+    /// psyrun's own stdout and stderr, unbuffered (duplicated descriptors).
+    pub fn stdio() -> std::io::Result<Console> {
+        let out = File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+        let err = File::from(std::io::stderr().as_fd().try_clone_to_owned()?);
+        Ok(Console::new(Box::new(out), Box::new(err)))
+    }
+
+    /// A console over any two writers (tests use in-memory ones). They should be unbuffered, or
+    /// flush on every write.
+    pub fn new(out: Box<dyn Write + Send>, err: Box<dyn Write + Send>) -> Console {
+        Console {
+            streams: Mutex::new([out, err]),
+        }
+    }
+
+    /// Writes `bytes` (one or more whole lines) to `stream` in one `write_all` under the lock.
+    pub fn write(&self, stream: Stream, bytes: &[u8]) -> std::io::Result<()> {
+        // A panic while holding the lock leaves the writers usable: take it anyway.
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let w = &mut streams[stream as usize];
+        w.write_all(bytes)?;
+        w.flush()
+    }
+
+    /// Prints one of psyrun's own messages on stderr: `psyrun: TEXT`.
+    pub fn message(&self, text: &str) {
+        // If stderr is gone there is nowhere left to report anything.
+        let _ = self.write(Stream::Stderr, format!("psyrun: {text}\n").as_bytes());
+    }
+}
+
+/// Where one rank stream's lines go.
+#[derive(Debug)]
+pub struct Sink<'a> {
+    /// psyrun's console.
+    pub console: &'a Console,
+    /// Which console stream.
+    pub stream: Stream,
+    /// The prefix of every console line (`[3] ` with `--tag-output`, else empty).
+    pub prefix: String,
+    /// The `--output-dir` file, if any, and its path for messages.
+    pub file: Option<(File, std::path::PathBuf)>,
+}
+
+/// Copies `reader` to `sink` line by line until end of file or a read error. Console write
+/// errors (a closed stdout) are ignored so the rank never blocks on a full pipe; a failing file
+/// is reported once and then no longer written.
+pub fn forward(reader: impl Read, mut sink: Sink<'_>) {
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut line: Vec<u8> = Vec::new();
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if buf.is_empty() {
+            break;
+        }
+        let (take, complete) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = MAX_LINE - line.len();
+        let take = take.min(room);
+        line.extend_from_slice(&buf[..take]);
+        reader.consume(take);
+        if (complete && line.last() == Some(&b'\n')) || line.len() >= MAX_LINE {
+            emit(&line, &mut out, &mut sink);
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        emit(&line, &mut out, &mut sink);
+    }
+}
+
+fn emit(line: &[u8], out: &mut Vec<u8>, sink: &mut Sink<'_>) {
+    if let Some((file, path)) = &mut sink.file {
+        if let Err(e) = file.write_all(line) {
+            sink.console.message(&format!(
+                "writing {}: {e}; no longer writing that file",
+                path.display()
+            ));
+            sink.file = None;
+        }
+    }
+    out.clear();
+    out.extend_from_slice(sink.prefix.as_bytes());
+    out.extend_from_slice(line);
+    if line.last() != Some(&b'\n') {
+        out.push(b'\n');
+    }
+    let _ = sink.console.write(sink.stream, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn run(input: &[u8], prefix: &str) -> (String, String) {
+        let (out, err) = (Shared::default(), Shared::default());
+        let console = Console::new(Box::new(out.clone()), Box::new(err.clone()));
+        forward(
+            input,
+            Sink {
+                console: &console,
+                stream: Stream::Stderr,
+                prefix: prefix.into(),
+                file: None,
+            },
+        );
+        let s = |x: Shared| String::from_utf8(x.0.lock().unwrap().clone()).unwrap();
+        (s(out), s(err))
+    }
+
+    #[test]
+    fn lines_are_prefixed_and_a_last_partial_line_is_ended() {
+        let (out, err) = run(b"a\n\nbc\nlast", "[7] ");
+        assert_eq!(out, "");
+        assert_eq!(err, "[7] a\n[7] \n[7] bc\n[7] last\n");
+        assert_eq!(run(b"", "[0] ").1, "");
+    }
+
+    #[test]
+    fn huge_lines_are_split_at_the_limit() {
+        let mut input = vec![b'x'; MAX_LINE + 10];
+        input.push(b'\n');
+        input.extend_from_slice(b"next\n");
+        let (_, err) = run(&input, "");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0].len(), MAX_LINE);
+        assert_eq!(lines[1], "x".repeat(10));
+        assert_eq!(lines[2], "next");
+    }
+
+    #[test]
+    fn lines_from_many_threads_never_mix() {
+        let out = Shared::default();
+        let console = Arc::new(Console::new(
+            Box::new(out.clone()),
+            Box::new(Shared::default()),
+        ));
+        let threads: Vec<_> = (0..4)
+            .map(|r| {
+                let console = console.clone();
+                std::thread::spawn(move || {
+                    let line = format!("{}\n", r.to_string().repeat(5000));
+                    let input = line.repeat(200);
+                    forward(
+                        input.as_bytes(),
+                        Sink {
+                            console: &console,
+                            stream: Stream::Stdout,
+                            prefix: format!("[{r}] "),
+                            file: None,
+                        },
+                    );
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 800);
+        for l in text.lines() {
+            let r = &l[1..2];
+            assert_eq!(l, format!("[{r}] {}", r.repeat(5000)));
+        }
+    }
+}

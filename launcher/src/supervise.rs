@@ -1,0 +1,715 @@
+//! Supervising the ranks of a running job: the one owner of the child processes.
+//!
+//! The [`Supervisor`] blocks on one channel of [`Event`]s (a rank exited, psyrun got a signal)
+//! with a deadline (the job's `--timeout`, the end of the grace period, the last wait after
+//! SIGKILL); it never polls. The first cause to end the job early wins and sets the exit code:
+//!
+//! - a rank exits with a non-zero code or dies by a signal: psyrun names it and stops the others;
+//! - psyrun gets SIGINT, SIGTERM or SIGHUP: it stops every rank and exits with 128 + the signal;
+//! - `--timeout` expires: it stops every rank and exits with 124.
+//!
+//! Stopping means SIGTERM (and SIGCONT, so a stopped rank can act on it) to each running rank's
+//! process group, then SIGKILL to the groups still running when `--grace` has passed, then at most
+//! [`KILL_WAIT`] more for the kernel to reap them. A second signal to psyrun skips the grace
+//! period; a third stops waiting. Ranks that psyrun stopped never count as failures.
+//!
+//! How signals reach ranks is behind [`Stopper`], so the state machine is tested with a fake.
+
+use crate::exit;
+use crate::output::Console;
+use crate::spawn::{signal_group, signal_name};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// How long psyrun waits for ranks to die after SIGKILL before it gives up on them (a process in
+/// uninterruptible sleep cannot die until its system call returns).
+pub const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// How a rank ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Termination {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+    /// Waiting for it failed; the text says why.
+    Unknown(String),
+}
+
+impl Termination {
+    /// From what `wait` returned.
+    pub fn from_status(status: ExitStatus) -> Termination {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Termination::Exited(code),
+            (None, Some(sig)) => Termination::Signaled(sig),
+            (None, None) => Termination::Unknown(format!("unrecognised wait status {status}")),
+        }
+    }
+
+    /// Exited with code 0.
+    pub fn is_success(&self) -> bool {
+        *self == Termination::Exited(0)
+    }
+
+    /// The exit code psyrun passes on for it: the code itself (its low 8 bits), 128 + a signal,
+    /// or [`exit::LAUNCH_FAILED`] when unknown.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Termination::Exited(code) => (code & 0xff) as u8,
+            Termination::Signaled(sig) => exit::for_signal(*sig),
+            Termination::Unknown(_) => exit::LAUNCH_FAILED,
+        }
+    }
+
+    /// `exited with code 3`, `killed by signal 9 (SIGKILL)`, ...
+    pub fn describe(&self) -> String {
+        match self {
+            Termination::Exited(code) => format!("exited with code {code}"),
+            Termination::Signaled(sig) => {
+                format!("killed by signal {sig} ({})", signal_name(*sig))
+            }
+            Termination::Unknown(why) => format!("ended in an unknown way ({why})"),
+        }
+    }
+}
+
+/// Why a job ended before all its ranks finished on their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// This rank failed first.
+    RankFailed {
+        /// The rank.
+        rank: usize,
+        /// Its process id.
+        pid: u32,
+        /// How it ended.
+        termination: Termination,
+    },
+    /// psyrun received this signal.
+    Signal(i32),
+    /// `--timeout` expired after this long.
+    Timeout(Duration),
+    /// psyrun could not start every rank (the error is returned separately).
+    LaunchFailed,
+}
+
+impl Cause {
+    /// The exit code for this cause (see [`crate::exit`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Cause::RankFailed { termination, .. } => termination.exit_code(),
+            Cause::Signal(sig) => exit::for_signal(*sig),
+            Cause::Timeout(_) => exit::TIMEOUT,
+            Cause::LaunchFailed => exit::LAUNCH_FAILED,
+        }
+    }
+}
+
+/// What became of one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: usize,
+    /// Its process id.
+    pub pid: u32,
+    /// How it ended; `None` if it had not been reaped when psyrun gave up on it.
+    pub termination: Option<Termination>,
+    /// psyrun stopped it (it was running when the job was being stopped).
+    pub stopped: bool,
+}
+
+/// The end of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Why the job ended early, if it did.
+    pub cause: Option<Cause>,
+    /// Every rank that was started, in rank order.
+    pub ranks: Vec<RankReport>,
+}
+
+impl Outcome {
+    /// psyrun's exit code: 0 if every rank succeeded, else that of the [`Cause`].
+    pub fn exit_code(&self) -> u8 {
+        self.cause.as_ref().map_or(exit::SUCCESS, Cause::exit_code)
+    }
+}
+
+/// Something the supervisor must react to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A rank's process was reaped.
+    Exited {
+        /// The rank.
+        rank: usize,
+        /// How it ended.
+        termination: Termination,
+    },
+    /// psyrun received a signal.
+    Signal(i32),
+}
+
+/// Delivers signals to ranks.
+pub trait Stopper {
+    /// Sends `signal` to `rank` (process `pid`) and whatever it started.
+    fn signal(&mut self, rank: usize, pid: u32, signal: i32) -> std::io::Result<()>;
+}
+
+/// The real [`Stopper`]: signals each rank's process group (see [`signal_group`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessGroups;
+
+impl Stopper for ProcessGroups {
+    fn signal(&mut self, _rank: usize, pid: u32, signal: i32) -> std::io::Result<()> {
+        signal_group(pid, signal)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Terminating { kill_at: Instant },
+    Killing { give_up_at: Instant },
+}
+
+/// Watches the ranks of one job until all have ended (see the module docs).
+pub struct Supervisor<'c, S: Stopper> {
+    console: &'c Console,
+    stopper: S,
+    grace: Duration,
+    timeout: Option<Duration>,
+    started: Instant,
+    events: Receiver<Event>,
+    ranks: Vec<RankReport>,
+    cause: Option<Cause>,
+    phase: Phase,
+}
+
+impl<S: Stopper> std::fmt::Debug for Supervisor<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("ranks", &self.ranks)
+            .field("cause", &self.cause)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 rank".into()
+    } else {
+        format!("{n} ranks")
+    }
+}
+
+fn list(ranks: &[&RankReport]) -> String {
+    let shown: Vec<String> = ranks
+        .iter()
+        .take(8)
+        .map(|r| format!("{} (pid {})", r.rank, r.pid))
+        .collect();
+    let more = ranks.len().saturating_sub(shown.len());
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!("{}{tail}", shown.join(", "))
+}
+
+impl<'c, S: Stopper> Supervisor<'c, S> {
+    /// A supervisor that reads `events`, stops ranks through `stopper`, and reports on
+    /// `console`. The `timeout` clock starts now.
+    pub fn new(
+        console: &'c Console,
+        stopper: S,
+        grace: Duration,
+        timeout: Option<Duration>,
+        events: Receiver<Event>,
+    ) -> Self {
+        Supervisor {
+            console,
+            stopper,
+            grace,
+            timeout,
+            started: Instant::now(),
+            events,
+            ranks: Vec::new(),
+            cause: None,
+            phase: Phase::Running,
+        }
+    }
+
+    /// Adds a started rank. Ranks must be added in rank order, before [`Supervisor::run`].
+    pub fn add_rank(&mut self, rank: usize, pid: u32) {
+        self.ranks.push(RankReport {
+            rank,
+            pid,
+            termination: None,
+            stopped: false,
+        });
+    }
+
+    fn running(&self) -> impl Iterator<Item = &RankReport> {
+        self.ranks.iter().filter(|r| r.termination.is_none())
+    }
+
+    /// Stops the job for `cause` (if no cause was recorded before): SIGTERM now, SIGKILL after
+    /// the grace period. Used for causes found outside the event loop, such as a failed launch.
+    pub fn stop(&mut self, cause: Cause) {
+        if self.cause.is_none() {
+            self.cause = Some(cause);
+        }
+        if self.phase != Phase::Running {
+            return;
+        }
+        for i in 0..self.ranks.len() {
+            if self.ranks[i].termination.is_none() {
+                self.ranks[i].stopped = true;
+                self.send(i, libc::SIGTERM);
+                self.send(i, libc::SIGCONT);
+            }
+        }
+        if self.grace.is_zero() {
+            self.kill_remaining();
+        } else {
+            self.phase = Phase::Terminating {
+                kill_at: Instant::now() + self.grace,
+            };
+        }
+    }
+
+    fn send(&mut self, i: usize, signal: i32) {
+        let (rank, pid) = (self.ranks[i].rank, self.ranks[i].pid);
+        if let Err(e) = self.stopper.signal(rank, pid, signal) {
+            self.console.message(&format!(
+                "cannot send {} to rank {rank} (pid {pid}): {e}",
+                signal_name(signal)
+            ));
+        }
+    }
+
+    fn kill_remaining(&mut self) {
+        for i in 0..self.ranks.len() {
+            if self.ranks[i].termination.is_none() {
+                self.ranks[i].stopped = true;
+                self.send(i, libc::SIGKILL);
+            }
+        }
+        self.phase = Phase::Killing {
+            give_up_at: Instant::now() + KILL_WAIT,
+        };
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Running => self.timeout.map(|t| self.started + t),
+            Phase::Terminating { kill_at } => Some(kill_at),
+            Phase::Killing { give_up_at } => Some(give_up_at),
+        }
+    }
+
+    /// Handles events until every rank has ended (or psyrun gives up on the ones that do not
+    /// die), and returns the outcome.
+    pub fn run(mut self) -> Outcome {
+        while self.running().next().is_some() {
+            let deadline = self.deadline();
+            let event = match deadline {
+                None => self
+                    .events
+                    .recv()
+                    .map_err(|_| RecvTimeoutError::Disconnected),
+                Some(d) => self
+                    .events
+                    .recv_timeout(d.saturating_duration_since(Instant::now())),
+            };
+            let go_on = match event {
+                Ok(Event::Exited { rank, termination }) => {
+                    self.on_exit(rank, termination);
+                    true
+                }
+                Ok(Event::Signal(sig)) => self.on_signal(sig),
+                Err(RecvTimeoutError::Timeout) => {
+                    deadline.is_some_and(|d| Instant::now() < d) || self.on_deadline()
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.console.message(
+                        "lost track of the ranks (their watchers are gone); not waiting for them",
+                    );
+                    false
+                }
+            };
+            if !go_on {
+                break;
+            }
+        }
+        Outcome {
+            cause: self.cause,
+            ranks: self.ranks,
+        }
+    }
+
+    fn on_exit(&mut self, rank: usize, termination: Termination) {
+        let Some(i) = self.ranks.iter().position(|r| r.rank == rank) else {
+            return;
+        };
+        let failed = !termination.is_success();
+        self.ranks[i].termination = Some(termination.clone());
+        if self.phase != Phase::Running || !failed {
+            return;
+        }
+        let pid = self.ranks[i].pid;
+        let others = self.running().count();
+        let stopping = match others {
+            0 => String::new(),
+            1 => "; stopping the other rank".to_string(),
+            n => format!("; stopping the other {n} ranks"),
+        };
+        self.console.message(&format!(
+            "rank {rank} (pid {pid}) {}{stopping}",
+            termination.describe()
+        ));
+        self.stop(Cause::RankFailed {
+            rank,
+            pid,
+            termination,
+        });
+    }
+
+    /// Returns whether to keep waiting.
+    fn on_signal(&mut self, sig: i32) -> bool {
+        let name = signal_name(sig);
+        let left = self.running().count();
+        match self.phase {
+            Phase::Running => {
+                let how = if self.grace.is_zero() {
+                    "with SIGKILL".to_string()
+                } else {
+                    format!(
+                        "(SIGTERM, then SIGKILL after {:?}; send {name} again to kill them now)",
+                        self.grace
+                    )
+                };
+                self.console
+                    .message(&format!("received {name}; stopping {} {how}", count(left)));
+                self.stop(Cause::Signal(sig));
+                true
+            }
+            Phase::Terminating { .. } => {
+                self.console.message(&format!(
+                    "received {name} again; killing the {} still running now",
+                    count(left)
+                ));
+                self.kill_remaining();
+                true
+            }
+            Phase::Killing { .. } => {
+                let stuck: Vec<&RankReport> = self.running().collect();
+                self.console.message(&format!(
+                    "received {name} again; not waiting any longer for {}",
+                    list(&stuck)
+                ));
+                false
+            }
+        }
+    }
+
+    /// The current deadline passed. Returns whether to keep waiting.
+    fn on_deadline(&mut self) -> bool {
+        let left: Vec<&RankReport> = self.running().collect();
+        match self.phase {
+            Phase::Running => {
+                let limit = self.timeout.unwrap_or_default();
+                self.console.message(&format!(
+                    "the job ran longer than --timeout {limit:?}; stopping {}",
+                    count(left.len())
+                ));
+                self.stop(Cause::Timeout(limit));
+                true
+            }
+            Phase::Terminating { .. } => {
+                self.console.message(&format!(
+                    "{} still running {:?} after SIGTERM: {}; sending SIGKILL",
+                    count(left.len()),
+                    self.grace,
+                    list(&left)
+                ));
+                self.kill_remaining();
+                true
+            }
+            Phase::Killing { .. } => {
+                self.console.message(&format!(
+                    "{} still not reaped {KILL_WAIT:?} after SIGKILL (stuck in the kernel?): {}; not waiting for them",
+                    count(left.len()),
+                    list(&left)
+                ));
+                false
+            }
+        }
+    }
+}
+
+/// Forwards SIGINT, SIGTERM and SIGHUP received by psyrun to a supervisor's channel, from the
+/// moment it is started until it is dropped (which restores the previous handling).
+pub struct SignalWatch {
+    handle: signal_hook::iterator::Handle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SignalWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SignalWatch")
+    }
+}
+
+/// The signals that stop a job.
+pub const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+impl SignalWatch {
+    /// Starts catching [`STOP_SIGNALS`] and sending them to `events`.
+    pub fn start(events: Sender<Event>) -> std::io::Result<SignalWatch> {
+        let mut signals = signal_hook::iterator::Signals::new(STOP_SIGNALS)?;
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new()
+            .name("psyrun-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    if events.send(Event::Signal(sig)).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(SignalWatch {
+            handle,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for SignalWatch {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(t) = self.thread.take() {
+            // The thread only forwards signals; a panic there has nothing left to report.
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Text(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Text {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Text {
+        fn get(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    /// A fake: records signals; ranks in `obey` die of SIGTERM, every rank dies of SIGKILL.
+    struct Fake {
+        sent: Arc<Mutex<Vec<(usize, i32)>>>,
+        events: Sender<Event>,
+        obey: Vec<usize>,
+    }
+    impl Stopper for Fake {
+        fn signal(&mut self, rank: usize, _pid: u32, signal: i32) -> std::io::Result<()> {
+            self.sent.lock().unwrap().push((rank, signal));
+            if signal == libc::SIGKILL || (signal == libc::SIGTERM && self.obey.contains(&rank)) {
+                let termination = Termination::Signaled(signal);
+                let _ = self.events.send(Event::Exited { rank, termination });
+            }
+            Ok(())
+        }
+    }
+
+    struct Setup {
+        err: Text,
+        console: Console,
+        sent: Arc<Mutex<Vec<(usize, i32)>>>,
+        tx: Sender<Event>,
+    }
+
+    fn go(
+        n: usize,
+        obey: &[usize],
+        grace: Duration,
+        timeout: Option<Duration>,
+        before: impl FnOnce(&Sender<Event>),
+    ) -> (Outcome, Setup) {
+        let err = Text::default();
+        let console = Console::new(Box::new(Text::default()), Box::new(err.clone()));
+        let (tx, rx) = channel();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let fake = Fake {
+            sent: sent.clone(),
+            events: tx.clone(),
+            obey: obey.to_vec(),
+        };
+        before(&tx);
+        let setup = Setup {
+            err,
+            console,
+            sent,
+            tx,
+        };
+        let mut sup = Supervisor::new(&setup.console, fake, grace, timeout, rx);
+        for r in 0..n {
+            sup.add_rank(r, 1000 + r as u32);
+        }
+        let outcome = sup.run();
+        (outcome, setup)
+    }
+
+    fn exited(rank: usize, code: i32) -> Event {
+        Event::Exited {
+            rank,
+            termination: Termination::Exited(code),
+        }
+    }
+
+    #[test]
+    fn all_succeed() {
+        let (o, s) = go(3, &[], Duration::from_secs(5), None, |tx| {
+            (0..3).for_each(|r| tx.send(exited(r, 0)).unwrap())
+        });
+        assert_eq!(o.exit_code(), 0);
+        assert_eq!(o.cause, None);
+        assert!(o
+            .ranks
+            .iter()
+            .all(|r| !r.stopped && r.termination == Some(Termination::Exited(0))));
+        assert!(s.sent.lock().unwrap().is_empty());
+        assert_eq!(s.err.get(), "");
+        drop(s.tx);
+    }
+
+    #[test]
+    fn first_failure_wins_and_the_stopped_ranks_do_not_count() {
+        let (o, s) = go(4, &[0, 1, 3], Duration::from_secs(30), None, |tx| {
+            tx.send(exited(2, 3)).unwrap()
+        });
+        assert_eq!(o.exit_code(), 3);
+        assert_eq!(
+            o.cause,
+            Some(Cause::RankFailed {
+                rank: 2,
+                pid: 1002,
+                termination: Termination::Exited(3)
+            })
+        );
+        assert_eq!(
+            s.err.get(),
+            "psyrun: rank 2 (pid 1002) exited with code 3; stopping the other 3 ranks\n"
+        );
+        let sent = s.sent.lock().unwrap().clone();
+        assert!(sent.contains(&(0, libc::SIGTERM)) && sent.contains(&(0, libc::SIGCONT)));
+        assert!(!sent.iter().any(|&(r, sig)| r == 2 || sig == libc::SIGKILL));
+        assert!(o.ranks.iter().all(|r| r.stopped == (r.rank != 2)));
+    }
+
+    #[test]
+    fn a_signal_death_is_128_plus_the_signal() {
+        let (o, s) = go(2, &[0], Duration::from_secs(30), None, |tx| {
+            tx.send(Event::Exited {
+                rank: 1,
+                termination: Termination::Signaled(libc::SIGKILL),
+            })
+            .unwrap()
+        });
+        assert_eq!(o.exit_code(), 137);
+        assert!(s
+            .err
+            .get()
+            .contains("rank 1 (pid 1001) killed by signal 9 (SIGKILL); stopping the other rank\n"));
+    }
+
+    #[test]
+    fn ranks_ignoring_sigterm_get_sigkill_after_the_grace_period() {
+        let start = Instant::now();
+        let (o, s) = go(3, &[0], Duration::from_millis(100), None, |tx| {
+            tx.send(exited(0, 1)).unwrap()
+        });
+        // Rank 0 failed before any signal; ranks 1 and 2 ignore SIGTERM.
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        assert_eq!(o.exit_code(), 1);
+        let sent = s.sent.lock().unwrap().clone();
+        assert!(sent.contains(&(1, libc::SIGKILL)) && sent.contains(&(2, libc::SIGKILL)));
+        assert!(s.err.get().contains("2 ranks still running 100ms after SIGTERM: 1 (pid 1001), 2 (pid 1002); sending SIGKILL"), "{}", s.err.get());
+    }
+
+    #[test]
+    fn a_signal_stops_everyone_and_a_second_one_skips_the_grace() {
+        let start = Instant::now();
+        let (o, s) = go(2, &[], Duration::from_secs(60), None, |tx| {
+            tx.send(Event::Signal(libc::SIGINT)).unwrap();
+            tx.send(Event::Signal(libc::SIGINT)).unwrap();
+        });
+        assert!(start.elapsed() < Duration::from_secs(30));
+        assert_eq!(o.exit_code(), 130);
+        assert_eq!(o.cause, Some(Cause::Signal(libc::SIGINT)));
+        let err = s.err.get();
+        assert!(err.contains("received SIGINT; stopping 2 ranks"), "{err}");
+        assert!(
+            err.contains("received SIGINT again; killing the 2 ranks still running now"),
+            "{err}"
+        );
+        assert!(o.ranks.iter().all(|r| r.stopped));
+    }
+
+    #[test]
+    fn the_timeout_gives_124() {
+        let (o, s) = go(
+            2,
+            &[0, 1],
+            Duration::from_secs(60),
+            Some(Duration::from_millis(50)),
+            |_| {},
+        );
+        assert_eq!(o.exit_code(), exit::TIMEOUT);
+        assert!(s
+            .err
+            .get()
+            .contains("ran longer than --timeout 50ms; stopping 2 ranks"));
+    }
+
+    #[test]
+    fn zero_grace_kills_at_once() {
+        let (o, s) = go(2, &[], Duration::ZERO, None, |tx| {
+            tx.send(Event::Signal(libc::SIGTERM)).unwrap()
+        });
+        assert_eq!(o.exit_code(), 143);
+        let sent = s.sent.lock().unwrap().clone();
+        assert!(sent.contains(&(0, libc::SIGKILL)) && sent.contains(&(1, libc::SIGKILL)));
+    }
+
+    #[test]
+    fn termination_codes_and_texts() {
+        assert_eq!(Termination::Exited(256 + 7).exit_code(), 7);
+        assert_eq!(
+            Termination::Signaled(15).describe(),
+            "killed by signal 15 (SIGTERM)"
+        );
+        assert_eq!(
+            Termination::Unknown("x".into()).exit_code(),
+            exit::LAUNCH_FAILED
+        );
+        assert_eq!(Cause::Timeout(Duration::from_secs(1)).exit_code(), 124);
+        assert_eq!(Cause::Signal(libc::SIGHUP).exit_code(), 129);
+    }
+}

@@ -1,0 +1,197 @@
+//! The command line: bad input starts nothing and says why; programs are found; arguments pass
+//! through untouched.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// A rank script that leaves a mark if it ever runs.
+const MARK: &str = r#"touch "$D/started.$PSY_RANK""#;
+
+fn nothing_started(dir: &TempDir) -> bool {
+    std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .all(|e| !e.file_name().to_string_lossy().starts_with("started"))
+}
+
+#[test]
+fn zero_ranks_is_a_usage_error_and_starts_nothing() {
+    let dir = TempDir::new("n0");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "0", "sh", "-c", MARK]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2));
+    assert!(done.stderr.contains("at least 1"), "{}", done.stderr);
+    assert!(nothing_started(&dir));
+}
+
+#[test]
+fn an_unknown_flag_is_a_usage_error_and_starts_nothing() {
+    let dir = TempDir::new("flag");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["--frobnicate", "-n", "2", "sh", "-c", MARK]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2));
+    assert!(done.stderr.contains("--frobnicate"), "{}", done.stderr);
+    assert!(nothing_started(&dir));
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2));
+    assert!(done.stderr.contains("PROGRAM"), "{}", done.stderr);
+}
+
+#[test]
+fn a_missing_program_exits_127_and_names_it() {
+    let dir = TempDir::new("missing");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "no-such-program-psyrun-test"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(127));
+    assert!(
+        done.stderr
+            .contains("psyrun: program \"no-such-program-psyrun-test\" not found in PATH"),
+        "{}",
+        done.stderr
+    );
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "./no/such/prog"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(127));
+    assert!(
+        done.stderr.contains("./no/such/prog does not exist"),
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
+fn a_file_that_is_not_executable_exits_126_and_says_chmod() {
+    let dir = TempDir::new("noexec");
+    let script = dir.script("rank.sh", &format!("#!/bin/sh\n{MARK}\n"), 0o644);
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2"]).arg(&script);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(126));
+    assert!(
+        done.stderr
+            .contains(&format!("chmod +x {}", script.display())),
+        "{}",
+        done.stderr
+    );
+    assert!(nothing_started(&dir));
+}
+
+#[test]
+fn a_script_with_a_missing_interpreter_exits_127_and_says_so() {
+    let dir = TempDir::new("interp");
+    let script = dir.script("rank.sh", "#!/no/such/interpreter\n", 0o755);
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2"]).arg(&script);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(127), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("cannot start rank 0") && done.stderr.contains("interpreter"),
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
+fn a_bare_name_is_found_beside_the_psyrun_executable() {
+    let dir = TempDir::new("beside");
+    let copy = dir.path().join("psyrun");
+    std::fs::copy(psyrun_path(), &copy).unwrap();
+    dir.script(
+        "myrank",
+        "#!/bin/sh\necho \"beside $PSY_RANK of $PSY_WORLD_SIZE\"\n",
+        0o755,
+    );
+    // Executing a file just written can fail with ETXTBSY while another thread of this test
+    // process is between fork and exec with the file's write descriptor: retry briefly.
+    let until = Instant::now() + DEADLINE;
+    let out = loop {
+        let out = Command::new(&copy)
+            .args(["-n", "2", "myrank"])
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .output();
+        match out {
+            Ok(o) if !String::from_utf8_lossy(&o.stderr).contains("Text file busy") => break o,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {}
+            Err(e) => panic!("running the copied psyrun: {e}"),
+        }
+        assert!(Instant::now() < until, "ETXTBSY for too long");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["beside 0 of 2", "beside 1 of 2"]);
+}
+
+#[test]
+fn the_programs_arguments_pass_through_untouched() {
+    let dir = TempDir::new("args");
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        "2",
+        "sh",
+        "-c",
+        r#"printf '%s|' "$@"; echo"#,
+        "argv0",
+        "--flag",
+        "x",
+        "-n",
+        "5",
+        "--tag-output",
+        "a b",
+    ]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert_eq!(done.stdout, "--flag|x|-n|5|--tag-output|a b|\n".repeat(2));
+}
+
+#[test]
+fn success_exits_0_and_help_shows_the_exit_codes() {
+    let dir = TempDir::new("ok");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "3", "true"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0));
+    assert_eq!(done.stdout, "");
+    assert_eq!(done.stderr, "");
+    let mut cmd = psyrun(&dir);
+    cmd.arg("--help");
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0));
+    for want in [
+        "Exit codes:",
+        "124",
+        "125",
+        "126",
+        "127",
+        "128+N",
+        "--grace",
+        "--timeout",
+        "--tag-output",
+        "--output-dir",
+    ] {
+        assert!(
+            done.stdout.contains(want),
+            "--help lacks {want}:\n{}",
+            done.stdout
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! psyne collectives in real processes under psyrun: every collective × op × type against the
+//! oracle, and the failures a job must survive or report (a rank that exits, one killed by
+//! SIGKILL, ranks that disagree about a count, a stranger at the store, Ctrl-C).
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn check_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"))
+}
+
+fn psyrun_check(dir: &TempDir, n: usize, extra: &[&str]) -> std::process::Command {
+    let mut cmd = psyrun(dir);
+    cmd.args(["-n", &n.to_string(), "--tag-output", "--grace", "2"])
+        .arg(check_bin())
+        .args(extra);
+    cmd.env("PSY_TIMEOUT", "30");
+    cmd
+}
+
+/// The pids of psyrun's children (its ranks).
+fn children(psyrun: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{psyrun}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+#[test]
+fn every_collective_matches_the_oracle_in_4_processes() {
+    let dir = TempDir::new("check4");
+    let done = run(psyrun_check(&dir, 4, &[]), &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    for rank in 0..4 {
+        let line =
+            format!("[{rank}] rank {rank}/4: every collective x op x type matches the oracle");
+        assert!(
+            done.stdout.contains(&line),
+            "missing `{line}` in:\n{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
+fn every_collective_matches_the_oracle_in_5_oversubscribed_processes() {
+    let dir = TempDir::new("check5");
+    let done = run(psyrun_check(&dir, 5, &["--counts", "0,4,6,777"]), &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("matches the oracle").count(),
+        5,
+        "{}",
+        done.stdout
+    );
+}
+
+#[test]
+fn a_rank_exiting_3_makes_psyrun_exit_3_and_the_others_report_the_lost_peer() {
+    let dir = TempDir::new("exit3");
+    let done = run(psyrun_check(&dir, 3, &["--fault", "exit3:1"]), &dir);
+    assert_eq!(done.code(), Some(3), "stderr:\n{}", done.stderr);
+    assert!(
+        done.stderr.contains("rank 1 (pid") && done.stderr.contains("exited with code 3"),
+        "{}",
+        done.stderr
+    );
+    // Survivors either noticed the lost peer (naming it) or were stopped by psyrun first.
+    for line in done.stdout.lines().filter(|l| l.contains("error kind")) {
+        assert!(
+            line.contains("PeerLost") && line.contains("rank 1"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_killed_by_sigkill_gives_137() {
+    let dir = TempDir::new("kill9");
+    let done = run(psyrun_check(&dir, 3, &["--fault", "sigkill:2"]), &dir);
+    assert_eq!(done.code(), Some(137), "stderr:\n{}", done.stderr);
+    assert!(
+        done.stderr.contains("rank 2") && done.stderr.contains("SIGKILL"),
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
+fn ranks_disagreeing_about_the_count_get_a_mismatch_error_not_a_hang() {
+    let dir = TempDir::new("count");
+    let done = run(psyrun_check(&dir, 3, &["--fault", "count:1"]), &dir);
+    assert_eq!(
+        done.code(),
+        Some(2),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert!(
+        done.elapsed < Duration::from_secs(20),
+        "took {:?}",
+        done.elapsed
+    );
+    let reports: Vec<&str> = done
+        .stdout
+        .lines()
+        .filter(|l| l.contains("error kind"))
+        .collect();
+    assert!(!reports.is_empty(), "{}", done.stdout);
+    for line in reports {
+        assert!(
+            line.contains("Mismatch") && line.contains("count 10") && line.contains("count 20"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn a_stranger_at_the_store_is_refused_and_the_job_goes_on() {
+    let dir = TempDir::new("stranger");
+    let done = run(psyrun_check(&dir, 3, &["--fault", "stranger:0"]), &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert!(
+        done.stdout.contains("stranger refused as expected"),
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stderr.contains("rejected a connection"),
+        "the refusal is logged: {}",
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("all_reduce succeeded").count(),
+        3,
+        "{}",
+        done.stdout
+    );
+}
+
+#[test]
+fn ctrl_c_during_a_blocked_collective_leaves_no_process_behind() {
+    let dir = TempDir::new("ctrlc");
+    let job = Job::start(psyrun_check(&dir, 3, &["--fault", "hang:1"]), &dir);
+    let mut pids = Vec::new();
+    eventually(DEADLINE, "3 ranks to start", || {
+        pids = children(job.pid());
+        pids.len() == 3
+    });
+    job.signal(libc::SIGINT);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(130), "stderr:\n{}", done.stderr);
+    eventually(DEADLINE, "every rank to be gone", || {
+        pids.iter().all(|&p| gone(p))
+    });
+}

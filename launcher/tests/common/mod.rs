@@ -1,0 +1,275 @@
+//! Helpers for psyrun's integration tests: temporary directories and processes that are cleaned
+//! up even when a test fails, and waits that always have a deadline.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest any single test step may take before the test fails (generous: the machine is
+/// shared and noisy).
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "psyrun-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("creating a temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes an executable (or not) file.
+    pub fn script(&self, name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.0.join(name);
+        std::fs::write(&p, text).expect("writing a script");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The psyrun binary under test.
+pub fn psyrun_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_psyrun"))
+}
+
+/// A command running psyrun with `dir` in `$D` for the rank scripts.
+pub fn psyrun(dir: &TempDir) -> Command {
+    let mut cmd = Command::new(psyrun_path());
+    cmd.env("D", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Text a stream produced so far, read by a background thread.
+#[derive(Clone, Default)]
+pub struct Capture {
+    buf: Arc<Mutex<Vec<u8>>>,
+    eof: Arc<AtomicBool>,
+}
+
+impl Capture {
+    /// Reads `r` in the background; `None` captures nothing.
+    pub fn start(r: Option<impl Read + Send + 'static>) -> Capture {
+        let c = Capture::default();
+        let Some(mut r) = r else {
+            c.eof.store(true, Ordering::SeqCst);
+            return c;
+        };
+        let c2 = c.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                c2.buf.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+            c2.eof.store(true, Ordering::SeqCst);
+        });
+        c
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buf.lock().unwrap()).into_owned()
+    }
+
+    /// Waits (at most 10 s) for end of file, then returns everything.
+    pub fn finish(&self) -> String {
+        eventually(
+            Duration::from_secs(10),
+            "the end of psyrun's output",
+            || self.eof.load(Ordering::SeqCst),
+        );
+        self.text()
+    }
+}
+
+/// A running psyrun: SIGKILLed on drop unless it was waited for (its ranks then die by their
+/// parent-death signal), and the rank pids recorded in its directory are killed too.
+pub struct Job {
+    pub child: Child,
+    pub stdout: Capture,
+    pub stderr: Capture,
+    pid_dir: Option<PathBuf>,
+    reaped: bool,
+}
+
+/// psyrun's result.
+pub struct Done {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Done {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+}
+
+impl Job {
+    /// Starts `cmd` (made by [`psyrun`]); ranks that write `$D/pid.RANK` are cleaned up on drop.
+    pub fn start(mut cmd: Command, dir: &TempDir) -> Job {
+        let mut child = cmd.spawn().expect("starting psyrun");
+        let stdout = Capture::start(child.stdout.take());
+        let stderr = Capture::start(child.stderr.take());
+        Job {
+            child,
+            stdout,
+            stderr,
+            pid_dir: Some(dir.path().to_path_buf()),
+            reaped: false,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill takes plain integers; the pid is our own unreaped child, so it cannot
+        // have been reused.
+        let sent = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(sent, 0, "signalling psyrun");
+    }
+
+    /// Waits for psyrun to exit, at most `limit`; panics (and the drop kills everything) past it.
+    pub fn wait(mut self, limit: Duration) -> Done {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("waiting for psyrun") {
+                break s;
+            }
+            if start.elapsed() > limit {
+                panic!(
+                    "psyrun did not exit within {limit:?}; stderr so far:\n{}",
+                    self.stderr.text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        self.reaped = true;
+        let elapsed = start.elapsed();
+        // psyrun alone holds these pipes (its copies of them are close-on-exec), so they end now.
+        Done {
+            status,
+            stdout: self.stdout.finish(),
+            stderr: self.stderr.finish(),
+            elapsed,
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if let Some(dir) = &self.pid_dir {
+            for pid in rank_pids(dir) {
+                kill_if_sleep(pid);
+            }
+        }
+    }
+}
+
+/// Runs psyrun to completion (at most [`DEADLINE`]).
+pub fn run(cmd: Command, dir: &TempDir) -> Done {
+    Job::start(cmd, dir).wait(DEADLINE)
+}
+
+/// The pids ranks recorded as `$D/pid.RANK`.
+pub fn rank_pids(dir: &Path) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("pid.") && name[4..].parse::<u32>().is_ok()
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+        .collect()
+}
+
+/// The shell lines that record this rank's pid atomically (write, then rename).
+pub const RECORD_PID: &str =
+    r#"echo $$ > "$D/tmp.$PSY_RANK" && mv "$D/tmp.$PSY_RANK" "$D/pid.$PSY_RANK""#;
+
+/// Shell lines that wait (polling, at most about 20 s) until `n` ranks recorded their pids.
+pub fn wait_for_pids_sh(n: usize) -> String {
+    format!(
+        r#"i=0; while [ "$(ls "$D" | grep -c '^pid\.[0-9]*$')" -lt {n} ]; do i=$((i+1)); [ $i -gt 1000 ] && exit 99; sleep 0.02; done"#
+    )
+}
+
+/// Polls `what` until it holds, at most `limit`.
+pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < until,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until `n` ranks recorded their pids, and returns them.
+pub fn wait_for_pids(dir: &TempDir, n: usize) -> Vec<i32> {
+    let mut pids = Vec::new();
+    eventually(DEADLINE, &format!("{n} rank pid files"), || {
+        pids = rank_pids(dir.path());
+        pids.len() >= n
+    });
+    pids
+}
+
+/// The process state letter from /proc/PID/stat, or None if there is no such process.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// No such process, or only a zombie waiting for whoever reaps it.
+pub fn gone(pid: i32) -> bool {
+    matches!(state(pid), None | Some('Z') | Some('X'))
+}
+
+fn kill_if_sleep(pid: i32) {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() == "sleep" && !gone(pid) {
+        // SAFETY: kill takes plain integers; the pid was checked to be a live `sleep` a moment
+        // ago, which is what the test's ranks exec.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}

@@ -1,0 +1,172 @@
+//! Output forwarding: whole lines, tags, per-rank files.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+
+const N: usize = 4;
+const LINES: usize = 300;
+
+/// Each rank prints LINES long lines (1000 to 9000 bytes: most are longer than a pipe's atomic
+/// write) to stdout and as many to stderr, all at once: `R<rank> L<i> <filler> END`.
+const SPEW: &str = r#"awk -v r="$PSY_RANK" -v n=300 'BEGIN {
+  c = substr("abcdefgh", r + 1, 1); s = c;
+  while (length(s) < 9000) s = s s;
+  for (i = 0; i < n; i++) {
+    len = 1000 + (i * 977 + r * 131) % 8000;
+    printf "R%d L%d %s END\n", r, i, substr(s, 1, len);
+    printf "R%d E%d %s END\n", r, i, substr(s, 1, len) > "/dev/stderr";
+  }
+}'"#;
+
+/// Checks that every line is one whole line of SPEW (after `prefix(rank)`), and that each rank's
+/// lines all arrived, in order.
+fn check_lines(text: &str, kind: char, tagged: bool) {
+    check_mixed_lines(text, kind, None, tagged)
+}
+
+/// As [`check_lines`], skipping whole lines of kind `skip` (stdout and stderr in one stream).
+fn check_mixed_lines(text: &str, kind: char, skip: Option<char>, tagged: bool) {
+    let mut next: BTreeMap<usize, usize> = BTreeMap::new();
+    for (no, line) in text.lines().enumerate() {
+        if let Some(skip) = skip {
+            let body = if tagged {
+                line.split_once("] ").map_or(line, |x| x.1)
+            } else {
+                line
+            };
+            if body.split(' ').nth(1).is_some_and(|t| t.starts_with(skip)) {
+                continue;
+            }
+        }
+        let bad = || {
+            format!(
+                "line {no} is not a whole line: {:?}",
+                &line[..line.len().min(120)]
+            )
+        };
+        let mut rest = line;
+        if tagged {
+            let (tag, after) = rest.split_once("] ").unwrap_or_else(|| panic!("{}", bad()));
+            let tag_rank: usize = tag
+                .strip_prefix('[')
+                .unwrap_or_else(|| panic!("{}", bad()))
+                .parse()
+                .unwrap();
+            assert!(
+                after.starts_with(&format!("R{tag_rank} ")),
+                "tag [{tag_rank}] on another rank's line: {}",
+                bad()
+            );
+            rest = after;
+        }
+        let mut parts = rest.splitn(4, ' ');
+        let rank: usize = parts
+            .next()
+            .and_then(|p| p.strip_prefix('R'))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{}", bad()));
+        let i: usize = parts
+            .next()
+            .and_then(|p| p.strip_prefix(kind))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{}", bad()));
+        let filler = parts.next().unwrap_or_else(|| panic!("{}", bad()));
+        assert_eq!(parts.next(), Some("END"), "{}", bad());
+        let c = b"abcdefgh"[rank] as char;
+        let len = 1000 + (i * 977 + rank * 131) % 8000;
+        assert!(
+            filler.len() == len && filler.chars().all(|x| x == c),
+            "{}",
+            bad()
+        );
+        let want = next.entry(rank).or_default();
+        assert_eq!(i, *want, "rank {rank}'s lines out of order");
+        *want += 1;
+    }
+    assert_eq!(next.len(), N, "lines from every rank");
+    assert!(
+        next.values().all(|&n| n == LINES),
+        "all lines arrived: {next:?}"
+    );
+}
+
+#[test]
+fn concurrent_long_lines_are_never_interleaved() {
+    let dir = TempDir::new("interleave");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", &N.to_string(), "sh", "-c", SPEW]);
+    let done = run(cmd, &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stderr head: {}",
+        &done.stderr[..done.stderr.len().min(300)]
+    );
+    check_lines(&done.stdout, 'L', false);
+    check_lines(&done.stderr, 'E', false);
+}
+
+#[test]
+fn stdout_and_stderr_on_one_pipe_never_mix_either() {
+    let dir = TempDir::new("2and1");
+    // `sh` becomes psyrun with its stderr on its stdout pipe, as `psyrun ... 2>&1` would.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.env("D", dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .args(["-c", r#"exec "$0" -n "$1" --tag-output sh -c "$2" 2>&1"#])
+        .arg(psyrun_path())
+        .args([&N.to_string(), SPEW]);
+    let job = Job::start(cmd, &dir);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(0));
+    let text = done.stdout;
+    assert_eq!(text.lines().count(), 2 * N * LINES);
+    check_mixed_lines(&text, 'L', Some('E'), true);
+    check_mixed_lines(&text, 'E', Some('L'), true);
+}
+
+#[test]
+fn tag_output_prefixes_every_line_with_its_rank() {
+    let dir = TempDir::new("tag");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", &N.to_string(), "--tag-output", "sh", "-c", SPEW]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0));
+    check_lines(&done.stdout, 'L', true);
+    check_lines(&done.stderr, 'E', true);
+}
+
+#[test]
+fn output_dir_holds_each_ranks_streams_and_the_last_partial_line_is_kept() {
+    let dir = TempDir::new("outdir");
+    let out = dir.path().join("made/by/psyrun");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "3", "--output-dir"])
+        .arg(&out)
+        .args([
+            "sh",
+            "-c",
+            r#"echo "out $PSY_RANK"; echo "err $PSY_RANK" >&2; echo "more $PSY_RANK"; printf "tail $PSY_RANK""#,
+        ]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    for r in 0..3 {
+        let read = |s: &str| std::fs::read_to_string(out.join(format!("rank.{r}.{s}"))).unwrap();
+        assert_eq!(read("stdout"), format!("out {r}\nmore {r}\ntail {r}"));
+        assert_eq!(read("stderr"), format!("err {r}\n"));
+        // On the console the partial last line is ended, so it cannot run into another line.
+        for want in [
+            format!("out {r}\n"),
+            format!("more {r}\n"),
+            format!("tail {r}\n"),
+        ] {
+            assert!(done.stdout.contains(&want), "{want:?} in {:?}", done.stdout);
+        }
+        assert!(done.stderr.contains(&format!("err {r}\n")));
+    }
+    assert_eq!(done.stdout.lines().count(), 9);
+}

@@ -1,0 +1,193 @@
+//! Failures, signals and timeouts end the whole job with the right code and leave no rank behind.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// A rank that records its pid and then *is* a sleeping process for five minutes.
+fn sleeper() -> String {
+    format!("{RECORD_PID}; exec sleep 300")
+}
+
+fn assert_all_gone(pids: &[i32]) {
+    eventually(DEADLINE, "every rank to be gone", || {
+        pids.iter().all(|&p| gone(p))
+    });
+}
+
+#[test]
+fn a_failing_ranks_code_is_psyruns_and_the_others_are_stopped() {
+    let dir = TempDir::new("fail");
+    let script = format!(
+        r#"if [ "$PSY_RANK" = 0 ]; then {}; exit 3; fi; {}"#,
+        wait_for_pids_sh(3),
+        sleeper()
+    );
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "4", "--grace", "60", "sh", "-c", &script]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(3), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr.contains("psyrun: rank 0 (pid ")
+            && done
+                .stderr
+                .contains(") exited with code 3; stopping the other 3 ranks"),
+        "{}",
+        done.stderr
+    );
+    // SIGTERM ends `sleep` at once: no need for the grace period.
+    assert!(
+        done.elapsed < Duration::from_secs(4),
+        "took {:?}",
+        done.elapsed
+    );
+    let pids = rank_pids(dir.path());
+    assert_eq!(pids.len(), 3);
+    assert_all_gone(&pids);
+}
+
+#[test]
+fn a_rank_killed_by_sigkill_gives_137() {
+    let dir = TempDir::new("sigkill-rank");
+    let script = format!(
+        r#"if [ "$PSY_RANK" = 1 ]; then {}; kill -9 $$; fi; {}"#,
+        wait_for_pids_sh(1),
+        sleeper()
+    );
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "sh", "-c", &script]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(137), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr.contains("rank 1 (pid ")
+            && done
+                .stderr
+                .contains("killed by signal 9 (SIGKILL); stopping the other rank"),
+        "{}",
+        done.stderr
+    );
+    assert_all_gone(&rank_pids(dir.path()));
+}
+
+#[test]
+fn ranks_that_ignore_sigterm_are_killed_after_the_grace_period() {
+    let dir = TempDir::new("grace");
+    let script = format!(
+        r#"if [ "$PSY_RANK" = 0 ]; then {}; exit 1; fi; trap '' TERM; {}"#,
+        wait_for_pids_sh(2),
+        sleeper()
+    );
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "3", "--grace", "0.5", "sh", "-c", &script]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(1), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("2 ranks still running 500ms after SIGTERM"),
+        "{}",
+        done.stderr
+    );
+    assert!(done.stderr.contains("sending SIGKILL"), "{}", done.stderr);
+    assert!(done.elapsed >= Duration::from_millis(500));
+    assert_all_gone(&rank_pids(dir.path()));
+}
+
+#[test]
+fn the_timeout_stops_the_job_with_124() {
+    let dir = TempDir::new("timeout");
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        "2",
+        "--timeout",
+        "1",
+        "--grace",
+        "60",
+        "sh",
+        "-c",
+        &sleeper(),
+    ]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(124), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("ran longer than --timeout 1s; stopping 2 ranks"),
+        "{}",
+        done.stderr
+    );
+    assert!(done.elapsed >= Duration::from_secs(1) && done.elapsed < Duration::from_secs(30));
+    assert_all_gone(&rank_pids(dir.path()));
+}
+
+#[test]
+fn sigint_stops_every_rank_and_exits_130() {
+    let dir = TempDir::new("sigint");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "3", "sh", "-c", &sleeper()]);
+    let job = Job::start(cmd, &dir);
+    let pids = wait_for_pids(&dir, 3);
+    job.signal(libc::SIGINT);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(130), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("psyrun: received SIGINT; stopping 3 ranks"),
+        "{}",
+        done.stderr
+    );
+    assert_all_gone(&pids);
+}
+
+#[test]
+fn sigterm_and_sighup_give_128_plus_the_signal() {
+    for (sig, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let dir = TempDir::new("sigterm");
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", "2", "sh", "-c", &sleeper()]);
+        let job = Job::start(cmd, &dir);
+        let pids = wait_for_pids(&dir, 2);
+        job.signal(sig);
+        let done = job.wait(DEADLINE);
+        assert_eq!(done.code(), Some(code), "stderr: {}", done.stderr);
+        assert_all_gone(&pids);
+    }
+}
+
+#[test]
+fn a_second_sigint_skips_the_grace_period() {
+    let dir = TempDir::new("sigint2");
+    let mut cmd = psyrun(&dir);
+    let script = format!("trap '' TERM; {}", sleeper());
+    cmd.args(["-n", "2", "--grace", "120", "sh", "-c", &script]);
+    let job = Job::start(cmd, &dir);
+    let pids = wait_for_pids(&dir, 2);
+    job.signal(libc::SIGINT);
+    // Two signals sent back to back may arrive as one: wait until psyrun acted on the first.
+    eventually(DEADLINE, "psyrun to act on the first SIGINT", || {
+        job.stderr.text().contains("received SIGINT; stopping")
+    });
+    job.signal(libc::SIGINT);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(130), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("received SIGINT again; killing the 2 ranks still running now"),
+        "{}",
+        done.stderr
+    );
+    assert_all_gone(&pids);
+}
+
+#[test]
+fn ranks_die_with_psyrun_even_when_it_is_sigkilled() {
+    let dir = TempDir::new("pdeathsig");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "3", "sh", "-c", &sleeper()]);
+    let job = Job::start(cmd, &dir);
+    let pids = wait_for_pids(&dir, 3);
+    job.signal(libc::SIGKILL);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.status.code(), None, "psyrun was killed");
+    assert_all_gone(&pids);
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the system packages psyne's build and tests need on Debian 12. Idempotent: installs
+# only what is missing, so a second run is quick and needs no network. Run as root (or via sudo).
+set -euo pipefail
+
+packages=(
+  build-essential   # cc for crates with C parts
+  pkg-config
+  procps            # ps, used by the launcher tests to look for leftover processes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup.sh: need root to install: ${missing[*]} (run: sudo $0)" >&2
+    exit 1
+  fi
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup.sh: cargo is not on PATH; install Rust (https://rustup.rs) and run again" >&2
+  exit 1
+fi
+echo "setup.sh: system packages present"

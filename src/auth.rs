@@ -1,0 +1,227 @@
+//! Proof that a connection belongs to the job: a challenge-response over the per-job secret,
+//! made before any other byte of the connection is read.
+//!
+//! The acceptor sends a magic and a fresh nonce; the connector answers with its own nonce, a
+//! 64-bit claim (its rank, or [`STORE_CLIENT`]) and HMAC-SHA256(secret, "c" | both nonces | claim);
+//! the acceptor checks it and answers with HMAC(secret, "s" | both nonces | claim), which the
+//! connector checks. The secret itself never crosses the wire.
+
+use crate::error::{Error, ErrorKind, Result};
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const MAGIC: &[u8; 8] = b"PSYNE\x00\x00\x01";
+const NONCE: usize = 16;
+const MAC: usize = 32;
+/// The claim a store client makes (ranks claim their rank).
+pub const STORE_CLIENT: u64 = u64::MAX;
+
+/// A job secret: random bytes shared by every rank of a job.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// 32 fresh random bytes from the operating system.
+    pub fn generate() -> Result<Secret> {
+        let mut bytes = vec![0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("reading random bytes for the job secret: {e}"),
+            )
+        })?;
+        Ok(Secret(bytes))
+    }
+
+    /// Parses the hex form (as in `PSY_JOB_SECRET`).
+    pub fn from_hex(text: &str) -> Result<Secret> {
+        let text = text.trim();
+        let bad =
+            || Error::config("PSY_JOB_SECRET is not an even-length hex string; let psyrun set it");
+        if text.is_empty() || text.len() % 2 != 0 {
+            return Err(bad());
+        }
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(text.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad()))
+            .collect::<Result<Vec<u8>>>()
+            .map(Secret)
+    }
+
+    /// A secret derived from public text: for launchers that provide no secret (obscurity only).
+    pub fn derive(text: &str) -> Secret {
+        Secret(Sha256::digest(text.as_bytes()).to_vec())
+    }
+
+    /// The hex form.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn mac(&self, tag: u8, server_nonce: &[u8], client_nonce: &[u8], claim: u64) -> [u8; MAC] {
+        // HMAC accepts keys of any length, so new_from_slice cannot fail.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(&[tag]);
+        mac.update(server_nonce);
+        mac.update(client_nonce);
+        mac.update(&claim.to_le_bytes());
+        mac.finalize().into_bytes().into()
+    }
+}
+
+fn nonce() -> Result<[u8; NONCE]> {
+    let mut n = [0u8; NONCE];
+    getrandom::fill(&mut n)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("reading a random nonce: {e}")))?;
+    Ok(n)
+}
+
+fn with_deadline<T>(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    f: impl FnOnce(&mut TcpStream) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    let before = stream.read_timeout()?;
+    stream.set_read_timeout(Some(left))?;
+    stream.set_write_timeout(Some(left))?;
+    let out = f(stream);
+    stream.set_read_timeout(before)?;
+    stream.set_write_timeout(None)?;
+    out
+}
+
+/// Constant-time comparison of two MACs.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The acceptor's side: returns the peer's claim once it has proven the secret.
+pub fn accept(stream: &mut TcpStream, secret: &Secret, deadline: Instant) -> Result<u64> {
+    let auth_err = |what: &str| Error::new(ErrorKind::Auth, what.to_string());
+    let server_nonce = nonce()?;
+    with_deadline(stream, deadline, |s| {
+        let mut hello = [0u8; 8 + NONCE];
+        hello[..8].copy_from_slice(MAGIC);
+        hello[8..].copy_from_slice(&server_nonce);
+        s.write_all(&hello)?;
+        let mut reply = [0u8; NONCE + 8 + MAC];
+        s.read_exact(&mut reply)?;
+        Ok(reply)
+    })
+    .map_err(|e| auth_err(&format!("handshake did not complete: {e}")))
+    .and_then(|reply| {
+        let client_nonce = &reply[..NONCE];
+        let claim = u64::from_le_bytes(reply[NONCE..NONCE + 8].try_into().unwrap_or([0; 8]));
+        let want = secret.mac(b'c', &server_nonce, client_nonce, claim);
+        if !same(&want, &reply[NONCE + 8..]) {
+            return Err(auth_err("the peer does not know this job's secret (wrong PSY_JOB_SECRET, or not part of this job)"));
+        }
+        let proof = secret.mac(b's', &server_nonce, client_nonce, claim);
+        with_deadline(stream, deadline, |s| s.write_all(&proof))
+            .map_err(|e| auth_err(&format!("handshake did not complete: {e}")))?;
+        Ok(claim)
+    })
+}
+
+/// The connector's side: proves the secret with `claim`, and checks the acceptor knows it too.
+pub fn connect(
+    stream: &mut TcpStream,
+    secret: &Secret,
+    claim: u64,
+    deadline: Instant,
+) -> Result<()> {
+    let auth_err = |what: String| Error::new(ErrorKind::Auth, what);
+    let client_nonce = nonce()?;
+    let server_nonce = with_deadline(stream, deadline, |s| {
+        let mut hello = [0u8; 8 + NONCE];
+        s.read_exact(&mut hello)?;
+        Ok(hello)
+    })
+    .map_err(|e| auth_err(format!("handshake did not complete: {e}")))?;
+    if &server_nonce[..8] != MAGIC {
+        return Err(auth_err(
+            "the other end is not a psyne endpoint of this version (bad magic)".into(),
+        ));
+    }
+    let server_nonce = &server_nonce[8..];
+    let mut reply = Vec::with_capacity(NONCE + 8 + MAC);
+    reply.extend_from_slice(&client_nonce);
+    reply.extend_from_slice(&claim.to_le_bytes());
+    reply.extend_from_slice(&secret.mac(b'c', server_nonce, &client_nonce, claim));
+    let proof = with_deadline(stream, deadline, |s| {
+        s.write_all(&reply)?;
+        let mut proof = [0u8; MAC];
+        s.read_exact(&mut proof)?;
+        Ok(proof)
+    })
+    .map_err(|e| {
+        auth_err(format!(
+            "handshake failed: {e} (the acceptor closes connections whose secret is wrong)"
+        ))
+    })?;
+    if !same(
+        &proof,
+        &secret.mac(b's', server_nonce, &client_nonce, claim),
+    ) {
+        return Err(auth_err(
+            "the acceptor does not know this job's secret".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pair(server: Secret, client: Secret) -> (Result<u64>, Result<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let t = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            connect(&mut s, &client, 7, deadline)
+        });
+        let (mut s, _) = l.accept().unwrap();
+        let a = accept(&mut s, &server, deadline);
+        drop(s);
+        (a, t.join().unwrap())
+    }
+
+    #[test]
+    fn same_secret_is_accepted_with_its_claim() {
+        let s = Secret::generate().unwrap();
+        let (a, c) = pair(s.clone(), s);
+        assert_eq!(a.unwrap(), 7);
+        c.unwrap();
+    }
+
+    #[test]
+    fn wrong_secret_is_rejected_on_both_sides() {
+        let (a, c) = pair(Secret::generate().unwrap(), Secret::generate().unwrap());
+        assert_eq!(a.unwrap_err().kind(), ErrorKind::Auth);
+        assert_eq!(c.unwrap_err().kind(), ErrorKind::Auth);
+    }
+
+    #[test]
+    fn hex_round_trips_and_rejects_garbage() {
+        let s = Secret::generate().unwrap();
+        assert_eq!(Secret::from_hex(&s.to_hex()).unwrap(), s);
+        assert!(Secret::from_hex("abc").is_err());
+        assert!(Secret::from_hex("zz").is_err());
+    }
+}

@@ -1,0 +1,338 @@
+//! The store over TCP: [`StoreServer`] serves a [`MemoryStore`] to authenticated clients,
+//! [`TcpStore`] is a client.
+//!
+//! Wire format, after the [`crate::auth`] handshake. Request: `op: u8`, `key_len: u32`, key,
+//! `val_len: u32`, value (little endian). `op` is 1 set, 2 get (value: the wait in ms as u64),
+//! 3 add (value: i64). Reply: `status: u8` (0 ok, 1 timed out, 2 error), `len: u32`, payload.
+
+use super::{MemoryStore, Store};
+use crate::auth::{self, Secret};
+use crate::error::{Error, ErrorKind, Result};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const OP_SET: u8 = 1;
+const OP_GET: u8 = 2;
+const OP_ADD: u8 = 3;
+const HANDSHAKE_TIME: Duration = Duration::from_secs(10);
+const MAX_FIELD: u32 = 64 << 20;
+
+/// Serves a store on a TCP port until dropped.
+pub struct StoreServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accept_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StoreServer {
+    /// Binds `addr` (port 0 picks a free port) and serves in background threads. Clients must
+    /// prove `secret`; those that fail are logged on stderr and closed.
+    pub fn bind(
+        addr: impl ToSocketAddrs + std::fmt::Display,
+        secret: Secret,
+    ) -> Result<StoreServer> {
+        let listener = TcpListener::bind(&addr).map_err(|e| {
+            Error::io(
+                format!("binding the store at {addr} (is the port in use?)"),
+                e,
+            )
+        })?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the store's address", e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let table = Arc::new(MemoryStore::new());
+        let stop2 = stop.clone();
+        let accept_thread = std::thread::Builder::new()
+            .name("psyne-store".into())
+            .spawn(move || accept_loop(listener, table, secret, stop2))
+            .map_err(|e| Error::io("starting the store thread", e))?;
+        Ok(StoreServer {
+            addr: local,
+            stop,
+            accept_thread: Some(accept_thread),
+        })
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for StoreServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.accept_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    table: Arc<MemoryStore>,
+    secret: Secret,
+    stop: Arc<AtomicBool>,
+) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = conn else { continue };
+        let (table, secret) = (table.clone(), secret.clone());
+        let _ = std::thread::Builder::new()
+            .name("psyne-store-conn".into())
+            .spawn(move || serve(stream, &table, &secret));
+    }
+}
+
+fn serve(mut stream: TcpStream, table: &MemoryStore, secret: &Secret) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let _ = stream.set_nodelay(true);
+    if let Err(e) = auth::accept(&mut stream, secret, Instant::now() + HANDSHAKE_TIME) {
+        eprintln!("psyne store: rejected a connection from {peer}: {e}");
+        return;
+    }
+    while let Ok((op, key, val)) = read_request(&mut stream) {
+        let reply = match handle(table, op, &key, &val) {
+            Ok(data) => (0u8, data),
+            Err(e) if e.kind() == ErrorKind::Timeout => (1, e.message().as_bytes().to_vec()),
+            Err(e) => (2, e.message().as_bytes().to_vec()),
+        };
+        if write_frame(&mut stream, reply.0, &[&reply.1]).is_err() {
+            return;
+        }
+    }
+}
+
+fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>> {
+    match op {
+        OP_SET => table.set(key, val).map(|_| Vec::new()),
+        OP_GET => {
+            let ms = u64::from_le_bytes(
+                val.try_into()
+                    .map_err(|_| Error::invalid("bad get request"))?,
+            );
+            table.get(key, Instant::now() + Duration::from_millis(ms))
+        }
+        OP_ADD => {
+            let d = i64::from_le_bytes(
+                val.try_into()
+                    .map_err(|_| Error::invalid("bad add request"))?,
+            );
+            table.add(key, d).map(|v| v.to_le_bytes().to_vec())
+        }
+        _ => Err(Error::invalid(format!("unknown store op {op}"))),
+    }
+}
+
+fn read_field(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len);
+    if len > MAX_FIELD {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "store field too large",
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    s.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+fn read_request(s: &mut TcpStream) -> std::io::Result<(u8, String, Vec<u8>)> {
+    let mut op = [0u8; 1];
+    s.read_exact(&mut op)?;
+    let key = String::from_utf8(read_field(s)?).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "store key is not UTF-8")
+    })?;
+    let val = read_field(s)?;
+    Ok((op[0], key, val))
+}
+
+fn write_frame(s: &mut TcpStream, head: u8, fields: &[&[u8]]) -> std::io::Result<()> {
+    let mut msg = vec![head];
+    for f in fields {
+        msg.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        msg.extend_from_slice(f);
+    }
+    s.write_all(&msg)
+}
+
+/// A client of a [`StoreServer`].
+pub struct TcpStore {
+    addr: String,
+    stream: Mutex<TcpStream>,
+}
+
+impl TcpStore {
+    /// Connects to the store at `addr` (`host:port`), retrying until `deadline` while nothing
+    /// listens there yet, and proves `secret`.
+    pub fn connect(addr: &str, secret: &Secret, deadline: Instant) -> Result<TcpStore> {
+        let mut wait = Duration::from_millis(5);
+        let last_err = loop {
+            let err = match connect_once(addr, deadline) {
+                Ok(mut stream) => {
+                    auth::connect(&mut stream, secret, auth::STORE_CLIENT, deadline)
+                        .map_err(|e| e.context(format!("store at {addr}")))?;
+                    return Ok(TcpStore {
+                        addr: addr.to_string(),
+                        stream: Mutex::new(stream),
+                    });
+                }
+                Err(e) => e,
+            };
+            if Instant::now() + wait >= deadline {
+                break err;
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(Duration::from_millis(500));
+        };
+        Err(Error::new(
+            ErrorKind::Bootstrap,
+            format!("cannot reach the job's store at {addr}: {last_err}; is the launcher (or rank 0) still running, and is the address reachable from this host?"),
+        ))
+    }
+
+    /// The address this client talks to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The local address of the connection: the interface that reaches the store.
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        self.lock()?
+            .local_addr()
+            .map_err(|e| Error::io("reading a socket address", e))
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, TcpStream>> {
+        self.stream.lock().map_err(|_| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                "the store client's lock was poisoned by a panic",
+            )
+        })
+    }
+
+    fn call(&self, op: u8, key: &str, val: &[u8], wait: Duration) -> Result<Vec<u8>> {
+        let mut s = self.lock()?;
+        let io = |e| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                format!(
+                    "lost the job's store at {}: {e}; did the launcher exit?",
+                    self.addr
+                ),
+            )
+        };
+        s.set_read_timeout(Some(wait + Duration::from_secs(10)))
+            .map_err(io)?;
+        write_frame(&mut s, op, &[key.as_bytes(), val]).map_err(io)?;
+        let mut status = [0u8; 1];
+        s.read_exact(&mut status).map_err(io)?;
+        let data = read_field(&mut s).map_err(io)?;
+        match status[0] {
+            0 => Ok(data),
+            1 => Err(Error::new(
+                ErrorKind::Timeout,
+                String::from_utf8_lossy(&data).into_owned(),
+            )),
+            _ => Err(Error::new(
+                ErrorKind::Bootstrap,
+                String::from_utf8_lossy(&data).into_owned(),
+            )),
+        }
+    }
+}
+
+fn connect_once(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "the address resolves to nothing",
+    );
+    for a in addr.to_socket_addrs()? {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(10));
+        match TcpStream::connect_timeout(&a, left.min(Duration::from_secs(5))) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+impl Store for TcpStore {
+    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.call(OP_SET, key, value, Duration::ZERO).map(|_| ())
+    }
+
+    fn get(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        self.call(OP_GET, key, &(wait.as_millis() as u64).to_le_bytes(), wait)
+    }
+
+    fn add(&self, key: &str, delta: i64) -> Result<i64> {
+        let v = self.call(OP_ADD, key, &delta.to_le_bytes(), Duration::ZERO)?;
+        Ok(i64::from_le_bytes(v.try_into().map_err(|_| {
+            Error::new(ErrorKind::Bootstrap, "malformed add reply from the store")
+        })?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_share_values_and_strangers_are_refused() {
+        let secret = Secret::generate().unwrap();
+        let server = StoreServer::bind("127.0.0.1:0", secret.clone()).unwrap();
+        let addr = server.addr().to_string();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let a = TcpStore::connect(&addr, &secret, deadline).unwrap();
+        let b = TcpStore::connect(&addr, &secret, deadline).unwrap();
+        let t = std::thread::spawn(move || b.get("x", Instant::now() + Duration::from_secs(5)));
+        a.set("x", b"hello").unwrap();
+        assert_eq!(t.join().unwrap().unwrap(), b"hello");
+        assert_eq!(a.add("c", 4).unwrap(), 4);
+        let err = a
+            .get("never", Instant::now() + Duration::from_millis(50))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Timeout);
+        let stranger = TcpStore::connect(&addr, &Secret::generate().unwrap(), deadline);
+        assert_eq!(stranger.err().map(|e| e.kind()), Some(ErrorKind::Auth));
+        // The store still serves its own clients after the stranger.
+        assert_eq!(a.add("c", 1).unwrap(), 5);
+    }
+
+    #[test]
+    fn connect_gives_up_at_the_deadline_with_a_hint() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let err = TcpStore::connect(
+            &addr,
+            &Secret::derive("x"),
+            Instant::now() + Duration::from_millis(100),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(err.kind(), ErrorKind::Bootstrap);
+        assert!(err.message().contains("launcher"), "{err}");
+    }
+}

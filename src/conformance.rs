@@ -1,0 +1,264 @@
+//! Checks a live [`Group`] against the sequential [`crate::oracle`]: every collective × reduce op
+//! × element type, element by element.
+//!
+//! Inputs are a deterministic function of (rank, index, seed), so every rank can compute every
+//! other rank's input and the expected result without communicating. They are small integers
+//! (sums within ±4 per rank, products of ±1 and 2, min/max within ±50), so every partial result
+//! is exactly representable in every type, bf16 included: the order in which an algorithm
+//! combines values cannot change the answer, and results must match the oracle *exactly*.
+
+use crate::dtype::{DType, Element};
+use crate::error::Result;
+use crate::group::Group;
+use crate::oracle;
+use crate::reduce::ReduceOp;
+use crate::schedule::chunk_span;
+use half::{bf16, f16};
+
+/// Rank `rank`'s input element `index` for a collective reducing with `op` (`None`: no reduction).
+pub fn input_value<T: Element>(rank: usize, index: usize, seed: u64, op: Option<ReduceOp>) -> T {
+    let (r, i, s) = (rank as i64, index as i64, seed as i64);
+    let v = match op {
+        Some(ReduceOp::Sum | ReduceOp::Avg) => (r * 7 + i * 3 + s).rem_euclid(9) - 4,
+        Some(ReduceOp::Prod) => [1, 1, 2, 1, -1, 1, 1][(r * 5 + i + s).rem_euclid(7) as usize],
+        Some(ReduceOp::Min | ReduceOp::Max) => (r * 131 + i * 17 + s * 7).rem_euclid(101) - 50,
+        Some(ReduceOp::BAnd | ReduceOp::BOr | ReduceOp::BXor) => {
+            (r * 37 + i * 11 + s).rem_euclid(128)
+        }
+        None => (r * 31 + i * 7 + s).rem_euclid(251),
+    };
+    T::from_i64(v)
+}
+
+/// Rank `rank`'s input of `len` elements.
+pub fn input<T: Element>(rank: usize, len: usize, seed: u64, op: Option<ReduceOp>) -> Vec<T> {
+    (0..len).map(|i| input_value(rank, i, seed, op)).collect()
+}
+
+/// Every rank's input, for the oracle.
+fn inputs<T: Element>(
+    size: usize,
+    len: impl Fn(usize) -> usize,
+    seed: u64,
+    op: Option<ReduceOp>,
+) -> Vec<Vec<T>> {
+    (0..size).map(|r| input(r, len(r), seed, op)).collect()
+}
+
+/// A result that differs from the oracle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// What was called, with its arguments.
+    pub case: String,
+    /// The first differing index (or the length, if lengths differ).
+    pub index: usize,
+    /// What the group returned there.
+    pub got: String,
+    /// What the oracle says.
+    pub expected: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: first difference at index {}: got {}, expected {}",
+            self.case, self.index, self.got, self.expected
+        )
+    }
+}
+
+fn compare<T: Element>(
+    case: impl FnOnce() -> String,
+    got: &[T],
+    expected: &[T],
+    out: &mut Vec<Mismatch>,
+) {
+    if got.len() != expected.len() {
+        out.push(Mismatch {
+            case: case(),
+            index: got.len().min(expected.len()),
+            got: format!("length {}", got.len()),
+            expected: format!("length {}", expected.len()),
+        });
+        return;
+    }
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != expected[i]) {
+        out.push(Mismatch {
+            case: case(),
+            index: i,
+            got: format!("{:?}", got[i]),
+            expected: format!("{:?}", expected[i]),
+        });
+    }
+}
+
+/// Runs every collective on `group` for element type `T` at each of `counts`, comparing with the
+/// oracle; returns the differences (empty when all is right). Communication errors are returned
+/// as errors.
+pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+    let (rank, size) = (group.rank(), group.size());
+    let dt = T::DTYPE;
+    let mut bad = Vec::new();
+    let ops: Vec<ReduceOp> = ReduceOp::ALL
+        .into_iter()
+        .filter(|op| op.check(dt).is_ok())
+        .collect();
+    for (ci, &n) in counts.iter().enumerate() {
+        let root = (ci + seed as usize) % size;
+        for &op in &ops {
+            let all = inputs::<T>(size, |_| n, seed, Some(op));
+            let want = oracle::all_reduce(&all, op);
+            let mut buf = all[rank].clone();
+            group.all_reduce(&mut buf, op)?;
+            compare(
+                || format!("all_reduce({dt}, {op}, count {n}) on rank {rank}"),
+                &buf,
+                &want,
+                &mut bad,
+            );
+
+            let mut buf = all[rank].clone();
+            group.reduce(&mut buf, op, root)?;
+            let expect = if rank == root {
+                oracle::reduce(&all, op)
+            } else {
+                all[rank].clone()
+            };
+            compare(
+                || format!("reduce({dt}, {op}, count {n}, root {root}) on rank {rank}"),
+                &buf,
+                &expect,
+                &mut bad,
+            );
+
+            let got = group.reduce_scatter(&all[rank], op)?;
+            let want = oracle::reduce_scatter(&all, op);
+            compare(
+                || format!("reduce_scatter({dt}, {op}, count {n}) on rank {rank}"),
+                &got,
+                &want[rank],
+                &mut bad,
+            );
+        }
+        let plain = inputs::<T>(size, |_| n, seed, None);
+        let mut buf = if rank == root {
+            plain[root].clone()
+        } else {
+            vec![T::zeroed(); n]
+        };
+        group.broadcast(&mut buf, root)?;
+        compare(
+            || format!("broadcast({dt}, count {n}, root {root}) on rank {rank}"),
+            &buf,
+            &oracle::broadcast(&plain, root),
+            &mut bad,
+        );
+
+        let got = group.all_gather(&plain[rank])?;
+        compare(
+            || format!("all_gather({dt}, {n} per rank) on rank {rank}"),
+            &got,
+            &oracle::all_gather(&plain),
+            &mut bad,
+        );
+
+        let chunks = inputs::<T>(size, |r| chunk_span(n, size, r).len(), seed, None);
+        let mut out = vec![T::zeroed(); n];
+        group.all_gather_into(&chunks[rank], &mut out)?;
+        compare(
+            || format!("all_gather_into({dt}, total {n}) on rank {rank}"),
+            &out,
+            &oracle::all_gather(&chunks),
+            &mut bad,
+        );
+
+        let got = group.scatter(if rank == root { &plain[root] } else { &[] }, n, root)?;
+        compare(
+            || format!("scatter({dt}, count {n}, root {root}) on rank {rank}"),
+            &got,
+            &oracle::scatter(&plain[root], size)[rank],
+            &mut bad,
+        );
+
+        let got = group.gather(&chunks[rank], n, root)?;
+        let want = if rank == root {
+            oracle::gather(&chunks)
+        } else {
+            Vec::new()
+        };
+        compare(
+            || format!("gather({dt}, total {n}, root {root}) on rank {rank}"),
+            &got,
+            &want,
+            &mut bad,
+        );
+
+        let got = group.all_to_all(&plain[rank])?;
+        compare(
+            || format!("all_to_all({dt}, {n} per rank) on rank {rank}"),
+            &got,
+            &oracle::all_to_all(&plain)[rank],
+            &mut bad,
+        );
+
+        if size > 1 {
+            let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
+            let mut got = vec![T::zeroed(); n];
+            if rank % 2 == 0 {
+                group.send(&plain[rank], next)?;
+                group.recv(&mut got, prev)?;
+            } else {
+                group.recv(&mut got, prev)?;
+                group.send(&plain[rank], next)?;
+            }
+            compare(
+                || format!("send/recv({dt}, count {n}) from rank {prev} to rank {rank}"),
+                &got,
+                &plain[prev],
+                &mut bad,
+            );
+        }
+
+        let sums = inputs::<T>(size, |_| n, seed + 1, Some(ReduceOp::Sum));
+        let pending = group.all_reduce_async(sums[rank].clone(), ReduceOp::Sum);
+        let got = pending.wait()?;
+        compare(
+            || format!("all_reduce_async({dt}, sum, count {n}) on rank {rank}"),
+            &got,
+            &oracle::all_reduce(&sums, ReduceOp::Sum),
+            &mut bad,
+        );
+        group.barrier()?;
+    }
+    Ok(bad)
+}
+
+/// [`check_type`] for every element type psyne supports.
+pub fn check_all_types(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+    let mut bad = Vec::new();
+    for dt in DType::ALL {
+        bad.extend(match dt {
+            DType::F32 => check_type::<f32>(group, counts, seed)?,
+            DType::F64 => check_type::<f64>(group, counts, seed)?,
+            DType::I8 => check_type::<i8>(group, counts, seed)?,
+            DType::I16 => check_type::<i16>(group, counts, seed)?,
+            DType::I32 => check_type::<i32>(group, counts, seed)?,
+            DType::I64 => check_type::<i64>(group, counts, seed)?,
+            DType::U8 => check_type::<u8>(group, counts, seed)?,
+            DType::U16 => check_type::<u16>(group, counts, seed)?,
+            DType::U32 => check_type::<u32>(group, counts, seed)?,
+            DType::U64 => check_type::<u64>(group, counts, seed)?,
+            DType::F16 => check_type::<f16>(group, counts, seed)?,
+            DType::BF16 => check_type::<bf16>(group, counts, seed)?,
+        });
+    }
+    Ok(bad)
+}
+
+/// The counts a check uses for a group of `size`: 0, 1, size - 1, size + 1 and a large odd count.
+pub fn default_counts(size: usize) -> Vec<usize> {
+    let mut c = vec![0, 1, size.saturating_sub(1), size + 1, 1001];
+    c.dedup();
+    c
+}

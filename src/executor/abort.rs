@@ -1,0 +1,69 @@
+//! Giving up a group's links after a failure, so that the other ranks learn of it quickly.
+
+use super::header;
+use super::Links;
+use crate::error::Error;
+use std::io::IoSlice;
+use std::time::{Duration, Instant};
+
+/// Tells every peer that this rank failed with `err` (where the outgoing stream is at a message
+/// boundary, i.e. not marked in [`Links::mid_message`]), closes the sending side of every link, and then reads and
+/// discards whatever peers still send (for at most `drain`) in a background thread, so that a peer
+/// blocked writing to this rank finishes its write and reaches the abort notice or end of stream.
+pub fn abort_links(links: &mut Links, err: &Error, drain: Duration) {
+    let reason = err.message().as_bytes();
+    let hdr = header::encode_abort(err.kind(), reason.len() as u64);
+    let give_up = Instant::now() + Duration::from_millis(500);
+    for (peer, link) in links.links.iter_mut().enumerate() {
+        let Some(link) = link else { continue };
+        if links.mid_message.get(peer).copied().unwrap_or(false) {
+            link.close_write();
+            continue;
+        }
+        let mut sent = 0;
+        let total = hdr.len() + reason.len();
+        while sent < total && Instant::now() < give_up {
+            let (h, r) = if sent < hdr.len() {
+                (&hdr[sent..], reason)
+            } else {
+                (&hdr[..0], &reason[sent - hdr.len()..])
+            };
+            match link.write_some(&[IoSlice::new(h), IoSlice::new(r)]) {
+                Ok(n) if n > 0 => sent += n,
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(_) => break,
+            }
+        }
+        link.close_write();
+    }
+    let mut taken: Vec<_> = links.links.iter_mut().filter_map(Option::take).collect();
+    let _ = std::thread::Builder::new()
+        .name("psyne-drain".into())
+        .spawn(move || {
+            let until = Instant::now() + drain;
+            let mut sink = vec![0u8; 64 << 10];
+            while !taken.is_empty() && Instant::now() < until {
+                let mut fds: Vec<libc::pollfd> = taken
+                    .iter()
+                    .map(|l| libc::pollfd {
+                        fd: l.poll_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .collect();
+                // SAFETY: `fds` is a valid, exclusively borrowed vector of pollfd for the whole call.
+                unsafe {
+                    libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200);
+                }
+                taken.retain_mut(|l| loop {
+                    match l.read_some(&mut sink) {
+                        Ok(0) => break false,
+                        Ok(_) => continue,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                        Err(_) => break false,
+                    }
+                });
+            }
+        });
+}

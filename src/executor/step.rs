@@ -1,0 +1,487 @@
+//! One step of a schedule: all its sends and receives, driven together without blocking.
+
+use super::header::{self, Header, OpDesc, HEADER_LEN};
+use crate::error::{Error, ErrorKind, Result};
+use crate::reduce::Reducer;
+use crate::schedule::{RecvMode, Step};
+use crate::transport::{Link, PeerInfo};
+use std::io::{self, IoSlice};
+use std::time::{Duration, Instant};
+
+/// The largest read between two reductions, so reduction overlaps arrival.
+const MAX_READ: usize = 256 << 10;
+/// The longest abort reason read.
+const MAX_REASON: u64 = 64 << 10;
+
+pub(super) struct StepCtx<'a> {
+    pub links_rank: usize,
+    pub peers: &'a [PeerInfo],
+    pub desc: &'a OpDesc,
+    pub elem_size: usize,
+    pub reducer: Option<Reducer>,
+    pub deadline: Instant,
+    pub spin: Duration,
+}
+
+struct SendSt {
+    peer: usize,
+    start: usize,
+    len: usize,
+    forward: bool,
+    hdr: [u8; HEADER_LEN],
+    hdr_done: usize,
+    done: usize,
+}
+
+impl SendSt {
+    fn complete(&self) -> bool {
+        self.hdr_done == HEADER_LEN && self.done == self.len
+    }
+}
+
+struct RecvSt {
+    peer: usize,
+    start: usize,
+    len: usize,
+    reduce: bool,
+    hdr: [u8; HEADER_LEN],
+    hdr_got: usize,
+    got: usize,
+    applied: usize,
+    scratch_off: usize,
+}
+
+impl RecvSt {
+    fn header_ok(&self) -> bool {
+        self.hdr_got == HEADER_LEN
+    }
+    fn complete(&self) -> bool {
+        self.header_ok() && self.got == self.len && (!self.reduce || self.applied == self.len)
+    }
+}
+
+impl StepCtx<'_> {
+    fn who(&self, peer: usize) -> String {
+        let info = self
+            .peers
+            .get(peer)
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        format!("rank {peer} ({info}, tcp)")
+    }
+
+    fn lost(&self, peer: usize, doing: &str, e: impl std::fmt::Display) -> Error {
+        Error::new(
+            ErrorKind::PeerLost,
+            format!(
+                "{} on rank {}: lost the connection to {} while {doing}: {e}; that rank probably exited or crashed, check its output",
+                self.desc.label(),
+                self.links_rank,
+                self.who(peer)
+            ),
+        )
+    }
+
+    fn internal(&self, what: impl std::fmt::Display) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{} on rank {}: internal error: {what}",
+                self.desc.label(),
+                self.links_rank
+            ),
+        )
+    }
+}
+
+fn link<'a>(
+    ctx: &StepCtx<'_>,
+    links: &'a mut [Option<Box<dyn Link>>],
+    peer: usize,
+) -> Result<&'a mut Box<dyn Link>> {
+    links
+        .get_mut(peer)
+        .and_then(|l| l.as_mut())
+        .ok_or_else(|| ctx.internal(format!("no link to rank {peer}")))
+}
+
+/// Runs one step to completion or error; on error, marks in `mid_message` the peers whose
+/// outgoing stream stopped inside a message.
+pub(super) fn run_step(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    mid_message: &mut [bool],
+    step: &Step,
+    buf: &mut [u8],
+    scratch: &mut Vec<u64>,
+) -> Result<()> {
+    let es = ctx.elem_size;
+    let in_buf = |span: &std::ops::Range<usize>| span.end * es <= buf.len();
+    let mut sends = Vec::with_capacity(step.sends.len());
+    for s in &step.sends {
+        if !in_buf(&s.span) {
+            return Err(ctx.internal(format!("send span {:?} outside the buffer", s.span)));
+        }
+        let len = s.span.len() * es;
+        sends.push(SendSt {
+            peer: s.peer,
+            start: s.span.start * es,
+            len,
+            forward: s.forward,
+            hdr: header::encode_data(ctx.desc, len as u64),
+            hdr_done: 0,
+            done: 0,
+        });
+    }
+    let mut recvs = Vec::with_capacity(step.recvs.len());
+    let mut scratch_bytes = 0;
+    for r in &step.recvs {
+        if !in_buf(&r.span) {
+            return Err(ctx.internal(format!("receive span {:?} outside the buffer", r.span)));
+        }
+        let len = r.span.len() * es;
+        let reduce = r.mode == RecvMode::Reduce;
+        recvs.push(RecvSt {
+            peer: r.peer,
+            start: r.span.start * es,
+            len,
+            reduce,
+            hdr: [0; HEADER_LEN],
+            hdr_got: 0,
+            got: 0,
+            applied: 0,
+            scratch_off: scratch_bytes,
+        });
+        if reduce {
+            scratch_bytes += len.div_ceil(8) * 8;
+        }
+    }
+    if scratch.len() * 8 < scratch_bytes {
+        scratch.resize(scratch_bytes / 8, 0);
+    }
+    let scratch: &mut [u8] = bytemuck::cast_slice_mut(scratch.as_mut_slice());
+    let reducer = if recvs.iter().any(|r| r.reduce) {
+        Some(
+            ctx.reducer
+                .ok_or_else(|| ctx.internal("a reducing step without a reduction op"))?,
+        )
+    } else {
+        None
+    };
+    let out = drive(ctx, links, &mut sends, &mut recvs, buf, scratch, reducer);
+    if out.is_err() {
+        for s in sends.iter().filter(|s| s.hdr_done > 0 && !s.complete()) {
+            if let Some(m) = mid_message.get_mut(s.peer) {
+                *m = true;
+            }
+        }
+    }
+    out
+}
+
+fn drive(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    sends: &mut [SendSt],
+    recvs: &mut [RecvSt],
+    buf: &mut [u8],
+    scratch: &mut [u8],
+    reducer: Option<Reducer>,
+) -> Result<()> {
+    let es = ctx.elem_size;
+    let mut last_progress = Instant::now();
+    loop {
+        let mut progressed = false;
+        // Sends.
+        for i in 0..sends.len() {
+            if sends[i].complete()
+                || sends[..i]
+                    .iter()
+                    .any(|o| o.peer == sends[i].peer && !o.complete())
+            {
+                continue;
+            }
+            let avail = if sends[i].forward {
+                forward_limit(&sends[i], recvs)
+            } else {
+                sends[i].len
+            };
+            let s = &mut sends[i];
+            if s.hdr_done == HEADER_LEN && s.done >= avail {
+                continue;
+            }
+            let data = &buf[s.start + s.done..s.start + avail];
+            let slices = [IoSlice::new(&s.hdr[s.hdr_done..]), IoSlice::new(data)];
+            match link(ctx, links, s.peer)?.write_some(&slices) {
+                Ok(0) => {
+                    return Err(ctx.lost(s.peer, "sending", "the connection accepts no more data"))
+                }
+                Ok(mut n) => {
+                    let h = n.min(HEADER_LEN - s.hdr_done);
+                    s.hdr_done += h;
+                    n -= h;
+                    s.done += n;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ctx.lost(s.peer, "sending", e)),
+            }
+        }
+        // Receives.
+        for i in 0..recvs.len() {
+            if recvs[i].complete()
+                || recvs[..i]
+                    .iter()
+                    .any(|o| o.peer == recvs[i].peer && !o.complete())
+            {
+                continue;
+            }
+            progressed |= receive(ctx, links, &mut recvs[i], buf, scratch)?;
+            if recvs[i].reduce {
+                let (p, e) = reducible(&recvs[i], sends, es);
+                if e > p {
+                    let r = &mut recvs[i];
+                    let off = r.scratch_off + (p - r.start);
+                    if let Some(red) = reducer {
+                        red.apply(&mut buf[p..e], &scratch[off..off + (e - p)]);
+                    }
+                    r.applied = e - r.start;
+                    progressed = true;
+                }
+            }
+        }
+        if sends.iter().all(SendSt::complete) && recvs.iter().all(RecvSt::complete) {
+            return Ok(());
+        }
+        if progressed {
+            last_progress = Instant::now();
+            continue;
+        }
+        if last_progress.elapsed() < ctx.spin {
+            std::thread::yield_now();
+            continue;
+        }
+        wait(ctx, links, sends, recvs)?;
+        last_progress = Instant::now();
+    }
+}
+
+/// How many bytes of a forward send are available: those its covering `Copy` receive has written.
+fn forward_limit(s: &SendSt, recvs: &[RecvSt]) -> usize {
+    let pos = s.start + s.done;
+    recvs
+        .iter()
+        .filter(|r| !r.reduce && r.header_ok() && r.start <= pos && pos < r.start + r.len.max(1))
+        .map(|r| (r.start + r.got).saturating_sub(s.start).min(s.len))
+        .max()
+        .unwrap_or(if s.len == 0 { 0 } else { s.done })
+}
+
+/// The byte range `[p, e)` of a reducing receive that may be combined now: received whole
+/// elements not yet applied, stopping where a plain send still has to send the old values.
+fn reducible(r: &RecvSt, sends: &[SendSt], es: usize) -> (usize, usize) {
+    let p = r.start + r.applied;
+    let mut e = r.start + (r.got / es) * es;
+    for s in sends.iter().filter(|s| !s.forward && s.done < s.len) {
+        let unsent = s.start + s.done;
+        let end = s.start + s.len;
+        if p >= unsent && p < end {
+            e = p;
+        } else if unsent > p {
+            e = e.min(unsent);
+        }
+    }
+    (p, e.max(p))
+}
+
+/// Reads what has arrived for `r`; true if anything did.
+fn receive(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    r: &mut RecvSt,
+    buf: &mut [u8],
+    scratch: &mut [u8],
+) -> Result<bool> {
+    let link = link(ctx, links, r.peer)?;
+    let mut progressed = false;
+    if !r.header_ok() {
+        match link.read_some(&mut r.hdr[r.hdr_got..]) {
+            Ok(0) => return Err(ctx.lost(r.peer, "receiving", "the connection was closed")),
+            Ok(n) => {
+                r.hdr_got += n;
+                progressed = true;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return Ok(false)
+            }
+            Err(e) => return Err(ctx.lost(r.peer, "receiving", e)),
+        }
+        if !r.header_ok() {
+            return Ok(progressed);
+        }
+        check_header(ctx, link.as_mut(), r)?;
+    }
+    if r.got < r.len {
+        let want = (r.len - r.got).min(MAX_READ);
+        let dest = if r.reduce {
+            &mut scratch[r.scratch_off + r.got..r.scratch_off + r.got + want]
+        } else {
+            &mut buf[r.start + r.got..r.start + r.got + want]
+        };
+        match link.read_some(dest) {
+            Ok(0) => return Err(ctx.lost(r.peer, "receiving", "the connection was closed")),
+            Ok(n) => {
+                r.got += n;
+                progressed = true;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(ctx.lost(r.peer, "receiving", e)),
+        }
+    }
+    Ok(progressed)
+}
+
+fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt) -> Result<()> {
+    match header::decode(&r.hdr) {
+        Header::Data { desc, len } => {
+            if desc != *ctx.desc {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "collective mismatch: rank {} called {} but {} called {}; every rank must make the same calls in the same order with the same arguments",
+                        ctx.links_rank,
+                        ctx.desc.describe(),
+                        ctx.who(r.peer),
+                        desc.describe()
+                    ),
+                ));
+            }
+            if len != r.len as u64 {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "{} on rank {}: {} sent {len} bytes where {} were expected; the ranks disagree about the group (world size or algorithm settings such as PSY_ALGO)",
+                        ctx.desc.label(),
+                        ctx.links_rank,
+                        ctx.who(r.peer),
+                        r.len
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Header::Abort { kind, len } => {
+            let reason = read_reason(link, len.min(MAX_REASON) as usize, ctx.deadline.min(Instant::now() + Duration::from_secs(5)));
+            Err(Error::new(
+                kind,
+                format!("{} on rank {}: {} failed and aborted the group: {reason}", ctx.desc.label(), ctx.links_rank, ctx.who(r.peer)),
+            ))
+        }
+        Header::Garbage => Err(Error::new(
+            ErrorKind::Io,
+            format!("{} on rank {}: {} sent bytes that are not a psyne message (corrupted stream, or a different psyne version)", ctx.desc.label(), ctx.links_rank, ctx.who(r.peer)),
+        )),
+    }
+}
+
+fn read_reason(link: &mut dyn Link, len: usize, deadline: Instant) -> String {
+    let mut text = vec![0u8; len];
+    let mut got = 0;
+    while got < len && Instant::now() < deadline {
+        match link.read_some(&mut text[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                poll_fds(
+                    &mut [libc::pollfd {
+                        fd: link.poll_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    }],
+                    Duration::from_millis(50),
+                );
+            }
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&text[..got]).into_owned()
+}
+
+fn poll_fds(fds: &mut [libc::pollfd], timeout: Duration) {
+    // SAFETY: `fds` is a valid, exclusively borrowed slice of pollfd for the whole call, and its
+    // length is passed as the count.
+    unsafe {
+        libc::poll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            timeout.as_millis().min(1000) as i32,
+        );
+    }
+}
+
+/// Blocks until a link the step waits on is ready, or fails at the deadline.
+fn wait(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    sends: &[SendSt],
+    recvs: &[RecvSt],
+) -> Result<()> {
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut add = |fd: i32, ev: libc::c_short| match fds.iter_mut().find(|p| p.fd == fd) {
+        Some(p) => p.events |= ev,
+        None => fds.push(libc::pollfd {
+            fd,
+            events: ev,
+            revents: 0,
+        }),
+    };
+    let mut waiting_for = None;
+    for (i, s) in sends.iter().enumerate() {
+        let active = !s.complete() && !sends[..i].iter().any(|o| o.peer == s.peer && !o.complete());
+        let avail = if s.forward {
+            forward_limit(s, recvs)
+        } else {
+            s.len
+        };
+        if active && (s.hdr_done < HEADER_LEN || s.done < avail) {
+            add(link(ctx, links, s.peer)?.poll_fd(), libc::POLLOUT);
+            waiting_for.get_or_insert((s.peer, "take the data this rank sends"));
+        }
+    }
+    for (i, r) in recvs.iter().enumerate() {
+        let active = !r.complete() && !recvs[..i].iter().any(|o| o.peer == r.peer && !o.complete());
+        if active && (!r.header_ok() || r.got < r.len) {
+            add(link(ctx, links, r.peer)?.poll_fd(), libc::POLLIN);
+            waiting_for = Some((r.peer, "send"));
+        }
+    }
+    let Some((peer, what)) = waiting_for else {
+        return Err(ctx.internal(
+            "the step waits for nothing but is not complete (a schedule breaks the model)",
+        ));
+    };
+    let left = ctx.deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "{} on rank {}: timed out waiting for {} to {what}; it may be stuck, dead, or in a different collective (PSY_TIMEOUT raises the limit)",
+                ctx.desc.describe(),
+                ctx.links_rank,
+                ctx.who(peer)
+            ),
+        ));
+    }
+    poll_fds(&mut fds, left);
+    Ok(())
+}

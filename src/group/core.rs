@@ -1,0 +1,264 @@
+//! The state shared by every handle of a group: its links, its sequence numbers, the order in
+//! which calls run, and the one place where a collective's bytes are handed to the executor.
+
+use crate::bootstrap::StoreServer;
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind};
+use crate::reduce::{ReduceOp, Reducer};
+use crate::schedule::{self, Algo, Collective, Schedule};
+use crate::tuning::Tuning;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Calls run in the order they were issued: each takes a ticket and waits for its turn.
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<(u64, u64)>, // (next ticket, now serving)
+    turn: Condvar,
+}
+
+impl Gate {
+    pub(crate) fn take(&self) -> u64 {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.0 += 1;
+        s.0 - 1
+    }
+
+    pub(crate) fn wait_turn(&self, ticket: u64) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.1 != ticket {
+            s = self.turn.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    pub(crate) fn done(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.1 += 1;
+        self.turn.notify_all();
+    }
+}
+
+/// Marks the ticket served when dropped, even if the call panicked.
+pub(crate) struct Turn<'a>(pub(crate) &'a Gate);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
+pub(crate) struct Comm {
+    pub(crate) links: Links,
+    executor: Executor,
+    seq: u64,
+    p2p_sent: Vec<u64>,
+    p2p_received: Vec<u64>,
+    poisoned: Option<Error>,
+}
+
+/// Everything a group is, behind its handles.
+pub(crate) struct Core {
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) tuning: Tuning,
+    pub(crate) gate: Gate,
+    comm: Mutex<Comm>,
+    _store_server: Option<StoreServer>,
+}
+
+impl Core {
+    pub(crate) fn new(
+        links: Links,
+        timeout: Duration,
+        tuning: Tuning,
+        store_server: Option<StoreServer>,
+    ) -> Core {
+        let size = links.links.len();
+        Core {
+            rank: links.rank,
+            size,
+            timeout,
+            tuning,
+            gate: Gate::default(),
+            comm: Mutex::new(Comm {
+                links,
+                executor: Executor::new(spin_time()),
+                seq: 0,
+                p2p_sent: vec![0; size],
+                p2p_received: vec![0; size],
+                poisoned: None,
+            }),
+            _store_server: store_server,
+        }
+    }
+
+    pub(crate) fn host_of(&self, rank: usize) -> Option<String> {
+        self.lock()
+            .ok()?
+            .links
+            .peers
+            .get(rank)
+            .map(|p| p.host.clone())
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Comm>> {
+        self.comm.lock().map_err(|_| {
+            Error::new(
+                ErrorKind::Aborted,
+                "a call on this group panicked; the group can no longer be used",
+            )
+        })
+    }
+
+    /// The algorithm for `coll` with a per-call choice `forced`, checked to implement it.
+    pub(crate) fn algo_for(
+        &self,
+        coll: Collective,
+        forced: Option<Algo>,
+        bytes: usize,
+    ) -> Result<Algo> {
+        match forced {
+            Some(a) if Algo::for_collective(coll).contains(&a) => Ok(a),
+            Some(a) => {
+                let ok: Vec<_> = Algo::for_collective(coll)
+                    .iter()
+                    .map(|a| a.name())
+                    .collect();
+                Err(Error::invalid(format!(
+                    "algorithm `{a}` does not implement {}; choose one of: {}",
+                    coll.name(),
+                    ok.join(", ")
+                )))
+            }
+            None => Ok(self.tuning.choose(coll, bytes, self.size)),
+        }
+    }
+
+    /// Runs `coll` on a work buffer laid out as [`Collective::layout`] says.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_collective(
+        &self,
+        coll: Collective,
+        algo: Algo,
+        dtype: DType,
+        op: Option<ReduceOp>,
+        count: usize,
+        work: &mut [u8],
+    ) -> Result<()> {
+        let mut comm = self.lock()?;
+        comm.seq += 1;
+        let schedule = schedule::build(coll, algo, self.rank, self.size, count)?;
+        let desc = OpDesc {
+            kind: OpKind::Collective(coll),
+            algo: Some(algo),
+            dtype,
+            op,
+            count: count as u64,
+            seq: comm.seq,
+        };
+        self.execute(&mut comm, desc, &schedule, work)
+    }
+
+    /// Sends (`to_peer` true) or receives `work` to or from `peer`.
+    pub(crate) fn run_p2p(
+        &self,
+        peer: usize,
+        sending: bool,
+        dtype: DType,
+        work: &mut [u8],
+    ) -> Result<()> {
+        let what = if sending { "send to" } else { "receive from" };
+        if peer >= self.size {
+            return Err(Error::invalid(format!(
+                "cannot {what} rank {peer}: the group has ranks 0..{}",
+                self.size
+            )));
+        }
+        if peer == self.rank {
+            return Err(Error::invalid(format!(
+                "rank {peer} cannot {what} itself; copy the buffer locally instead"
+            )));
+        }
+        let mut comm = self.lock()?;
+        let counter = if sending {
+            &mut comm.p2p_sent[peer]
+        } else {
+            &mut comm.p2p_received[peer]
+        };
+        *counter += 1;
+        let seq = *counter;
+        let count = work.len() / dtype.size();
+        let mut step = schedule::Step::default();
+        if sending {
+            step.sends.push(schedule::Send {
+                peer,
+                span: 0..count,
+                forward: false,
+            });
+        } else {
+            step.recvs.push(schedule::Recv {
+                peer,
+                span: 0..count,
+                mode: schedule::RecvMode::Copy,
+            });
+        }
+        let schedule = Schedule {
+            buf_len: count,
+            steps: vec![step],
+        };
+        let desc = OpDesc {
+            kind: OpKind::PointToPoint,
+            algo: None,
+            dtype,
+            op: None,
+            count: count as u64,
+            seq,
+        };
+        self.execute(&mut comm, desc, &schedule, work)
+    }
+
+    fn execute(
+        &self,
+        comm: &mut Comm,
+        desc: OpDesc,
+        schedule: &Schedule,
+        work: &mut [u8],
+    ) -> Result<()> {
+        if let Some(first) = &comm.poisoned {
+            return Err(Error::new(
+                ErrorKind::Aborted,
+                format!("{} refused: this group failed earlier and can no longer be used (create a new one): {first}", desc.label()),
+            ));
+        }
+        let reducer = desc.op.map(|op| Reducer::new(desc.dtype, op)).transpose()?;
+        let job = Job {
+            desc,
+            schedule,
+            buf: work,
+            elem_size: desc.dtype.size(),
+            reducer,
+            deadline: Instant::now() + self.timeout,
+        };
+        let Comm {
+            links, executor, ..
+        } = comm;
+        if let Err(e) = executor.run(links, job) {
+            abort_links(links, &e, self.timeout);
+            comm.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// How long a rank spins before blocking on an idle link: `PSY_SPIN_US` microseconds (default
+/// 50; 0 blocks at once, the right choice when ranks outnumber cores).
+fn spin_time() -> Duration {
+    let us = std::env::var("PSY_SPIN_US")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(50);
+    Duration::from_micros(us)
+}

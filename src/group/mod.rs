@@ -1,0 +1,343 @@
+//! [`Group`]: the ranks of a job and the collectives they call together.
+
+mod core;
+mod ops;
+mod work;
+
+pub use work::Work;
+
+use crate::auth::Secret;
+use crate::bootstrap::{Store, StoreServer};
+use crate::dtype::Element;
+use crate::error::Result;
+use crate::executor::Links;
+use crate::reduce::ReduceOp;
+use crate::schedule::Algo;
+use crate::transport::tcp::{connect_mesh, MeshOptions};
+use crate::tuning::Tuning;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use self::core::{Core, Turn};
+
+/// How to form a group from a store.
+#[derive(Debug, Clone)]
+pub struct GroupOptions {
+    /// This rank, `0..size`.
+    pub rank: usize,
+    /// Ranks in the group.
+    pub size: usize,
+    /// Prefix of the group's keys in the store; unique per group formed on that store.
+    pub prefix: String,
+    /// The job secret every connection proves.
+    pub secret: Secret,
+    /// The address to listen on and advertise to the other ranks.
+    pub bind_ip: IpAddr,
+    /// The deadline of every wait, forming the group included.
+    pub timeout: Duration,
+    /// The algorithm policy.
+    pub tuning: Tuning,
+}
+
+impl GroupOptions {
+    /// Options for `rank` of `size` on loopback with a derived secret, the default timeout and
+    /// tuning: what tests with threads as ranks need.
+    pub fn local(rank: usize, size: usize, prefix: impl Into<String>) -> Self {
+        let prefix = prefix.into();
+        GroupOptions {
+            rank,
+            size,
+            secret: Secret::derive(&prefix),
+            prefix,
+            bind_ip: IpAddr::from([127, 0, 0, 1]),
+            timeout: crate::contract::DEFAULT_TIMEOUT,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// The ranks of a job, connected to each other. Every collective must be called by every rank of
+/// the group, in the same order, with matching arguments; a rank that does otherwise gets an
+/// error, as do the others.
+///
+/// Clones (and [`Group::with_algo`] views) share one group. Calls from several threads, blocking or
+/// not, run one at a time in the order they were issued.
+#[derive(Clone)]
+pub struct Group {
+    core: Arc<Core>,
+    worker: Arc<work::Worker>,
+    algo: Option<Algo>,
+}
+
+impl Group {
+    /// A world of one: every collective is a local no-op (or copy).
+    pub fn alone() -> Group {
+        let me = crate::transport::PeerInfo {
+            host: hostname(),
+            addr: "-".into(),
+        };
+        Group::from_links(
+            Links::new(0, vec![None], vec![me]),
+            crate::contract::DEFAULT_TIMEOUT,
+            Tuning::default(),
+            None,
+        )
+    }
+
+    /// Connects to the other ranks through `store` (every rank calls this with the same prefix,
+    /// size and secret).
+    pub fn from_store(store: &dyn Store, options: GroupOptions) -> Result<Group> {
+        Group::from_store_serving(store, options, None)
+    }
+
+    pub(crate) fn from_store_serving(
+        store: &dyn Store,
+        options: GroupOptions,
+        server: Option<StoreServer>,
+    ) -> Result<Group> {
+        let GroupOptions {
+            rank,
+            size,
+            prefix,
+            secret,
+            bind_ip,
+            timeout,
+            tuning,
+        } = options;
+        if size == 0 || rank >= size {
+            return Err(crate::Error::invalid(format!(
+                "rank {rank} is not inside a group of {size}"
+            )));
+        }
+        let (links, peers) = connect_mesh(
+            store,
+            MeshOptions {
+                rank,
+                size,
+                prefix: &prefix,
+                secret: &secret,
+                bind_ip,
+                host: hostname(),
+                deadline: Instant::now() + timeout,
+            },
+        )?;
+        Ok(Group::from_links(
+            Links::new(rank, links, peers),
+            timeout,
+            tuning,
+            server,
+        ))
+    }
+
+    fn from_links(
+        links: Links,
+        timeout: Duration,
+        tuning: Tuning,
+        server: Option<StoreServer>,
+    ) -> Group {
+        Group {
+            core: Arc::new(Core::new(links, timeout, tuning, server)),
+            worker: Arc::default(),
+            algo: None,
+        }
+    }
+
+    /// This rank, `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.core.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.core.size
+    }
+
+    /// The host name of `rank`, as it reported it.
+    pub fn host_of(&self, rank: usize) -> Option<String> {
+        self.core.host_of(rank)
+    }
+
+    /// The deadline of every wait.
+    pub fn timeout(&self) -> Duration {
+        self.core.timeout
+    }
+
+    /// The algorithm `coll` would use for `bytes` per rank, after `PSY_ALGO` and [`Group::with_algo`].
+    pub fn algorithm_for(&self, coll: crate::Collective, bytes: usize) -> Result<Algo> {
+        self.core.algo_for(coll, self.algo, bytes)
+    }
+
+    /// A view of this group whose calls use `algo` (an error for collectives it does not
+    /// implement). Every rank must make the same choice.
+    pub fn with_algo(&self, algo: Algo) -> Group {
+        Group {
+            algo: Some(algo),
+            ..self.clone()
+        }
+    }
+
+    /// Runs `f` in this call's turn.
+    fn sequenced<R>(&self, f: impl FnOnce(&Core) -> Result<R>) -> Result<R> {
+        let ticket = self.core.gate.take();
+        self.core.gate.wait_turn(ticket);
+        let _turn = Turn(&self.core.gate);
+        f(&self.core)
+    }
+
+    /// Queues `f` to run in its turn on the worker thread.
+    fn spawn<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Core) -> Result<R> + Send + 'static,
+    ) -> Work<R> {
+        let (handle, completer) = work::pending();
+        let core = self.core.clone();
+        let ticket = core.gate.take();
+        let submitted = self.worker.submit(Box::new(move || {
+            core.gate.wait_turn(ticket);
+            let _turn = Turn(&core.gate);
+            completer.complete(f(&core));
+        }));
+        match submitted {
+            Ok(()) => handle,
+            Err(e) => {
+                // The job never runs: serve its ticket so later calls are not stuck behind it.
+                self.core.gate.wait_turn(ticket);
+                self.core.gate.done();
+                Work::ready(Err(e))
+            }
+        }
+    }
+
+    /// Every rank's `buf` becomes the element-wise reduction of all ranks' buffers.
+    pub fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        self.sequenced(|c| ops::all_reduce(c, self.algo, buf, op))
+    }
+
+    /// Non-blocking [`Group::all_reduce`]: the handle gives the buffer back when done.
+    pub fn all_reduce_async<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
+        let algo = self.algo;
+        self.spawn(move |c| ops::all_reduce(c, algo, &mut buf, op).map(|_| buf))
+    }
+
+    /// Copies `root`'s `buf` into every other rank's `buf` (all of the same length).
+    pub fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
+        self.sequenced(|c| ops::broadcast(c, self.algo, buf, root))
+    }
+
+    /// Non-blocking [`Group::broadcast`].
+    pub fn broadcast_async<T: Element>(&self, mut buf: Vec<T>, root: usize) -> Work<Vec<T>> {
+        let algo = self.algo;
+        self.spawn(move |c| ops::broadcast(c, algo, &mut buf, root).map(|_| buf))
+    }
+
+    /// `root`'s `buf` becomes the reduction of all ranks' buffers; other ranks' buffers are left
+    /// as they were.
+    pub fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
+        self.sequenced(|c| ops::reduce(c, self.algo, buf, op, root))
+    }
+
+    /// Every rank gets the concatenation of all ranks' `local` (all of the same length), in rank
+    /// order.
+    pub fn all_gather<T: Element>(&self, local: &[T]) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); local.len() * self.size()];
+        self.sequenced(|c| ops::all_gather_into(c, self.algo, local, &mut out))?;
+        Ok(out)
+    }
+
+    /// Non-blocking [`Group::all_gather`].
+    pub fn all_gather_async<T: Element>(&self, local: Vec<T>) -> Work<Vec<T>> {
+        let (algo, size) = (self.algo, self.size());
+        self.spawn(move |c| {
+            let mut out = vec![T::zeroed(); local.len() * size];
+            ops::all_gather_into(c, algo, &local, &mut out).map(|_| out)
+        })
+    }
+
+    /// All-gather into `out`, whose length is the total: rank `i` contributes chunk `i` of `out`
+    /// split as evenly as possible (the first `out.len() % size` chunks one longer), so lengths may
+    /// differ by one between ranks.
+    pub fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
+        self.sequenced(|c| ops::all_gather_into(c, self.algo, local, out))
+    }
+
+    /// Reduces all ranks' `input` and gives each rank its chunk of the result (chunk `i` of an even
+    /// split, as in [`Group::all_gather_into`]).
+    pub fn reduce_scatter<T: Element>(&self, input: &[T], op: ReduceOp) -> Result<Vec<T>> {
+        let mut out = vec![
+            T::zeroed();
+            crate::schedule::chunk_span(input.len(), self.size(), self.rank()).len()
+        ];
+        self.sequenced(|c| ops::reduce_scatter_into(c, self.algo, input, &mut out, op))?;
+        Ok(out)
+    }
+
+    /// [`Group::reduce_scatter`] into a caller's buffer of the right length.
+    pub fn reduce_scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.sequenced(|c| ops::reduce_scatter_into(c, self.algo, input, out, op))
+    }
+
+    /// Splits `root`'s `input` of `count` elements into chunks (an even split) and gives rank `i`
+    /// chunk `i`. Every rank passes the same `count`; non-roots may pass an empty `input`.
+    pub fn scatter<T: Element>(&self, input: &[T], count: usize, root: usize) -> Result<Vec<T>> {
+        self.sequenced(|c| ops::scatter(c, self.algo, input, count, root))
+    }
+
+    /// The inverse of [`Group::scatter`]: rank `i` passes chunk `i` of a total of `count`
+    /// elements; `root` gets all of them in rank order, the others an empty vector.
+    pub fn gather<T: Element>(&self, local: &[T], count: usize, root: usize) -> Result<Vec<T>> {
+        self.sequenced(|c| ops::gather(c, self.algo, local, count, root))
+    }
+
+    /// Chunk `j` of this rank's `input` (an even split into `size` chunks) goes to rank `j`; the
+    /// result is the chunks this rank receives, in the order of the ranks that sent them.
+    pub fn all_to_all<T: Element>(&self, input: &[T]) -> Result<Vec<T>> {
+        self.sequenced(|c| ops::all_to_all(c, self.algo, input))
+    }
+
+    /// Non-blocking [`Group::all_to_all`].
+    pub fn all_to_all_async<T: Element>(&self, input: Vec<T>) -> Work<Vec<T>> {
+        let algo = self.algo;
+        self.spawn(move |c| ops::all_to_all(c, algo, &input))
+    }
+
+    /// Returns once every rank has called it.
+    pub fn barrier(&self) -> Result<()> {
+        self.sequenced(|c| ops::barrier(c, self.algo))
+    }
+
+    /// Non-blocking [`Group::barrier`].
+    pub fn barrier_async(&self) -> Work<()> {
+        let algo = self.algo;
+        self.spawn(move |c| ops::barrier(c, algo))
+    }
+
+    /// Sends `buf` to rank `dst`, which must call [`Group::recv`] with a buffer of the same length
+    /// and type. Messages between two ranks arrive in the order they were sent.
+    pub fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
+        self.sequenced(|c| ops::send(c, buf, dst))
+    }
+
+    /// Receives into `buf` the next message rank `src` sent to this rank.
+    pub fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
+        self.sequenced(|c| ops::recv(c, buf, src))
+    }
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is a valid writable buffer and its length is passed, so gethostname writes
+    // within it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

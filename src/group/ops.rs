@@ -1,0 +1,237 @@
+//! The typed collectives: check arguments, lay the work buffer out as the schedule expects, run,
+//! and copy results out. Each takes the core and an optional forced algorithm.
+
+use super::core::Core;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::reduce::ReduceOp;
+use crate::schedule::{chunk_span, Algo, Collective};
+
+fn bytes<T: Element>(v: &[T]) -> usize {
+    std::mem::size_of_val(v)
+}
+
+fn zeroed<T: Element>(n: usize) -> Vec<T> {
+    vec![T::zeroed(); n]
+}
+
+fn check_root(core: &Core, what: &str, root: usize) -> Result<()> {
+    if root >= core.size {
+        return Err(Error::invalid(format!(
+            "{what}: root {root} is out of range; the group has ranks 0..{}",
+            core.size
+        )));
+    }
+    Ok(())
+}
+
+fn finish_avg<T: Element>(core: &Core, op: ReduceOp, out: &mut [T]) {
+    if op == ReduceOp::Avg {
+        for x in out {
+            *x = x.div_count(core.size);
+        }
+    }
+}
+
+fn run<T: Element>(
+    core: &Core,
+    coll: Collective,
+    algo: Algo,
+    op: Option<ReduceOp>,
+    count: usize,
+    work: &mut [T],
+) -> Result<()> {
+    core.run_collective(
+        coll,
+        algo,
+        T::DTYPE,
+        op,
+        count,
+        bytemuck::cast_slice_mut(work),
+    )
+}
+
+fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
+    op.check(T::DTYPE)
+}
+
+pub(crate) fn all_reduce<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    buf: &mut [T],
+    op: ReduceOp,
+) -> Result<()> {
+    check_op::<T>(op)?;
+    let coll = Collective::AllReduce;
+    let algo = core.algo_for(coll, algo, bytes(buf))?;
+    run(core, coll, algo, Some(op), buf.len(), buf)?;
+    finish_avg(core, op, buf);
+    Ok(())
+}
+
+pub(crate) fn broadcast<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    buf: &mut [T],
+    root: usize,
+) -> Result<()> {
+    check_root(core, "broadcast", root)?;
+    let coll = Collective::Broadcast { root };
+    let algo = core.algo_for(coll, algo, bytes(buf))?;
+    run(core, coll, algo, None, buf.len(), buf)
+}
+
+pub(crate) fn reduce<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    buf: &mut [T],
+    op: ReduceOp,
+    root: usize,
+) -> Result<()> {
+    check_op::<T>(op)?;
+    check_root(core, "reduce", root)?;
+    let coll = Collective::Reduce { root };
+    let algo = core.algo_for(coll, algo, bytes(buf))?;
+    if core.rank == root {
+        run(core, coll, algo, Some(op), buf.len(), buf)?;
+        finish_avg(core, op, buf);
+        Ok(())
+    } else {
+        // Non-roots keep their buffer: the schedule reduces partial results into a copy.
+        let mut work = buf.to_vec();
+        run(core, coll, algo, Some(op), buf.len(), &mut work)
+    }
+}
+
+pub(crate) fn all_gather_into<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    local: &[T],
+    out: &mut [T],
+) -> Result<()> {
+    let mine = chunk_span(out.len(), core.size, core.rank);
+    if local.len() != mine.len() {
+        return Err(Error::invalid(format!(
+            "all_gather_into: rank {} passed {} elements but an output of {} elements over {} ranks gives it {} (chunks split as evenly as possible, the first ones larger)",
+            core.rank, local.len(), out.len(), core.size, mine.len()
+        )));
+    }
+    let coll = Collective::AllGather;
+    let algo = core.algo_for(coll, algo, bytes(local))?;
+    out[mine].copy_from_slice(local);
+    let n = out.len();
+    run(core, coll, algo, None, n, out)
+}
+
+pub(crate) fn reduce_scatter_into<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    input: &[T],
+    out: &mut [T],
+    op: ReduceOp,
+) -> Result<()> {
+    check_op::<T>(op)?;
+    let mine = chunk_span(input.len(), core.size, core.rank);
+    if out.len() != mine.len() {
+        return Err(Error::invalid(format!(
+            "reduce_scatter_into: rank {} gets {} of the {} input elements but its output holds {}",
+            core.rank,
+            mine.len(),
+            input.len(),
+            out.len()
+        )));
+    }
+    let coll = Collective::ReduceScatter;
+    let algo = core.algo_for(coll, algo, bytes(input))?;
+    let mut work = input.to_vec();
+    run(core, coll, algo, Some(op), input.len(), &mut work)?;
+    out.copy_from_slice(&work[mine]);
+    finish_avg(core, op, out);
+    Ok(())
+}
+
+pub(crate) fn scatter<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    input: &[T],
+    count: usize,
+    root: usize,
+) -> Result<Vec<T>> {
+    check_root(core, "scatter", root)?;
+    if core.rank == root && input.len() != count {
+        return Err(Error::invalid(format!(
+            "scatter: the root passed {} elements but said the total count is {count}; pass the whole buffer on the root",
+            input.len()
+        )));
+    }
+    let coll = Collective::Scatter { root };
+    let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
+    let mut work = if core.rank == root {
+        input.to_vec()
+    } else {
+        zeroed(count)
+    };
+    run(core, coll, algo, None, count, &mut work)?;
+    Ok(work[chunk_span(count, core.size, core.rank)].to_vec())
+}
+
+pub(crate) fn gather<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    local: &[T],
+    count: usize,
+    root: usize,
+) -> Result<Vec<T>> {
+    check_root(core, "gather", root)?;
+    let mine = chunk_span(count, core.size, core.rank);
+    if local.len() != mine.len() {
+        return Err(Error::invalid(format!(
+            "gather: rank {} passed {} elements but a total of {count} over {} ranks gives it {}",
+            core.rank,
+            local.len(),
+            core.size,
+            mine.len()
+        )));
+    }
+    let coll = Collective::Gather { root };
+    let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
+    let mut work = zeroed(count);
+    work[mine].copy_from_slice(local);
+    run(core, coll, algo, None, count, &mut work)?;
+    Ok(if core.rank == root { work } else { Vec::new() })
+}
+
+pub(crate) fn all_to_all<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    input: &[T],
+) -> Result<Vec<T>> {
+    let n = input.len();
+    let coll = Collective::AllToAll;
+    let algo = core.algo_for(coll, algo, bytes(input))?;
+    let layout = coll.layout(core.rank, core.size, n);
+    let mut work = zeroed(layout.buf_len);
+    work[..n].copy_from_slice(input);
+    let mine = chunk_span(n, core.size, core.rank);
+    let own_block = n + core.rank * mine.len();
+    work[own_block..own_block + mine.len()].copy_from_slice(&input[mine.clone()]);
+    run(core, coll, algo, None, n, &mut work)?;
+    Ok(work[layout.output].to_vec())
+}
+
+pub(crate) fn barrier(core: &Core, algo: Option<Algo>) -> Result<()> {
+    let coll = Collective::Barrier;
+    let algo = core.algo_for(coll, algo, 0)?;
+    run::<u8>(core, coll, algo, None, 0, &mut [])
+}
+
+pub(crate) fn send<T: Element>(core: &Core, buf: &[T], dst: usize) -> Result<()> {
+    // The executor takes one mutable work buffer for every operation; a send only reads it, so it
+    // gets a copy (one memcpy) instead of a cast that would discard the shared borrow.
+    let mut view = buf.to_vec();
+    core.run_p2p(dst, true, T::DTYPE, bytemuck::cast_slice_mut(&mut view))
+}
+
+pub(crate) fn recv<T: Element>(core: &Core, buf: &mut [T], src: usize) -> Result<()> {
+    core.run_p2p(src, false, T::DTYPE, bytemuck::cast_slice_mut(buf))
+}

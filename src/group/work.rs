@@ -1,0 +1,156 @@
+//! Handles of non-blocking operations, and the worker thread that runs them in issue order.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use crate::error::{Error, ErrorKind, Result};
+
+struct Slot<T> {
+    result: Option<Result<T>>,
+    waker: Option<Waker>,
+}
+
+struct Shared<T> {
+    slot: Mutex<Slot<T>>,
+    done: Condvar,
+}
+
+/// The handle of a non-blocking operation. [`Work::wait`] blocks for its result,
+/// [`Work::test`] asks whether it is ready, and `.await` waits asynchronously.
+#[must_use = "a Work must be waited on (or awaited) to get its buffer back and see errors"]
+pub struct Work<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// The completing side of a [`Work`].
+pub(crate) struct Completer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// A new pending work and its completer.
+pub(crate) fn pending<T>() -> (Work<T>, Completer<T>) {
+    let shared = Arc::new(Shared {
+        slot: Mutex::new(Slot {
+            result: None,
+            waker: None,
+        }),
+        done: Condvar::new(),
+    });
+    (
+        Work {
+            shared: shared.clone(),
+        },
+        Completer { shared },
+    )
+}
+
+impl<T> Completer<T> {
+    /// Stores the result and wakes whoever waits.
+    pub(crate) fn complete(self, result: Result<T>) {
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        slot.result = Some(result);
+        if let Some(w) = slot.waker.take() {
+            w.wake();
+        }
+        self.shared.done.notify_all();
+    }
+}
+
+impl<T> Work<T> {
+    /// A work that is already finished.
+    pub(crate) fn ready(result: Result<T>) -> Work<T> {
+        let (w, c) = pending();
+        c.complete(result);
+        w
+    }
+
+    /// Blocks until the operation finishes and returns its result (the buffer, for operations that
+    /// took one). Every operation has a deadline (`PSY_TIMEOUT`), so this returns eventually.
+    pub fn wait(self) -> Result<T> {
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        loop {
+            if let Some(r) = slot.result.take() {
+                return r;
+            }
+            slot = match self.shared.done.wait(slot) {
+                Ok(s) => s,
+                Err(p) => p.into_inner(),
+            };
+        }
+    }
+
+    /// True once the operation has finished (successfully or not); `wait` then returns at once.
+    pub fn test(&self) -> bool {
+        match self.shared.slot.lock() {
+            Ok(s) => s.result.is_some(),
+            Err(p) => p.into_inner().result.is_some(),
+        }
+    }
+}
+
+impl<T> Future for Work<T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        match slot.result.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One background thread per group, started on the first non-blocking call; it runs jobs in the
+/// order they were submitted and ends when the group is dropped.
+#[derive(Default)]
+pub(crate) struct Worker {
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl Worker {
+    /// Queues `job`; fails only if the thread cannot be started.
+    pub(crate) fn submit(&self, job: Job) -> Result<()> {
+        let mut tx = self
+            .tx
+            .lock()
+            .map_err(|_| Error::new(ErrorKind::Io, "the worker lock was poisoned"))?;
+        if tx.is_none() {
+            let (send, recv) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("psyne-worker".into())
+                .spawn(move || {
+                    for job in recv {
+                        job();
+                    }
+                })
+                .map_err(|e| Error::io("starting the group's worker thread", e))?;
+            *tx = Some(send);
+        }
+        match tx.as_ref() {
+            Some(s) => s
+                .send(job)
+                .map_err(|_| Error::new(ErrorKind::Io, "the group's worker thread has stopped")),
+            None => Err(Error::new(
+                ErrorKind::Io,
+                "the group's worker thread is missing",
+            )),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! [`init`]: a group from whatever launched this process (see [`crate::contract`]).
+
+use crate::auth::Secret;
+use crate::bootstrap::{StoreServer, TcpStore};
+use crate::contract::{self, Launch};
+use crate::error::{Error, Result};
+use crate::group::{Group, GroupOptions};
+use crate::tuning::Tuning;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::time::Instant;
+
+/// Joins the job this process belongs to: under psyrun through `PSY_STORE`; under torchrun or any
+/// launcher that sets `RANK`, `WORLD_SIZE`, `MASTER_ADDR` and `MASTER_PORT`, with rank 0 serving
+/// the store at the master address; alone, as a world of one.
+pub fn init() -> Result<Group> {
+    let timeout = contract::timeout()?;
+    let tuning = Tuning::from_env()?;
+    let deadline = Instant::now() + timeout;
+    match contract::detect()? {
+        Launch::Alone => Ok(Group::alone()),
+        Launch::Psyrun(env) => {
+            let secret = Secret::from_hex(&env.secret)?;
+            let store = TcpStore::connect(&env.store, &secret, deadline)?;
+            let bind_ip = advertised_ip(&store)?;
+            let options = GroupOptions {
+                rank: env.rank,
+                size: env.world_size,
+                prefix: format!("{}/world", env.job_id),
+                secret,
+                bind_ip,
+                timeout,
+                tuning,
+            };
+            Group::from_store(&store, options)
+        }
+        Launch::Torch {
+            rank,
+            world_size,
+            master,
+            secret,
+        } => {
+            let secret = match secret {
+                Some(hex) => Secret::from_hex(&hex)?,
+                None => Secret::derive(&format!(
+                    "psyne:{master}:{}",
+                    std::env::var("TORCHELASTIC_RUN_ID").unwrap_or_default()
+                )),
+            };
+            let master = store_address(&master)?;
+            let server = if rank == 0 {
+                Some(serve_master(&master, secret.clone())?)
+            } else {
+                None
+            };
+            let store = TcpStore::connect(&master, &secret, deadline)?;
+            let bind_ip = advertised_ip(&store)?;
+            let options = GroupOptions {
+                rank,
+                size: world_size,
+                prefix: "torch/world".into(),
+                secret,
+                bind_ip,
+                timeout,
+                tuning,
+            };
+            Group::from_store_serving(&store, options, server)
+        }
+    }
+}
+
+/// Under torchrun the agent's own store already listens on `MASTER_PORT`; psyne then uses the
+/// next port.
+fn store_address(master: &str) -> Result<String> {
+    if std::env::var("TORCHELASTIC_USE_AGENT_STORE")
+        .map(|v| v.eq_ignore_ascii_case("true"))
+        .unwrap_or(false)
+    {
+        let (host, port) = master
+            .rsplit_once(':')
+            .ok_or_else(|| Error::config("MASTER_ADDR:MASTER_PORT is malformed"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| Error::config("MASTER_PORT is not a port number"))?;
+        return Ok(format!("{host}:{}", port.wrapping_add(1)));
+    }
+    Ok(master.to_string())
+}
+
+/// Rank 0's store: on the master address if it is one of this host's, else on every interface.
+fn serve_master(master: &str, secret: Secret) -> Result<StoreServer> {
+    match StoreServer::bind(master, secret.clone()) {
+        Ok(s) => Ok(s),
+        Err(_) => {
+            let port = master.rsplit_once(':').map(|(_, p)| p).unwrap_or("0");
+            StoreServer::bind(format!("0.0.0.0:{port}"), secret).map_err(|e| {
+                e.context("rank 0 serves the store at MASTER_ADDR:MASTER_PORT; is the port free?")
+            })
+        }
+    }
+}
+
+/// `PSY_ADDR` if set, else the local address of the connection to the store (the interface that
+/// reaches the other hosts).
+fn advertised_ip(store: &TcpStore) -> Result<IpAddr> {
+    if let Ok(addr) = std::env::var(contract::ADDR) {
+        return (addr.as_str(), 0)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(|a| a.ip())
+            .ok_or_else(|| {
+                Error::config(format!("PSY_ADDR={addr:?} is not an address of this host"))
+            });
+    }
+    Ok(store.local_addr()?.ip())
+}

@@ -1,0 +1,40 @@
+//! # psyne
+//!
+//! Collective communication for parallel programs: broadcast, reduce, all-reduce, scatter, gather,
+//! all-gather, reduce-scatter, all-to-all, barrier and send/recv between the ranks of a job, over
+//! TCP, with ring, tree and recursive-doubling algorithms chosen by message size.
+//!
+//! ```no_run
+//! use psyne::ReduceOp;
+//! let group = psyne::init()?; // reads the psyrun environment; alone it is a world of 1
+//! let mut grads = vec![1.0f32; 1 << 20];
+//! group.all_reduce(&mut grads, ReduceOp::Avg)?;
+//! # Ok::<(), psyne::Error>(())
+//! ```
+//!
+//! Layers, each depending only on those before it: [`bootstrap`] (how ranks find each other),
+//! [`transport`] (bytes between two ranks), [`schedule`] (pure: the steps of each algorithm),
+//! [`executor`] (runs a schedule over links), and [`Group`] (the typed API).
+
+pub mod auth;
+pub mod bootstrap;
+pub mod conformance;
+pub mod contract;
+pub mod dtype;
+pub mod error;
+pub mod executor;
+mod group;
+mod init;
+pub mod oracle;
+pub mod reduce;
+pub mod schedule;
+pub mod transport;
+pub mod tuning;
+
+pub use dtype::{DType, Element};
+pub use error::{Error, ErrorKind, Result};
+pub use group::{hostname, Group, GroupOptions, Work};
+pub use half::{bf16, f16};
+pub use init::init;
+pub use reduce::ReduceOp;
+pub use schedule::{Algo, Collective};

@@ -1,0 +1,189 @@
+//! Reduction operations and the kernels that apply them to byte buffers of a known [`DType`].
+
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use half::{bf16, f16};
+
+/// How values from different ranks are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ReduceOp {
+    /// Sum (integers wrap on overflow).
+    Sum = 1,
+    /// Product (integers wrap on overflow).
+    Prod,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Mean over the ranks: a sum divided by the world size at the end (integers truncate).
+    Avg,
+    /// Bitwise and (integer types only).
+    BAnd,
+    /// Bitwise or (integer types only).
+    BOr,
+    /// Bitwise exclusive or (integer types only).
+    BXor,
+}
+
+impl ReduceOp {
+    /// Every op, in tag order.
+    pub const ALL: [ReduceOp; 8] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+        ReduceOp::BAnd,
+        ReduceOp::BOr,
+        ReduceOp::BXor,
+    ];
+
+    /// The lower-case name (`sum`, `band`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Avg => "avg",
+            ReduceOp::BAnd => "band",
+            ReduceOp::BOr => "bor",
+            ReduceOp::BXor => "bxor",
+        }
+    }
+
+    /// Parses a name as printed by [`ReduceOp::name`].
+    pub fn parse(name: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// The op with wire tag `tag`, if any.
+    pub fn from_tag(tag: u8) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|o| *o as u8 == tag)
+    }
+
+    /// True for the bitwise ops.
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, ReduceOp::BAnd | ReduceOp::BOr | ReduceOp::BXor)
+    }
+
+    /// Refuses combinations that have no meaning, before any data moves.
+    pub fn check(self, dtype: DType) -> Result<()> {
+        if self.is_bitwise() && dtype.is_float() {
+            return Err(Error::invalid(format!(
+                "reduce op `{}` is bitwise and is defined only for integer types, not {dtype}; \
+                 use an integer buffer, or sum/prod/min/max/avg for floats",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `dst[i] = op(dst[i], src[i])` for typed slices of equal length.
+#[inline]
+pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
+    debug_assert_eq!(dst.len(), src.len());
+    // One monomorphic loop per op so that each compiles to a tight, vectorisable loop.
+    macro_rules! each {
+        ($op:expr) => {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = T::combine($op, *d, *s);
+            }
+        };
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => each!(ReduceOp::Sum),
+        ReduceOp::Prod => each!(ReduceOp::Prod),
+        ReduceOp::Min => each!(ReduceOp::Min),
+        ReduceOp::Max => each!(ReduceOp::Max),
+        ReduceOp::BAnd => each!(ReduceOp::BAnd),
+        ReduceOp::BOr => each!(ReduceOp::BOr),
+        ReduceOp::BXor => each!(ReduceOp::BXor),
+    }
+}
+
+/// A type-erased reduction: `dst = op(dst, src)` over whole elements of one dtype.
+#[derive(Clone, Copy)]
+pub struct Reducer {
+    dtype: DType,
+    op: ReduceOp,
+}
+
+impl Reducer {
+    /// A reducer for `op` over `dtype`, refusing bitwise ops on floats.
+    pub fn new(dtype: DType, op: ReduceOp) -> Result<Self> {
+        op.check(dtype)?;
+        Ok(Reducer { dtype, op })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Applies the op to byte slices holding whole, aligned elements. Both slices must have equal
+    /// length, a multiple of the element size, and be aligned for the element type (buffers come
+    /// from typed allocations or the executor's 8-byte-aligned scratch).
+    pub fn apply(&self, dst: &mut [u8], src: &[u8]) {
+        fn typed<T: Element>(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+            reduce_slice::<T>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src));
+        }
+        match self.dtype {
+            DType::F32 => typed::<f32>(self.op, dst, src),
+            DType::F64 => typed::<f64>(self.op, dst, src),
+            DType::I8 => typed::<i8>(self.op, dst, src),
+            DType::I16 => typed::<i16>(self.op, dst, src),
+            DType::I32 => typed::<i32>(self.op, dst, src),
+            DType::I64 => typed::<i64>(self.op, dst, src),
+            DType::U8 => typed::<u8>(self.op, dst, src),
+            DType::U16 => typed::<u16>(self.op, dst, src),
+            DType::U32 => typed::<u32>(self.op, dst, src),
+            DType::U64 => typed::<u64>(self.op, dst, src),
+            DType::F16 => typed::<f16>(self.op, dst, src),
+            DType::BF16 => typed::<bf16>(self.op, dst, src),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitwise_on_float_is_refused_with_a_fix() {
+        let err = ReduceOp::BXor.check(DType::F32).unwrap_err();
+        assert!(err.message().contains("integer"), "{err}");
+        assert!(ReduceOp::BXor.check(DType::U8).is_ok());
+    }
+
+    #[test]
+    fn erased_kernel_matches_scalar_combine() {
+        for op in ReduceOp::ALL {
+            let a: Vec<i16> = (-20..20).collect();
+            let b: Vec<i16> = (0..40).map(|x| x * 3 - 50).collect();
+            let mut dst = a.clone();
+            Reducer::new(DType::I16, op)
+                .unwrap()
+                .apply(bytemuck::cast_slice_mut(&mut dst), bytemuck::cast_slice(&b));
+            for i in 0..a.len() {
+                assert_eq!(dst[i], i16::combine(op, a[i], b[i]), "{op} at {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for op in ReduceOp::ALL {
+            assert_eq!(ReduceOp::parse(op.name()), Some(op));
+            assert_eq!(ReduceOp::from_tag(op as u8), Some(op));
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The collectives, their buffer layouts, the algorithms, and which algorithm implements what.
+
+use super::{chunk_span, Schedule, Span};
+use crate::error::{Error, Result};
+
+/// A collective operation, with its root where it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every rank ends with the reduction of all ranks' buffers.
+    AllReduce,
+    /// The root's buffer is copied to every rank.
+    Broadcast {
+        /// The rank whose buffer is sent.
+        root: usize,
+    },
+    /// The root ends with the reduction of all ranks' buffers.
+    Reduce {
+        /// The rank that receives the result.
+        root: usize,
+    },
+    /// Each rank contributes its chunk of `count`; every rank ends with all of them.
+    AllGather,
+    /// Each rank ends with its chunk of the reduction of all ranks' buffers.
+    ReduceScatter,
+    /// The root's buffer is split into chunks; rank `i` gets chunk `i`.
+    Scatter {
+        /// The rank whose buffer is split.
+        root: usize,
+    },
+    /// Each rank contributes its chunk; the root ends with all of them.
+    Gather {
+        /// The rank that receives the chunks.
+        root: usize,
+    },
+    /// Chunk `j` of rank `i`'s buffer goes to rank `j`, as block `i` of its output.
+    AllToAll,
+    /// No rank leaves until every rank has entered.
+    Barrier,
+}
+
+/// Where a rank's input and output live in its work buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Length of the work buffer, in elements.
+    pub buf_len: usize,
+    /// Where the caller puts this rank's input (empty when it has none).
+    pub input: Span,
+    /// Where the caller finds this rank's result afterwards (empty when it has none).
+    pub output: Span,
+}
+
+impl Collective {
+    /// A short name used in messages and on the wire (`all_reduce`, `broadcast`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::Broadcast { .. } => "broadcast",
+            Collective::Reduce { .. } => "reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Scatter { .. } => "scatter",
+            Collective::Gather { .. } => "gather",
+            Collective::AllToAll => "all_to_all",
+            Collective::Barrier => "barrier",
+        }
+    }
+
+    /// The root, for rooted collectives.
+    pub fn root(self) -> Option<usize> {
+        match self {
+            Collective::Broadcast { root }
+            | Collective::Reduce { root }
+            | Collective::Scatter { root }
+            | Collective::Gather { root } => Some(root),
+            _ => None,
+        }
+    }
+
+    /// True when the collective combines values with a reduction op.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::Reduce { .. } | Collective::ReduceScatter
+        )
+    }
+
+    /// The work-buffer layout of `rank` of `size` for `count` elements.
+    ///
+    /// `count` is the length of every rank's buffer for all-reduce, broadcast and reduce; the
+    /// total length (the sum of all chunks, split by [`chunk_span`]) for all-gather,
+    /// reduce-scatter, scatter and gather; and each rank's input length for all-to-all, whose
+    /// output on rank `r` is `size` blocks of `chunk_span(count, size, r).len()` elements placed
+    /// after the input. Barrier has no buffer.
+    pub fn layout(self, rank: usize, size: usize, count: usize) -> Layout {
+        let all = 0..count;
+        let none = 0..0;
+        let mine = chunk_span(count, size, rank);
+        let (buf_len, input, output) = match self {
+            Collective::AllReduce => (count, all.clone(), all),
+            Collective::Broadcast { root } => {
+                (count, if rank == root { all.clone() } else { none }, all)
+            }
+            Collective::Reduce { root } => {
+                (count, all.clone(), if rank == root { all } else { none })
+            }
+            Collective::AllGather => (count, mine, all),
+            Collective::ReduceScatter => (count, all, mine),
+            Collective::Scatter { root } => (count, if rank == root { all } else { none }, mine),
+            Collective::Gather { root } => (count, mine, if rank == root { all } else { none }),
+            Collective::AllToAll => {
+                let block = mine.len();
+                (count + size * block, all, count..count + size * block)
+            }
+            Collective::Barrier => (0, none.clone(), none),
+        };
+        Layout {
+            buf_len,
+            input,
+            output,
+        }
+    }
+}
+
+impl std::fmt::Display for Collective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.root() {
+            Some(root) => write!(f, "{}(root {root})", self.name()),
+            None => f.write_str(self.name()),
+        }
+    }
+}
+
+/// An algorithm, selectable by name (`PSY_ALGO=allreduce:ring`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Algo {
+    /// Ring: all-reduce as reduce-scatter then all-gather (bandwidth-optimal); ring all-gather and
+    /// reduce-scatter.
+    Ring = 1,
+    /// Recursive doubling: log2(p) full-buffer exchanges (latency-optimal for small messages).
+    RecursiveDoubling,
+    /// Rabenseifner: reduce-scatter by recursive halving, then all-gather by recursive doubling.
+    Rabenseifner,
+    /// Binomial tree: broadcast, reduce, scatter, gather; all-reduce as reduce then broadcast.
+    Binomial,
+    /// A chain from the root, forwarding data while it arrives (pipelined broadcast).
+    Pipeline,
+    /// Pairwise exchange: step k sends to rank+k and receives from rank-k.
+    Pairwise,
+    /// The root talks to every other rank directly.
+    Linear,
+    /// Dissemination barrier: log2(p) rounds of empty messages.
+    Dissemination,
+}
+
+impl Algo {
+    /// Every algorithm, in tag order.
+    pub const ALL: [Algo; 8] = [
+        Algo::Ring,
+        Algo::RecursiveDoubling,
+        Algo::Rabenseifner,
+        Algo::Binomial,
+        Algo::Pipeline,
+        Algo::Pairwise,
+        Algo::Linear,
+        Algo::Dissemination,
+    ];
+
+    /// The name used in `PSY_ALGO` and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Ring => "ring",
+            Algo::RecursiveDoubling => "recursive_doubling",
+            Algo::Rabenseifner => "rabenseifner",
+            Algo::Binomial => "binomial",
+            Algo::Pipeline => "pipeline",
+            Algo::Pairwise => "pairwise",
+            Algo::Linear => "linear",
+            Algo::Dissemination => "dissemination",
+        }
+    }
+
+    /// Parses a name (also `rd` for recursive doubling and `tree` for binomial).
+    pub fn parse(name: &str) -> Option<Algo> {
+        match name {
+            "rd" => Some(Algo::RecursiveDoubling),
+            "tree" => Some(Algo::Binomial),
+            "recursive_halving" | "rhd" => Some(Algo::Rabenseifner),
+            _ => Algo::ALL.into_iter().find(|a| a.name() == name),
+        }
+    }
+
+    /// The algorithm with wire tag `tag`, if any.
+    pub fn from_tag(tag: u8) -> Option<Algo> {
+        Algo::ALL.into_iter().find(|a| *a as u8 == tag)
+    }
+
+    /// The algorithms that implement `coll`, the first being a safe default.
+    pub fn for_collective(coll: Collective) -> &'static [Algo] {
+        use Algo::*;
+        match coll {
+            Collective::AllReduce => &[Ring, RecursiveDoubling, Rabenseifner, Binomial],
+            Collective::Broadcast { .. } => &[Binomial, Pipeline],
+            Collective::Reduce { .. } => &[Binomial],
+            Collective::AllGather => &[Ring],
+            Collective::ReduceScatter => &[Ring],
+            Collective::Scatter { .. } => &[Binomial, Linear],
+            Collective::Gather { .. } => &[Binomial, Linear],
+            Collective::AllToAll => &[Pairwise],
+            Collective::Barrier => &[Dissemination],
+        }
+    }
+}
+
+impl std::fmt::Display for Algo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+pub(super) fn build(
+    coll: Collective,
+    algo: Algo,
+    rank: usize,
+    size: usize,
+    count: usize,
+) -> Result<Schedule> {
+    if size == 0 || rank >= size {
+        return Err(Error::invalid(format!(
+            "rank {rank} is outside a world of {size}"
+        )));
+    }
+    if let Some(root) = coll.root() {
+        if root >= size {
+            return Err(Error::invalid(format!(
+                "{} root {root} is out of range: the group has ranks 0..{size}",
+                coll.name()
+            )));
+        }
+    }
+    if !Algo::for_collective(coll).contains(&algo) {
+        let names: Vec<_> = Algo::for_collective(coll)
+            .iter()
+            .map(|a| a.name())
+            .collect();
+        return Err(Error::config(format!(
+            "algorithm `{algo}` does not implement {}; choose one of: {}",
+            coll.name(),
+            names.join(", ")
+        )));
+    }
+    Ok(super::algorithms::build(coll, algo, rank, size, count))
+}

@@ -1,0 +1,100 @@
+//! Schedules: pure functions from (collective, algorithm, rank, world size, count) to the steps a
+//! rank takes. No I/O, no clocks. The executor runs them over real links; [`simulate`] runs all
+//! ranks of one in memory, which is how they are tested against the sequential oracle.
+//!
+//! # The model
+//!
+//! Every rank owns one *work buffer* of [`Schedule::buf_len`] elements laid out as
+//! [`Collective::layout`] says. A schedule is a list of [`Step`]s run in order; a step ends when all
+//! of its sends and receives have completed.
+//!
+//! - Messages between an ordered pair of ranks are matched in order: the k-th [`Send`] from `a` to
+//!   `b` in the whole schedule is the k-th [`Recv`] from `a` at `b`. Their spans have equal lengths
+//!   (their offsets may differ).
+//! - A plain send carries the values its span had at the *start* of the step. A `forward` send
+//!   carries the values written by this step's `Copy` receive(s) that cover its span (so a rank can
+//!   pass data on while it is still arriving: pipelined broadcast); such a span lies inside the
+//!   union of the step's `Copy` receive spans.
+//! - A `Copy` receive overwrites its span; a `Reduce` receive sets `dst = op(dst, incoming)`.
+//!   Within one step, receive spans are pairwise disjoint, and `Copy` receive spans do not overlap
+//!   plain send spans (a `Reduce` span may overlap a plain send span: the executor sends the old
+//!   values first).
+//! - No rank sends to or receives from itself; local copies are done by the caller.
+//! - Every transfer is made even when its span is empty, so ranks that disagree about the count
+//!   still exchange headers and find out.
+
+mod algo;
+mod algorithms;
+mod chunks;
+pub mod simulate;
+
+pub use algo::{Algo, Collective, Layout};
+pub use chunks::chunk_span;
+
+use std::ops::Range;
+
+/// A range of element indices in the work buffer.
+pub type Span = Range<usize>;
+
+/// What a receive does with the incoming elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvMode {
+    /// Overwrite the span.
+    Copy,
+    /// Combine into the span with the collective's reduction op.
+    Reduce,
+}
+
+/// Send the elements of `span` to rank `peer`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Send {
+    /// The destination rank.
+    pub peer: usize,
+    /// Which elements of the work buffer.
+    pub span: Span,
+    /// Send the values this step's `Copy` receives write, as they arrive.
+    pub forward: bool,
+}
+
+/// Receive a message from rank `peer` into `span`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recv {
+    /// The source rank.
+    pub peer: usize,
+    /// Which elements of the work buffer.
+    pub span: Span,
+    /// Overwrite or reduce.
+    pub mode: RecvMode,
+}
+
+/// One round: its sends and receives run concurrently.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Messages this rank sends in the round.
+    pub sends: Vec<Send>,
+    /// Messages this rank receives in the round.
+    pub recvs: Vec<Recv>,
+}
+
+/// Everything one rank does for one collective call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schedule {
+    /// Length of the work buffer, in elements.
+    pub buf_len: usize,
+    /// The rounds, in order.
+    pub steps: Vec<Step>,
+}
+
+/// The schedule of `rank` (of `size`) for `coll` over `count` elements with `algo`.
+///
+/// `count` means what [`Collective::layout`] says for each collective. Fails with a message naming
+/// the algorithms that do apply when `algo` does not implement `coll`.
+pub fn build(
+    coll: Collective,
+    algo: Algo,
+    rank: usize,
+    size: usize,
+    count: usize,
+) -> crate::Result<Schedule> {
+    algo::build(coll, algo, rank, size, count)
+}

@@ -1,0 +1,187 @@
+//! Which algorithm runs a collective: chosen by message size and world size, overridable with
+//! `PSY_ALGO` (for example `PSY_ALGO=allreduce:ring,broadcast:pipeline`) or per call with
+//! [`crate::Group::with_algo`].
+//!
+//! The thresholds live in one [`Thresholds`] value so a tuning step (psybench sweeps on the target
+//! machine) can replace them without touching the selection logic.
+
+use crate::error::{Error, Result};
+use crate::schedule::{Algo, Collective};
+use std::mem::discriminant;
+
+/// Message-size boundaries, in bytes of one rank's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// All-reduce up to this size uses recursive doubling (fewest rounds).
+    pub allreduce_recursive_doubling_max: usize,
+    /// All-reduce up to this size (and above the previous) uses Rabenseifner; larger uses ring.
+    pub allreduce_rabenseifner_max: usize,
+    /// Broadcast up to this size uses a binomial tree; larger uses the pipelined chain.
+    pub broadcast_binomial_max: usize,
+    /// Scatter and gather up to this total size use a binomial tree; larger go direct (linear).
+    pub scatter_gather_binomial_max: usize,
+}
+
+/// The defaults: first guesses from the usual alpha-beta reasoning, to be replaced by measurement.
+pub const DEFAULT_THRESHOLDS: Thresholds = Thresholds {
+    allreduce_recursive_doubling_max: 8 << 10,
+    allreduce_rabenseifner_max: 512 << 10,
+    broadcast_binomial_max: 64 << 10,
+    scatter_gather_binomial_max: 64 << 10,
+};
+
+/// The algorithm policy of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tuning {
+    overrides: Vec<(Collective, Algo)>,
+    /// The size boundaries used when nothing is overridden.
+    pub thresholds: Thresholds,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            overrides: Vec::new(),
+            thresholds: DEFAULT_THRESHOLDS,
+        }
+    }
+}
+
+const NAMES: [(&str, Collective); 9] = [
+    ("allreduce", Collective::AllReduce),
+    ("broadcast", Collective::Broadcast { root: 0 }),
+    ("reduce", Collective::Reduce { root: 0 }),
+    ("allgather", Collective::AllGather),
+    ("reducescatter", Collective::ReduceScatter),
+    ("scatter", Collective::Scatter { root: 0 }),
+    ("gather", Collective::Gather { root: 0 }),
+    ("alltoall", Collective::AllToAll),
+    ("barrier", Collective::Barrier),
+];
+
+impl Tuning {
+    /// Parses a `PSY_ALGO` value: comma-separated `collective:algorithm` pairs. Collective names
+    /// may contain underscores (`all_reduce` = `allreduce`); `bcast` means broadcast.
+    pub fn parse(spec: &str) -> Result<Tuning> {
+        let mut t = Tuning::default();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (c, a) = item.split_once(':').ok_or_else(|| {
+                Error::config(format!(
+                    "PSY_ALGO entry `{item}` is not `collective:algorithm`, e.g. allreduce:ring"
+                ))
+            })?;
+            let cname = c.trim().replace(['_', '-'], "").to_lowercase();
+            let cname = if cname == "bcast" {
+                "broadcast".to_string()
+            } else {
+                cname
+            };
+            let coll = NAMES
+                .iter()
+                .find(|(n, _)| *n == cname)
+                .map(|(_, c)| *c)
+                .ok_or_else(|| {
+                    let all: Vec<_> = NAMES.iter().map(|(n, _)| *n).collect();
+                    Error::config(format!(
+                        "PSY_ALGO names an unknown collective `{c}`; known: {}",
+                        all.join(", ")
+                    ))
+                })?;
+            let algo = Algo::parse(a.trim())
+                .filter(|a| Algo::for_collective(coll).contains(a))
+                .ok_or_else(|| {
+                    let ok: Vec<_> = Algo::for_collective(coll)
+                        .iter()
+                        .map(|a| a.name())
+                        .collect();
+                    Error::config(format!(
+                        "PSY_ALGO: `{a}` is not an algorithm for {cname}; choose one of: {}",
+                        ok.join(", ")
+                    ))
+                })?;
+            t.overrides
+                .retain(|(k, _)| discriminant(k) != discriminant(&coll));
+            t.overrides.push((coll, algo));
+        }
+        Ok(t)
+    }
+
+    /// The policy from `PSY_ALGO`, or the default when it is unset.
+    pub fn from_env() -> Result<Tuning> {
+        match std::env::var(crate::contract::ALGO) {
+            Ok(spec) => Tuning::parse(&spec),
+            Err(_) => Ok(Tuning::default()),
+        }
+    }
+
+    /// The algorithm forced for `coll`, if any.
+    pub fn forced(&self, coll: Collective) -> Option<Algo> {
+        self.overrides
+            .iter()
+            .find(|(k, _)| discriminant(k) == discriminant(&coll))
+            .map(|(_, a)| *a)
+    }
+
+    /// The algorithm for `coll` when one rank's buffer is `bytes` long in a group of `size`.
+    pub fn choose(&self, coll: Collective, bytes: usize, size: usize) -> Algo {
+        if let Some(a) = self.forced(coll) {
+            return a;
+        }
+        let t = &self.thresholds;
+        let _ = size;
+        match coll {
+            Collective::AllReduce if bytes <= t.allreduce_recursive_doubling_max => {
+                Algo::RecursiveDoubling
+            }
+            Collective::AllReduce if bytes <= t.allreduce_rabenseifner_max => Algo::Rabenseifner,
+            Collective::AllReduce => Algo::Ring,
+            Collective::Broadcast { .. } if bytes <= t.broadcast_binomial_max => Algo::Binomial,
+            Collective::Broadcast { .. } => Algo::Pipeline,
+            Collective::Scatter { .. } | Collective::Gather { .. }
+                if bytes <= t.scatter_gather_binomial_max =>
+            {
+                Algo::Binomial
+            }
+            Collective::Scatter { .. } | Collective::Gather { .. } => Algo::Linear,
+            other => Algo::for_collective(other)[0],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_picks_the_algorithm() {
+        let t = Tuning::default();
+        assert_eq!(
+            t.choose(Collective::AllReduce, 8, 4),
+            Algo::RecursiveDoubling
+        );
+        assert_eq!(
+            t.choose(Collective::AllReduce, 100 << 10, 4),
+            Algo::Rabenseifner
+        );
+        assert_eq!(t.choose(Collective::AllReduce, 64 << 20, 4), Algo::Ring);
+        assert_eq!(
+            t.choose(Collective::Broadcast { root: 2 }, 1 << 20, 4),
+            Algo::Pipeline
+        );
+    }
+
+    #[test]
+    fn overrides_win_and_bad_specs_name_the_fix() {
+        let t = Tuning::parse("all_reduce:ring, bcast:pipeline").unwrap();
+        assert_eq!(t.choose(Collective::AllReduce, 8, 4), Algo::Ring);
+        assert_eq!(
+            t.choose(Collective::Broadcast { root: 1 }, 8, 4),
+            Algo::Pipeline
+        );
+        let e = Tuning::parse("allreduce:pairwise").unwrap_err();
+        assert!(e.message().contains("ring"), "{e}");
+        let e = Tuning::parse("allsum:ring").unwrap_err();
+        assert!(e.message().contains("allreduce"), "{e}");
+        assert!(Tuning::parse("allreduce").is_err());
+    }
+}

@@ -1,0 +1,206 @@
+//! Errors instead of hangs or wrong data: mismatched calls, a rank that leaves, a rank that never
+//! comes, bad arguments. Ranks are threads over real TCP.
+
+mod common;
+
+use psyne::{Algo, ErrorKind, ReduceOp};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(20);
+
+fn kinds(results: &[psyne::Result<()>]) -> Vec<Option<ErrorKind>> {
+    results
+        .iter()
+        .map(|r| r.as_ref().err().map(|e| e.kind()))
+        .collect()
+}
+
+#[test]
+fn a_different_count_fails_every_rank_with_a_mismatch() {
+    for algo in [
+        Algo::Ring,
+        Algo::RecursiveDoubling,
+        Algo::Rabenseifner,
+        Algo::Binomial,
+    ] {
+        let results = common::with_ranks(3, T, move |g| {
+            let n = if g.rank() == 1 { 10 } else { 20 };
+            let mut buf = vec![1.0f32; n];
+            g.with_algo(algo).all_reduce(&mut buf, ReduceOp::Sum)
+        });
+        for (rank, r) in results.iter().enumerate() {
+            let e = r
+                .as_ref()
+                .expect_err("a mismatched all_reduce must fail on every rank");
+            assert!(
+                matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::PeerLost),
+                "{algo}: rank {rank}: {e}"
+            );
+        }
+        assert!(
+            results
+                .iter()
+                .any(|r| r.as_ref().unwrap_err().message().contains("count 10")),
+            "{algo}: some error should name the odd count: {:?}",
+            kinds(&results)
+        );
+    }
+}
+
+#[test]
+fn different_collectives_fail_with_a_message_naming_both() {
+    let results = common::with_ranks(2, T, |g| {
+        let mut buf = vec![1u32; 8];
+        if g.rank() == 0 {
+            g.all_reduce(&mut buf, ReduceOp::Sum)
+        } else {
+            g.all_to_all(&buf).map(|_| ())
+        }
+    });
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "{e}");
+    }
+    let text = results[0].as_ref().unwrap_err().to_string();
+    assert!(
+        text.contains("all_reduce") && text.contains("all_to_all"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_rank_that_leaves_fails_the_others_quickly_and_poisons_the_group() {
+    let results = common::with_ranks(3, T, |g| {
+        if g.rank() == 2 {
+            drop(g); // closes its links: like a process that exits
+            return Ok::<(), psyne::Error>(());
+        }
+        let start = Instant::now();
+        let mut buf = vec![0.5f64; 1000];
+        let first = g.all_reduce(&mut buf, ReduceOp::Sum);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "noticed only after {:?}",
+            start.elapsed()
+        );
+        let e = first.expect_err("the collective cannot succeed without rank 2");
+        assert!(matches!(e.kind(), ErrorKind::PeerLost), "{e}");
+        assert!(e.message().contains("rank"), "{e}");
+        let again = g.barrier().expect_err("a failed group refuses later calls");
+        assert_eq!(again.kind(), ErrorKind::Aborted, "{again}");
+        Ok(())
+    });
+    assert!(results.iter().all(|r| r.is_ok()));
+}
+
+#[test]
+fn a_rank_that_never_calls_makes_the_others_time_out() {
+    let results = common::with_ranks(2, Duration::from_millis(1500), |g| {
+        if g.rank() == 1 {
+            std::thread::sleep(Duration::from_secs(3));
+            return Ok::<(), psyne::Error>(());
+        }
+        let start = Instant::now();
+        let e = g.barrier().expect_err("the barrier cannot complete");
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(e.message().contains("PSY_TIMEOUT"), "{e}");
+        assert!(start.elapsed() >= Duration::from_millis(1400));
+        Ok(())
+    });
+    assert!(results.iter().all(|r| r.is_ok()));
+}
+
+#[test]
+fn bad_arguments_are_refused_before_anything_is_sent() {
+    let results = common::with_ranks(2, T, |g| {
+        let mut f = vec![1.0f32; 4];
+        let e = g.all_reduce(&mut f, ReduceOp::BXor).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.message().contains("integer"), "{e}");
+        let e = g.broadcast(&mut f, 7).unwrap_err();
+        assert!(e.message().contains("root 7"), "{e}");
+        let e = g.send(&f, g.rank()).unwrap_err();
+        assert!(e.message().contains("itself"), "{e}");
+        let e = g
+            .with_algo(Algo::Pairwise)
+            .all_reduce(&mut f, ReduceOp::Sum)
+            .unwrap_err();
+        assert!(e.message().contains("ring"), "{e}");
+        // The group is still usable: nothing was sent.
+        g.all_reduce(&mut f, ReduceOp::Sum)?;
+        assert_eq!(f, vec![2.0; 4]);
+        Ok::<(), psyne::Error>(())
+    });
+    for r in results {
+        r.unwrap();
+    }
+}
+
+#[test]
+fn a_large_ring_step_does_not_deadlock() {
+    // 48 MiB per rank: each ring step moves far more than the socket buffers hold.
+    let n = 12 << 20;
+    let results = common::with_ranks(2, Duration::from_secs(120), move |g| {
+        let mut buf = vec![(g.rank() + 1) as f32; n];
+        g.with_algo(Algo::Ring)
+            .all_reduce(&mut buf, ReduceOp::Sum)?;
+        let mut b = if g.rank() == 0 {
+            vec![7u8; n]
+        } else {
+            vec![0u8; n]
+        };
+        g.with_algo(Algo::Pipeline).broadcast(&mut b, 0)?;
+        Ok::<_, psyne::Error>(buf.iter().all(|&x| x == 3.0) && b.iter().all(|&x| x == 7))
+    });
+    for r in results {
+        assert!(r.unwrap());
+    }
+}
+
+#[test]
+fn async_calls_complete_in_issue_order_and_can_be_awaited() {
+    let results = common::with_ranks(3, T, |g| {
+        let r = g.rank() as i64;
+        let a = g.all_reduce_async(vec![r; 5], ReduceOp::Sum);
+        let b = g.all_reduce_async(vec![r * 10; 3], ReduceOp::Max);
+        let mut c = vec![1i64; 2];
+        g.all_reduce(&mut c, ReduceOp::Sum)?; // issued after a and b: runs after them
+        assert!(
+            a.test() && b.test(),
+            "blocking call returned before earlier async calls finished"
+        );
+        let d = g.all_gather_async(vec![r]);
+        let d = block_on(d)?;
+        assert_eq!(a.wait()?, vec![3; 5]);
+        assert_eq!(b.wait()?, vec![20; 3]);
+        assert_eq!(c, vec![3; 2]);
+        assert_eq!(d, vec![0, 1, 2]);
+        Ok::<(), psyne::Error>(())
+    });
+    for r in results {
+        r.unwrap();
+    }
+}
+
+/// A minimal executor: polls the future, parking the thread until its waker is called.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "future never completed");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}

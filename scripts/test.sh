@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
 # workspace (schedules against the oracle, collectives over real TCP with threads and with
-# processes under psyrun, launcher supervision and failure handling).
+# processes under psyrun, launcher supervision and failure handling). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace --all-targets
-cargo test --workspace --doc
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --all-targets 2>&1 | tee "$log"
+cargo test --workspace --doc 2>&1 | tee -a "$log"
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

@@ -4,11 +4,19 @@
 //! all-gather, reduce-scatter, all-to-all, barrier and send/recv between the ranks of a job, over
 //! TCP, with ring, tree and recursive-doubling algorithms chosen by message size.
 //!
-//! ```no_run
-//! use psyne::ReduceOp;
+//! ```
+//! use psyne::{Algo, ReduceOp};
+//!
 //! let group = psyne::init()?; // reads the psyrun environment; alone it is a world of 1
 //! let mut grads = vec![1.0f32; 1 << 20];
-//! group.all_reduce(&mut grads, ReduceOp::Avg)?;
+//! group.all_reduce(&mut grads, ReduceOp::Avg)?; // in place: every rank gets the mean
+//! group.broadcast(&mut grads, 0)?;
+//! let all = group.all_gather(&grads[..4])?; // out of place
+//! assert_eq!(all.len(), 4 * group.size());
+//! let h = group.all_reduce_async(grads, ReduceOp::Sum); // compute meanwhile
+//! let grads = h.wait()?;
+//! assert_eq!(grads[0], group.size() as f32); // the mean of ones is 1; the sum of those is size
+//! group.with_algo(Algo::Ring).all_reduce(&mut vec![0u64; 8], ReduceOp::BXor)?;
 //! # Ok::<(), psyne::Error>(())
 //! ```
 //!

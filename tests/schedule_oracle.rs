@@ -381,19 +381,11 @@ proptest! {
 // ---- The checker can fail -------------------------------------------------------------------
 
 fn send(peer: usize, span: Span) -> Send {
-    Send {
-        peer,
-        span,
-        forward: false,
-    }
+    Send::plain(peer, span)
 }
 
 fn forward(peer: usize, span: Span) -> Send {
-    Send {
-        peer,
-        span,
-        forward: true,
-    }
+    Send::forward(peer, span)
 }
 
 fn recv(peer: usize, span: Span, mode: RecvMode) -> Recv {

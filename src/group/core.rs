@@ -192,17 +192,9 @@ impl Core {
         let count = work.len() / dtype.size();
         let mut step = schedule::Step::default();
         if sending {
-            step.sends.push(schedule::Send {
-                peer,
-                span: 0..count,
-                forward: false,
-            });
+            step.sends.push(schedule::Send::plain(peer, 0..count));
         } else {
-            step.recvs.push(schedule::Recv {
-                peer,
-                span: 0..count,
-                mode: schedule::RecvMode::Copy,
-            });
+            step.recvs.push(schedule::Recv::copy(peer, 0..count));
         }
         let schedule = Schedule {
             buf_len: count,

@@ -67,6 +67,46 @@ pub struct Recv {
     pub mode: RecvMode,
 }
 
+impl Send {
+    /// A plain send of `span` to `peer` (the values at the start of the step).
+    pub fn plain(peer: usize, span: Span) -> Send {
+        Send {
+            peer,
+            span,
+            forward: false,
+        }
+    }
+
+    /// A send of `span` to `peer` that passes on what this step's `Copy` receives write.
+    pub fn forward(peer: usize, span: Span) -> Send {
+        Send {
+            peer,
+            span,
+            forward: true,
+        }
+    }
+}
+
+impl Recv {
+    /// A receive from `peer` that overwrites `span`.
+    pub fn copy(peer: usize, span: Span) -> Recv {
+        Recv {
+            peer,
+            span,
+            mode: RecvMode::Copy,
+        }
+    }
+
+    /// A receive from `peer` that reduces into `span`.
+    pub fn reduce(peer: usize, span: Span) -> Recv {
+        Recv {
+            peer,
+            span,
+            mode: RecvMode::Reduce,
+        }
+    }
+}
+
 /// One round: its sends and receives run concurrently.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Step {

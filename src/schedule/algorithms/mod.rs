@@ -15,7 +15,7 @@ mod rabenseifner;
 mod recursive_doubling;
 mod ring;
 
-use super::{chunk_span, Algo, Collective, Recv, RecvMode, Schedule, Send, Span, Step};
+use super::{chunk_span, Algo, Collective, Recv, Schedule, Send, Span, Step};
 
 /// The schedule of `rank` (of `size`) for `coll` over `count` elements with `algo`.
 ///
@@ -70,38 +70,22 @@ fn steps(coll: Collective, algo: Algo, rank: usize, size: usize, count: usize) -
 
 /// A plain send of `span` to `peer`.
 fn send(peer: usize, span: Span) -> Send {
-    Send {
-        peer,
-        span,
-        forward: false,
-    }
+    Send::plain(peer, span)
 }
 
 /// A send of `span` to `peer` that passes on what this step's `Copy` receives write.
 fn forward(peer: usize, span: Span) -> Send {
-    Send {
-        peer,
-        span,
-        forward: true,
-    }
+    Send::forward(peer, span)
 }
 
 /// A receive from `peer` that overwrites `span`.
 fn copy(peer: usize, span: Span) -> Recv {
-    Recv {
-        peer,
-        span,
-        mode: RecvMode::Copy,
-    }
+    Recv::copy(peer, span)
 }
 
 /// A receive from `peer` that reduces into `span`.
 fn reduce(peer: usize, span: Span) -> Recv {
-    Recv {
-        peer,
-        span,
-        mode: RecvMode::Reduce,
-    }
+    Recv::reduce(peer, span)
 }
 
 /// A step of these sends and receives.

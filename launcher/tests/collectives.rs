@@ -183,3 +183,45 @@ fn ctrl_c_during_a_blocked_collective_leaves_no_process_behind() {
         pids.iter().all(|&p| gone(p))
     });
 }
+
+#[test]
+fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
+    // A free port for MASTER_PORT.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let secret = psyne::auth::Secret::generate().unwrap().to_hex();
+    let ranks: Vec<_> = (0..3)
+        .map(|rank| {
+            std::process::Command::new(check_bin())
+                .args(["--counts", "0,5,300"])
+                .env_clear()
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "3")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env("PSY_JOB_SECRET", &secret)
+                .env("PSY_TIMEOUT", "30")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("starting psyne-check")
+        })
+        .collect();
+    // Each process has its own deadline (PSY_TIMEOUT), so these waits end.
+    for (rank, child) in ranks.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "rank {rank}: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(&format!("rank {rank}/3: every collective")),
+            "{text}"
+        );
+    }
+}

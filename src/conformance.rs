@@ -7,6 +7,7 @@
 //! is exactly representable in every type, bf16 included: the order in which an algorithm
 //! combines values cannot change the answer, and results must match the oracle *exactly*.
 
+use crate::comm::Communicator;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::group::Group;
@@ -93,10 +94,16 @@ fn compare<T: Element>(
     }
 }
 
-/// Runs every collective on `group` for element type `T` at each of `counts`, comparing with the
-/// oracle; returns the differences (empty when all is right). Communication errors are returned
-/// as errors.
-pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+/// Runs every collective on `group` (any [`Communicator`]) for element type `T` at each of
+/// `counts`, comparing with the oracle; returns the differences (empty when all is right).
+/// Communication errors are returned as errors. `reductions: false` skips the reducing
+/// collectives (for backends that cannot reduce a type, like MPI with f16).
+pub fn check_type<T: Element, C: Communicator>(
+    group: &C,
+    counts: &[usize],
+    seed: u64,
+    reductions: bool,
+) -> Result<Vec<Mismatch>> {
     let (rank, size) = (group.rank(), group.size());
     let dt = T::DTYPE;
     let mut bad = Vec::new();
@@ -106,7 +113,7 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
         .collect();
     for (ci, &n) in counts.iter().enumerate() {
         let root = (ci + seed as usize) % size;
-        for &op in &ops {
+        for &op in ops.iter().filter(|_| reductions) {
             let all = inputs::<T>(size, |_| n, seed, Some(op));
             let want = oracle::all_reduce(&all, op);
             let mut buf = all[rank].clone();
@@ -132,7 +139,8 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
                 &mut bad,
             );
 
-            let got = group.reduce_scatter(&all[rank], op)?;
+            let mut got = vec![T::zeroed(); chunk_span(n, size, rank).len()];
+            group.reduce_scatter_into(&all[rank], &mut got, op)?;
             let want = oracle::reduce_scatter(&all, op);
             compare(
                 || format!("reduce_scatter({dt}, {op}, count {n}) on rank {rank}"),
@@ -155,7 +163,8 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
             &mut bad,
         );
 
-        let got = group.all_gather(&plain[rank])?;
+        let mut got = vec![T::zeroed(); n * size];
+        group.all_gather_into(&plain[rank], &mut got)?;
         compare(
             || format!("all_gather({dt}, {n} per rank) on rank {rank}"),
             &got,
@@ -173,7 +182,13 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
             &mut bad,
         );
 
-        let got = group.scatter(if rank == root { &plain[root] } else { &[] }, n, root)?;
+        let mut got = vec![T::zeroed(); chunks[rank].len()];
+        group.scatter_into(
+            if rank == root { &plain[root] } else { &[] },
+            &mut got,
+            n,
+            root,
+        )?;
         compare(
             || format!("scatter({dt}, count {n}, root {root}) on rank {rank}"),
             &got,
@@ -181,7 +196,8 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
             &mut bad,
         );
 
-        let got = group.gather(&chunks[rank], n, root)?;
+        let mut got = vec![T::zeroed(); if rank == root { n } else { 0 }];
+        group.gather_into(&chunks[rank], &mut got, n, root)?;
         let want = if rank == root {
             oracle::gather(&chunks)
         } else {
@@ -194,7 +210,8 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
             &mut bad,
         );
 
-        let got = group.all_to_all(&plain[rank])?;
+        let mut got = vec![T::zeroed(); size * chunks[rank].len()];
+        group.all_to_all_into(&plain[rank], &mut got)?;
         compare(
             || format!("all_to_all({dt}, {n} per rank) on rank {rank}"),
             &got,
@@ -220,39 +237,86 @@ pub fn check_type<T: Element>(group: &Group, counts: &[usize], seed: u64) -> Res
             );
         }
 
-        let sums = inputs::<T>(size, |_| n, seed + 1, Some(ReduceOp::Sum));
-        let pending = group.all_reduce_async(sums[rank].clone(), ReduceOp::Sum);
-        let got = pending.wait()?;
-        compare(
-            || format!("all_reduce_async({dt}, sum, count {n}) on rank {rank}"),
-            &got,
-            &oracle::all_reduce(&sums, ReduceOp::Sum),
-            &mut bad,
-        );
         group.barrier()?;
     }
     Ok(bad)
 }
 
-/// [`check_type`] for every element type psyne supports.
-pub fn check_all_types(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+/// The non-blocking forms of the native [`Group`], against the oracle: several calls in flight at
+/// once, interleaved with a blocking one, each result checked.
+pub fn check_async(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+    let (rank, size) = (group.rank(), group.size());
     let mut bad = Vec::new();
-    for dt in DType::ALL {
+    for &n in counts {
+        let sums = inputs::<f32>(size, |_| n, seed, Some(ReduceOp::Sum));
+        let maxes = inputs::<i32>(size, |_| n, seed, Some(ReduceOp::Max));
+        let plain = inputs::<u16>(size, |_| n, seed, None);
+        let a = group.all_reduce_async(sums[rank].clone(), ReduceOp::Sum);
+        let b = group.all_reduce_async(maxes[rank].clone(), ReduceOp::Max);
+        let mut c = plain[rank].clone();
+        group.broadcast(&mut c, size - 1)?;
+        let d = group.all_gather_async(plain[rank].clone());
+        compare(
+            || format!("all_reduce_async(f32, sum, count {n})"),
+            &a.wait()?,
+            &oracle::all_reduce(&sums, ReduceOp::Sum),
+            &mut bad,
+        );
+        compare(
+            || format!("all_reduce_async(i32, max, count {n})"),
+            &b.wait()?,
+            &oracle::all_reduce(&maxes, ReduceOp::Max),
+            &mut bad,
+        );
+        compare(
+            || format!("broadcast between async calls (u16, count {n})"),
+            &c,
+            &plain[size - 1],
+            &mut bad,
+        );
+        compare(
+            || format!("all_gather_async(u16, count {n})"),
+            &d.wait()?,
+            &oracle::all_gather(&plain),
+            &mut bad,
+        );
+    }
+    Ok(bad)
+}
+
+/// [`check_type`] for each of `dtypes`; reductions are skipped for the types in `no_reductions`.
+pub fn check_types<C: Communicator>(
+    group: &C,
+    dtypes: &[DType],
+    no_reductions: &[DType],
+    counts: &[usize],
+    seed: u64,
+) -> Result<Vec<Mismatch>> {
+    let mut bad = Vec::new();
+    for &dt in dtypes {
+        let r = !no_reductions.contains(&dt);
         bad.extend(match dt {
-            DType::F32 => check_type::<f32>(group, counts, seed)?,
-            DType::F64 => check_type::<f64>(group, counts, seed)?,
-            DType::I8 => check_type::<i8>(group, counts, seed)?,
-            DType::I16 => check_type::<i16>(group, counts, seed)?,
-            DType::I32 => check_type::<i32>(group, counts, seed)?,
-            DType::I64 => check_type::<i64>(group, counts, seed)?,
-            DType::U8 => check_type::<u8>(group, counts, seed)?,
-            DType::U16 => check_type::<u16>(group, counts, seed)?,
-            DType::U32 => check_type::<u32>(group, counts, seed)?,
-            DType::U64 => check_type::<u64>(group, counts, seed)?,
-            DType::F16 => check_type::<f16>(group, counts, seed)?,
-            DType::BF16 => check_type::<bf16>(group, counts, seed)?,
+            DType::F32 => check_type::<f32, C>(group, counts, seed, r)?,
+            DType::F64 => check_type::<f64, C>(group, counts, seed, r)?,
+            DType::I8 => check_type::<i8, C>(group, counts, seed, r)?,
+            DType::I16 => check_type::<i16, C>(group, counts, seed, r)?,
+            DType::I32 => check_type::<i32, C>(group, counts, seed, r)?,
+            DType::I64 => check_type::<i64, C>(group, counts, seed, r)?,
+            DType::U8 => check_type::<u8, C>(group, counts, seed, r)?,
+            DType::U16 => check_type::<u16, C>(group, counts, seed, r)?,
+            DType::U32 => check_type::<u32, C>(group, counts, seed, r)?,
+            DType::U64 => check_type::<u64, C>(group, counts, seed, r)?,
+            DType::F16 => check_type::<f16, C>(group, counts, seed, r)?,
+            DType::BF16 => check_type::<bf16, C>(group, counts, seed, r)?,
         });
     }
+    Ok(bad)
+}
+
+/// Every collective × op × type of the native group, and its non-blocking forms.
+pub fn check_all_types(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+    let mut bad = check_types(group, &DType::ALL, &[], counts, seed)?;
+    bad.extend(check_async(group, counts, seed)?);
     Ok(bad)
 }
 

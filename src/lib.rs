@@ -26,6 +26,7 @@
 
 pub mod auth;
 pub mod bootstrap;
+mod comm;
 pub mod conformance;
 pub mod contract;
 pub mod dtype;
@@ -39,6 +40,7 @@ pub mod schedule;
 pub mod transport;
 pub mod tuning;
 
+pub use comm::Communicator;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use group::{hostname, Group, GroupOptions, Work};

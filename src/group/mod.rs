@@ -264,10 +264,7 @@ impl Group {
     /// Reduces all ranks' `input` and gives each rank its chunk of the result (chunk `i` of an even
     /// split, as in [`Group::all_gather_into`]).
     pub fn reduce_scatter<T: Element>(&self, input: &[T], op: ReduceOp) -> Result<Vec<T>> {
-        let mut out = vec![
-            T::zeroed();
-            crate::schedule::chunk_span(input.len(), self.size(), self.rank()).len()
-        ];
+        let mut out = vec![T::zeroed(); self.chunk_len(input.len())];
         self.sequenced(|c| ops::reduce_scatter_into(c, self.algo, input, &mut out, op))?;
         Ok(out)
     }
@@ -285,25 +282,68 @@ impl Group {
     /// Splits `root`'s `input` of `count` elements into chunks (an even split) and gives rank `i`
     /// chunk `i`. Every rank passes the same `count`; non-roots may pass an empty `input`.
     pub fn scatter<T: Element>(&self, input: &[T], count: usize, root: usize) -> Result<Vec<T>> {
-        self.sequenced(|c| ops::scatter(c, self.algo, input, count, root))
+        let mut out = vec![T::zeroed(); self.chunk_len(count)];
+        self.scatter_into(input, &mut out, count, root)?;
+        Ok(out)
+    }
+
+    /// [`Group::scatter`] into a caller's buffer of this rank's chunk length.
+    pub fn scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        self.sequenced(|c| ops::scatter_into(c, self.algo, input, out, count, root))
     }
 
     /// The inverse of [`Group::scatter`]: rank `i` passes chunk `i` of a total of `count`
     /// elements; `root` gets all of them in rank order, the others an empty vector.
     pub fn gather<T: Element>(&self, local: &[T], count: usize, root: usize) -> Result<Vec<T>> {
-        self.sequenced(|c| ops::gather(c, self.algo, local, count, root))
+        let mut out = vec![T::zeroed(); if self.rank() == root { count } else { 0 }];
+        self.gather_into(local, &mut out, count, root)?;
+        Ok(out)
+    }
+
+    /// [`Group::gather`] into a caller's buffer: `count` elements on the root, ignored elsewhere.
+    pub fn gather_into<T: Element>(
+        &self,
+        local: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        self.sequenced(|c| ops::gather_into(c, self.algo, local, out, count, root))
     }
 
     /// Chunk `j` of this rank's `input` (an even split into `size` chunks) goes to rank `j`; the
-    /// result is the chunks this rank receives, in the order of the ranks that sent them.
+    /// result is the chunks this rank receives, in the order of the ranks that sent them
+    /// (`size` blocks of this rank's chunk length).
     pub fn all_to_all<T: Element>(&self, input: &[T]) -> Result<Vec<T>> {
-        self.sequenced(|c| ops::all_to_all(c, self.algo, input))
+        let mut out = vec![T::zeroed(); self.size() * self.chunk_len(input.len())];
+        self.all_to_all_into(input, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Group::all_to_all`] into a caller's buffer of `size` × this rank's chunk length.
+    pub fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
+        self.sequenced(|c| ops::all_to_all_into(c, self.algo, input, out))
+    }
+
+    /// This rank's chunk length when `count` elements are split evenly over the group.
+    pub fn chunk_len(&self, count: usize) -> usize {
+        crate::schedule::chunk_span(count, self.size(), self.rank()).len()
     }
 
     /// Non-blocking [`Group::all_to_all`].
     pub fn all_to_all_async<T: Element>(&self, input: Vec<T>) -> Work<Vec<T>> {
         let algo = self.algo;
-        self.spawn(move |c| ops::all_to_all(c, algo, &input))
+        let out_len = self.size() * self.chunk_len(input.len());
+        self.spawn(move |c| {
+            let mut out = vec![T::zeroed(); out_len];
+            ops::all_to_all_into(c, algo, &input, &mut out).map(|_| out)
+        })
     }
 
     /// Returns once every rank has called it.

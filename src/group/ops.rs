@@ -150,20 +150,29 @@ pub(crate) fn reduce_scatter_into<T: Element>(
     Ok(())
 }
 
-pub(crate) fn scatter<T: Element>(
+fn check_len(what: &str, name: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(Error::invalid(format!(
+            "{what}: `{name}` holds {got} elements but must hold {want} (chunks are the even split of the total count, the first ones one longer)"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn scatter_into<T: Element>(
     core: &Core,
     algo: Option<Algo>,
     input: &[T],
+    out: &mut [T],
     count: usize,
     root: usize,
-) -> Result<Vec<T>> {
+) -> Result<()> {
     check_root(core, "scatter", root)?;
-    if core.rank == root && input.len() != count {
-        return Err(Error::invalid(format!(
-            "scatter: the root passed {} elements but said the total count is {count}; pass the whole buffer on the root",
-            input.len()
-        )));
+    if core.rank == root {
+        check_len("scatter on the root", "input", input.len(), count)?;
     }
+    let mine = chunk_span(count, core.size, core.rank);
+    check_len("scatter", "out", out.len(), mine.len())?;
     let coll = Collective::Scatter { root };
     let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
     let mut work = if core.rank == root {
@@ -172,51 +181,53 @@ pub(crate) fn scatter<T: Element>(
         zeroed(count)
     };
     run(core, coll, algo, None, count, &mut work)?;
-    Ok(work[chunk_span(count, core.size, core.rank)].to_vec())
+    out.copy_from_slice(&work[mine]);
+    Ok(())
 }
 
-pub(crate) fn gather<T: Element>(
+pub(crate) fn gather_into<T: Element>(
     core: &Core,
     algo: Option<Algo>,
     local: &[T],
+    out: &mut [T],
     count: usize,
     root: usize,
-) -> Result<Vec<T>> {
+) -> Result<()> {
     check_root(core, "gather", root)?;
     let mine = chunk_span(count, core.size, core.rank);
-    if local.len() != mine.len() {
-        return Err(Error::invalid(format!(
-            "gather: rank {} passed {} elements but a total of {count} over {} ranks gives it {}",
-            core.rank,
-            local.len(),
-            core.size,
-            mine.len()
-        )));
-    }
+    check_len("gather", "local", local.len(), mine.len())?;
     let coll = Collective::Gather { root };
     let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
-    let mut work = zeroed(count);
-    work[mine].copy_from_slice(local);
-    run(core, coll, algo, None, count, &mut work)?;
-    Ok(if core.rank == root { work } else { Vec::new() })
+    if core.rank == root {
+        check_len("gather on the root", "out", out.len(), count)?;
+        out[mine].copy_from_slice(local);
+        run(core, coll, algo, None, count, out)
+    } else {
+        let mut work = zeroed(count);
+        work[mine].copy_from_slice(local);
+        run(core, coll, algo, None, count, &mut work)
+    }
 }
 
-pub(crate) fn all_to_all<T: Element>(
+pub(crate) fn all_to_all_into<T: Element>(
     core: &Core,
     algo: Option<Algo>,
     input: &[T],
-) -> Result<Vec<T>> {
+    out: &mut [T],
+) -> Result<()> {
     let n = input.len();
     let coll = Collective::AllToAll;
-    let algo = core.algo_for(coll, algo, bytes(input))?;
     let layout = coll.layout(core.rank, core.size, n);
+    check_len("all_to_all", "out", out.len(), layout.output.len())?;
+    let algo = core.algo_for(coll, algo, bytes(input))?;
     let mut work = zeroed(layout.buf_len);
     work[..n].copy_from_slice(input);
     let mine = chunk_span(n, core.size, core.rank);
     let own_block = n + core.rank * mine.len();
-    work[own_block..own_block + mine.len()].copy_from_slice(&input[mine.clone()]);
+    work[own_block..own_block + mine.len()].copy_from_slice(&input[mine]);
     run(core, coll, algo, None, n, &mut work)?;
-    Ok(work[layout.output].to_vec())
+    out.copy_from_slice(&work[layout.output]);
+    Ok(())
 }
 
 pub(crate) fn barrier(core: &Core, algo: Option<Algo>) -> Result<()> {

@@ -1,0 +1,121 @@
+//! [`Communicator`]: the collectives as a trait, implemented by the native [`Group`] and (with the
+//! `mpi` feature) by an MPI communicator, so benchmarks and checks run the same code on either.
+
+use crate::dtype::Element;
+use crate::error::Result;
+use crate::group::Group;
+use crate::reduce::ReduceOp;
+
+/// The collectives of a group of ranks, in their allocation-free forms.
+///
+/// Semantics are those of [`Group`]: "chunk `i`" of a count is the even split into `size()` parts,
+/// the first `count % size()` one element longer.
+pub trait Communicator {
+    /// A short name of the backend (`native`, `mpi`).
+    fn backend(&self) -> &'static str;
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// The number of ranks.
+    fn size(&self) -> usize;
+    /// See [`Group::all_reduce`].
+    fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()>;
+    /// See [`Group::broadcast`].
+    fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()>;
+    /// See [`Group::reduce`].
+    fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()>;
+    /// See [`Group::all_gather_into`].
+    fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()>;
+    /// See [`Group::reduce_scatter_into`].
+    fn reduce_scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()>;
+    /// See [`Group::scatter_into`].
+    fn scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()>;
+    /// See [`Group::gather_into`].
+    fn gather_into<T: Element>(
+        &self,
+        local: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()>;
+    /// See [`Group::all_to_all_into`].
+    fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()>;
+    /// See [`Group::barrier`].
+    fn barrier(&self) -> Result<()>;
+    /// See [`Group::send`].
+    fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()>;
+    /// See [`Group::recv`].
+    fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()>;
+}
+
+impl Communicator for Group {
+    fn backend(&self) -> &'static str {
+        "native"
+    }
+    fn rank(&self) -> usize {
+        Group::rank(self)
+    }
+    fn size(&self) -> usize {
+        Group::size(self)
+    }
+    fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        Group::all_reduce(self, buf, op)
+    }
+    fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
+        Group::broadcast(self, buf, root)
+    }
+    fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
+        Group::reduce(self, buf, op, root)
+    }
+    fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
+        Group::all_gather_into(self, local, out)
+    }
+    fn reduce_scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
+        Group::reduce_scatter_into(self, input, out, op)
+    }
+    fn scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        Group::scatter_into(self, input, out, count, root)
+    }
+    fn gather_into<T: Element>(
+        &self,
+        local: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        Group::gather_into(self, local, out, count, root)
+    }
+    fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
+        Group::all_to_all_into(self, input, out)
+    }
+    fn barrier(&self) -> Result<()> {
+        Group::barrier(self)
+    }
+    fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
+        Group::send(self, buf, dst)
+    }
+    fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
+        Group::recv(self, buf, src)
+    }
+}

@@ -7,6 +7,9 @@ packages=(
   build-essential   # cc for crates with C parts
   pkg-config
   procps            # ps, used by the launcher tests to look for leftover processes
+  libopenmpi-dev    # the `mpi` feature (rsmpi): headers, mpicc, pkg-config files
+  openmpi-bin       # mpirun, for the MPI backend's tests
+  libclang-dev      # bindgen, used by mpi-sys
 )
 
 missing=()

@@ -101,7 +101,7 @@ fn serve_master(master: &str, secret: Secret) -> Result<StoreServer> {
 
 /// `PSY_ADDR` if set, else the local address of the connection to the store (the interface that
 /// reaches the other hosts).
-fn advertised_ip(store: &TcpStore) -> Result<IpAddr> {
+pub(crate) fn advertised_ip(store: &TcpStore) -> Result<IpAddr> {
     if let Ok(addr) = std::env::var(contract::ADDR) {
         return (addr.as_str(), 0)
             .to_socket_addrs()

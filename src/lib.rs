@@ -34,6 +34,8 @@ pub mod error;
 pub mod executor;
 mod group;
 mod init;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod oracle;
 pub mod reduce;
 pub mod schedule;

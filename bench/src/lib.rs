@@ -3,4 +3,22 @@
 //! Sweeps psyne's collectives over message sizes and records latency and bandwidth curves (CSV,
 //! JSON, PNG), side by side for several backends (native vs MPI) and algorithms.
 
+pub mod app;
+pub mod backend;
+pub mod check;
+pub mod cli;
+pub mod compare;
+pub mod config;
+pub mod export;
+pub mod factors;
+pub mod fit;
+pub mod launch;
+pub mod measure;
+pub mod meta;
 pub mod model;
+pub mod peak;
+pub mod plot;
+pub mod runner;
+pub mod sizes;
+pub mod stats;
+pub mod table;

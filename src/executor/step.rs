@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 /// The largest read between two reductions, so reduction overlaps arrival.
 const MAX_READ: usize = 256 << 10;
+/// Messages up to this size (header included) are read in one call.
+const STAGE: usize = 4096;
 /// The longest abort reason read.
 const MAX_REASON: u64 = 64 << 10;
 
@@ -306,12 +308,18 @@ fn receive(
     let link = link(ctx, links, r.peer)?;
     let mut progressed = false;
     if !r.header_ok() {
-        match link.read_some(&mut r.hdr[r.hdr_got..]) {
+        // A small message is read with its header in one call (one syscall instead of two),
+        // never past its end: the next bytes of the stream belong to the next message.
+        let mut stage = [0u8; STAGE];
+        let payload = if r.len <= STAGE - HEADER_LEN {
+            r.len
+        } else {
+            0
+        };
+        let want = HEADER_LEN - r.hdr_got + payload;
+        let n = match link.read_some(&mut stage[..want]) {
             Ok(0) => return Err(ctx.lost(r.peer, "receiving", "the connection was closed")),
-            Ok(n) => {
-                r.hdr_got += n;
-                progressed = true;
-            }
+            Ok(n) => n,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -321,11 +329,25 @@ fn receive(
                 return Ok(false)
             }
             Err(e) => return Err(ctx.lost(r.peer, "receiving", e)),
-        }
+        };
+        let h = n.min(HEADER_LEN - r.hdr_got);
+        r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&stage[..h]);
+        r.hdr_got += h;
         if !r.header_ok() {
-            return Ok(progressed);
+            return Ok(true);
         }
-        check_header(ctx, link.as_mut(), r)?;
+        let extra = &stage[h..n];
+        check_header(ctx, link.as_mut(), r, extra)?;
+        if !extra.is_empty() {
+            let dest = if r.reduce {
+                &mut scratch[r.scratch_off..r.scratch_off + extra.len()]
+            } else {
+                &mut buf[r.start..r.start + extra.len()]
+            };
+            dest.copy_from_slice(extra);
+            r.got = extra.len();
+        }
+        progressed = true;
     }
     if r.got < r.len {
         let want = (r.len - r.got).min(MAX_READ);
@@ -351,7 +373,8 @@ fn receive(
     Ok(progressed)
 }
 
-fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt) -> Result<()> {
+/// Validates a complete header; `early` holds payload bytes already read with it.
+fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt, early: &[u8]) -> Result<()> {
     match header::decode(&r.hdr) {
         Header::Data { desc, len } => {
             if desc != *ctx.desc {
@@ -381,7 +404,12 @@ fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt) -> Result<()
             Ok(())
         }
         Header::Abort { kind, len } => {
-            let reason = read_reason(link, len.min(MAX_REASON) as usize, ctx.deadline.min(Instant::now() + Duration::from_secs(5)));
+            let reason = read_reason(
+                link,
+                early,
+                len.min(MAX_REASON) as usize,
+                ctx.deadline.min(Instant::now() + Duration::from_secs(5)),
+            );
             Err(Error::new(
                 kind,
                 format!("{} on rank {}: {} failed and aborted the group: {reason}", ctx.desc.label(), ctx.links_rank, ctx.who(r.peer)),
@@ -394,9 +422,12 @@ fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt) -> Result<()
     }
 }
 
-fn read_reason(link: &mut dyn Link, len: usize, deadline: Instant) -> String {
+/// The abort reason: `early` (bytes already read with the header), then the rest from the link.
+fn read_reason(link: &mut dyn Link, early: &[u8], len: usize, deadline: Instant) -> String {
     let mut text = vec![0u8; len];
-    let mut got = 0;
+    let got_early = early.len().min(len);
+    text[..got_early].copy_from_slice(&early[..got_early]);
+    let mut got = got_early;
     while got < len && Instant::now() < deadline {
         match link.read_some(&mut text[got..]) {
             Ok(0) => break,

@@ -3,7 +3,16 @@
 //!
 //! ```text
 //! psyrun -n 4 psyne-check [--counts 0,1,3,5,1001] [--seed N]
+//! mpirun -n 4 psyne-check --backend mpi              # built with --features mpi
+//! mpirun -n 4 psyne-check --backend native-over-mpi  # psyne's engine, bootstrapped over MPI
 //! ```
+//!
+//! `--backend native` (the default) checks psyne's own engine in the job psyrun (or torchrun, or
+//! nothing) started. `--backend mpi` checks the MPI backend (`psyne::mpi::MpiComm`) the same way,
+//! except that it cannot reduce f16/bf16: it checks that those reductions are refused with a clear
+//! error instead. `--backend native-over-mpi` forms a native group over MPI
+//! (`psyne::mpi::native_group`) and checks everything. Every backend first checks that the world
+//! has the size the launcher announced.
 //!
 //! Exit status: 0 all results right, 1 a wrong result, 2 a communication error or bad usage.
 //!
@@ -12,13 +21,44 @@
 //! (calls all_reduce with a different count than the others), `stranger` (first tries the job's
 //! store with a wrong secret, which must be refused without harming the job), `hang` (sleeps).
 
-use psyne::{conformance, ReduceOp};
+use psyne::conformance::{self, Mismatch};
+use psyne::ReduceOp;
 use std::process::ExitCode;
+
+/// Which implementation of the collectives to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Native,
+    Mpi,
+    NativeOverMpi,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Native => "native",
+            Backend::Mpi => "mpi",
+            Backend::NativeOverMpi => "native-over-mpi",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Backend, String> {
+        match name {
+            "native" => Ok(Backend::Native),
+            "mpi" => Ok(Backend::Mpi),
+            "native-over-mpi" => Ok(Backend::NativeOverMpi),
+            other => Err(format!(
+                "--backend {other}: choose native, mpi or native-over-mpi"
+            )),
+        }
+    }
+}
 
 struct Args {
     counts: Option<Vec<usize>>,
     seed: u64,
     fault: Option<(String, usize)>,
+    backend: Backend,
 }
 
 fn parse() -> Result<Args, String> {
@@ -26,6 +66,7 @@ fn parse() -> Result<Args, String> {
         counts: None,
         seed: 1,
         fault: None,
+        backend: Backend::Native,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,12 +97,16 @@ fn parse() -> Result<Args, String> {
                         .map_err(|_| "--fault KIND:RANK needs a rank number")?,
                 ));
             }
+            "--backend" => a.backend = Backend::parse(&value()?)?,
             "-h" | "--help" => {
-                println!("usage: psyne-check [--counts 0,1,1001] [--seed N]\nRuns every collective x op x type and compares with the sequential oracle.");
+                println!("usage: psyne-check [--backend native|mpi|native-over-mpi] [--counts 0,1,1001] [--seed N]\nRuns every collective x op x type and compares with the sequential oracle.");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument `{other}`; see --help")),
         }
+    }
+    if a.fault.is_some() && a.backend != Backend::Native {
+        return Err("--fault works only with --backend native".into());
     }
     Ok(a)
 }
@@ -74,6 +119,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match args.backend {
+        Backend::Native => {}
+        Backend::Mpi | Backend::NativeOverMpi => return mpi_backends::run(&args),
+    }
     if let Some((kind, r)) = &args.fault {
         if kind == "stranger" && std::env::var("PSY_RANK").ok() == Some(r.to_string()) {
             stranger();
@@ -87,6 +136,10 @@ fn main() -> ExitCode {
         }
     };
     let (rank, size) = (group.rank(), group.size());
+    if let Err(e) = check_world_size(rank, size, launcher_world_size()) {
+        eprintln!("psyne-check: {e}");
+        return ExitCode::from(2);
+    }
     if let Some((kind, r)) = &args.fault {
         if *r == rank {
             match kind.as_str() {
@@ -119,22 +172,240 @@ fn main() -> ExitCode {
     let counts = args
         .counts
         .unwrap_or_else(|| conformance::default_counts(size));
-    match conformance::check_all_types(&group, &counts, args.seed) {
+    ExitCode::from(report(
+        rank,
+        size,
+        "",
+        &counts,
+        conformance::check_all_types(&group, &counts, args.seed),
+    ))
+}
+
+/// Prints the outcome of a check on this rank and returns the exit status it calls for.
+fn report(
+    rank: usize,
+    size: usize,
+    suffix: &str,
+    counts: &[usize],
+    outcome: psyne::Result<Vec<Mismatch>>,
+) -> u8 {
+    match outcome {
         Ok(bad) if bad.is_empty() => {
-            println!("rank {rank}/{size}: every collective x op x type matches the oracle (counts {counts:?})");
-            ExitCode::SUCCESS
+            println!("rank {rank}/{size}: every collective x op x type matches the oracle (counts {counts:?}){suffix}");
+            0
         }
         Ok(bad) => {
             for m in bad.iter().take(10) {
                 println!("rank {rank}: WRONG {m}");
             }
             println!("rank {rank}/{size}: {} wrong results", bad.len());
-            ExitCode::from(1)
+            if suffix.contains("mpi") && bad.iter().any(|m| saturated_sum(&m.case)) {
+                println!(
+                    "rank {rank}: hint: Open MPI 4.1's op/avx component saturates 8- and 16-bit \
+                     integer sums instead of wrapping (open-mpi/ompi#8045); run with \
+                     `mpirun --mca op ^avx` or OMPI_MCA_op=^avx"
+                );
+            }
+            1
         }
         Err(e) => {
             eprintln!("psyne-check: rank {rank}: {e}");
-            ExitCode::from(2)
+            2
         }
+    }
+}
+
+/// True for a wrong 8- or 16-bit integer sum or mean: what Open MPI's op/avx gets wrong.
+fn saturated_sum(case: &str) -> bool {
+    ["u8", "i8", "u16", "i16"].iter().any(|t| {
+        ["sum", "avg"]
+            .iter()
+            .any(|op| case.contains(&format!("({t}, {op},")))
+    })
+}
+
+/// The world size the launcher announced: psyrun's, torchrun's, or an MPI launcher's.
+fn launcher_world_size() -> Option<(&'static str, usize)> {
+    [
+        "PSY_WORLD_SIZE",
+        "WORLD_SIZE",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+    ]
+    .into_iter()
+    .find_map(|name| Some((name, std::env::var(name).ok()?.trim().parse().ok()?)))
+}
+
+/// Prints the world size and fails if it is not the one the launcher announced.
+fn check_world_size(
+    rank: usize,
+    size: usize,
+    said: Option<(&'static str, usize)>,
+) -> Result<(), String> {
+    match said {
+        Some((name, n)) if n != size => Err(format!(
+            "rank {rank}: the world has {size} ranks but the launcher said {name}={n}"
+        )),
+        Some((name, _)) => {
+            println!("rank {rank}/{size}: world of {size}, as {name} said");
+            Ok(())
+        }
+        None => {
+            println!("rank {rank}/{size}: world of {size} (no launcher size in the environment)");
+            Ok(())
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+mod mpi_backends {
+    use super::*;
+
+    pub fn run(args: &Args) -> ExitCode {
+        eprintln!(
+            "psyne-check: --backend {} needs MPI, and this psyne-check was built without it; \
+             rebuild with `cargo build -p psyrun --features mpi` (needs an MPI -dev package: \
+             scripts/setup.sh installs Open MPI)",
+            args.backend.name()
+        );
+        ExitCode::from(2)
+    }
+}
+
+#[cfg(feature = "mpi")]
+mod mpi_backends {
+    use super::*;
+    use psyne::mpi::MpiComm;
+    use psyne::Communicator;
+    use psyne::{bf16, f16, DType, ErrorKind};
+
+    pub fn run(args: &Args) -> ExitCode {
+        let comm = match psyne::mpi::init() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("psyne-check: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let (rank, size) = (comm.rank(), comm.size());
+        if rank == 0 {
+            println!("rank 0/{size}: {}", comm.library_version());
+        }
+        if let Err(e) = check_world_size(rank, size, psyne::mpi::launcher_world_size()) {
+            eprintln!("psyne-check: {e}");
+            return ExitCode::from(2);
+        }
+        let counts = args
+            .counts
+            .clone()
+            .unwrap_or_else(|| conformance::default_counts(size));
+        let code = match args.backend {
+            Backend::Mpi => check_mpi(&comm, &counts, args.seed),
+            _ => check_native_over_mpi(&comm, &counts, args.seed),
+        };
+        // Every rank is done before any finalizes (MPI_Finalize is collective anyway).
+        comm.barrier().ok();
+        drop(comm);
+        ExitCode::from(code)
+    }
+
+    fn check_mpi(comm: &MpiComm, counts: &[usize], seed: u64) -> u8 {
+        let (rank, size) = (comm.rank(), comm.size());
+        let half = [DType::F16, DType::BF16];
+        let outcome = conformance::check_types(comm, &DType::ALL, &half, counts, seed);
+        let mut code = report(
+            rank,
+            size,
+            &format!(" on {} (f16/bf16 without reductions)", Backend::Mpi.name()),
+            counts,
+            outcome,
+        );
+        let refused = half_refusals(comm);
+        if refused.is_empty() {
+            println!(
+                "rank {rank}/{size}: mpi refuses f16/bf16 reductions and bitwise ops on floats \
+                 with a clear error"
+            );
+        } else {
+            for r in &refused {
+                println!("rank {rank}: WRONG {r}");
+            }
+            code = code.max(1);
+        }
+        code
+    }
+
+    /// The reductions MPI cannot do must fail with InvalidArgument, before any data moves (so
+    /// every rank fails alike and nothing hangs). Returns what was wrong.
+    fn half_refusals(comm: &MpiComm) -> Vec<String> {
+        let n = 2 * comm.size() + 1;
+        let mine = psyne::schedule::chunk_span(n, comm.size(), comm.rank()).len();
+        let mut wrong = Vec::new();
+        let mut expect = |what: &str, r: psyne::Result<()>, needle: &str| match r {
+            Err(e) if e.kind() == ErrorKind::InvalidArgument && e.message().contains(needle) => {}
+            Err(e) => wrong.push(format!("{what}: refused with an unclear error: {e}")),
+            Ok(()) => wrong.push(format!("{what}: accepted, but MPI cannot do it")),
+        };
+        let half = "MPI has no half-precision reduction";
+        let mut h = vec![f16::ONE; n];
+        expect(
+            "all_reduce(f16, sum)",
+            comm.all_reduce(&mut h, ReduceOp::Sum),
+            half,
+        );
+        expect(
+            "reduce(f16, max)",
+            comm.reduce(&mut h, ReduceOp::Max, 0),
+            half,
+        );
+        let b = vec![bf16::ONE; n];
+        let mut out = vec![bf16::ZERO; mine];
+        expect(
+            "reduce_scatter(bf16, avg)",
+            comm.reduce_scatter_into(&b, &mut out, ReduceOp::Avg),
+            half,
+        );
+        let mut f = vec![1.0f32; n];
+        expect(
+            "all_reduce(f32, bxor)",
+            comm.all_reduce(&mut f, ReduceOp::BXor),
+            "integer types",
+        );
+        wrong
+    }
+
+    fn check_native_over_mpi(comm: &MpiComm, counts: &[usize], seed: u64) -> u8 {
+        let (rank, size) = (comm.rank(), comm.size());
+        let timeout = match psyne::contract::timeout() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("psyne-check: {e}");
+                return 2;
+            }
+        };
+        let group = match psyne::mpi::native_group(comm, timeout) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("psyne-check: rank {rank}: {e}");
+                return 2;
+            }
+        };
+        if (group.rank(), group.size()) != (rank, size) {
+            eprintln!(
+                "psyne-check: MPI rank {rank}/{size} became native rank {}/{}",
+                group.rank(),
+                group.size()
+            );
+            return 2;
+        }
+        let outcome = conformance::check_all_types(&group, counts, seed);
+        report(
+            rank,
+            size,
+            &format!(" on {}", Backend::NativeOverMpi.name()),
+            counts,
+            outcome,
+        )
     }
 }
 

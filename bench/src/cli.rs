@@ -1,0 +1,803 @@
+//! The command line: clap parses it, a `--config` preset fills what flags left unset, and the
+//! result is checked into a plain [`Command`] before anything runs.
+//!
+//! ```text
+//! psybench [-n N] [--config FILE] <allreduce|broadcast|reduce|allgather|reducescatter|alltoall|
+//!                                  gather|scatter|barrier|sendrecv|all> [sweep flags]
+//! psybench [-n N] [--config FILE] check [COLLECTIVE...] [sweep flags]
+//! psybench plot INPUT... [-o OUT.png]
+//! psybench compare A [B]
+//! psybench peak [--size SIZE] [--iters N]
+//! ```
+//!
+//! With `--config` the subcommand may be left out when the preset names a `collective`.
+//! Defaults: sizes `8:256M` (`check`: `1,1K,64K,1M`; barrier alone: one row of size 0), factor 2,
+//! dtype f32, op sum, root 0, algo auto, transport auto, iterations by size
+//! ([`crate::sizes::default_iters`]), stream cadence, check on, backend native (`check`: native
+//! and, when built with MPI, mpi). Sizes are rounded up to whole elements of the dtype.
+//! Errors print like clap's and exit with code 2; `--help` and `--version` exit 0.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use psyne::{Algo, DType, ReduceOp};
+
+use crate::config::{self, ListValue, SweepFile};
+use crate::factors::{algo_applies, algos_for};
+use crate::model::{Backend, BenchColl, Cadence, Sweep};
+use crate::sizes::{self, SizeSpec};
+use crate::stats::parse_cadence;
+
+/// Sizes `check` uses when none are given.
+pub const CHECK_SIZES: &str = "1,1K,64K,1M";
+
+/// What psybench was asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Measure: `psybench allreduce ...`, `psybench all ...`.
+    Sweep {
+        /// `-n N`: spawn N local ranks; `None` when started by psyrun, mpirun or alone.
+        ranks: Option<usize>,
+        /// What to measure, merged and checked.
+        sweep: Sweep,
+    },
+    /// Draw one PNG from one or more JSON/CSV reports.
+    Plot {
+        /// Reports to draw together (JSON or CSV).
+        inputs: Vec<PathBuf>,
+        /// The PNG (default: the first input with extension `.png`).
+        output: PathBuf,
+    },
+    /// A table of B ÷ A ratios per size; with `b` absent, the two backends inside `a`.
+    Compare {
+        /// The baseline report.
+        a: PathBuf,
+        /// The report compared with it.
+        b: Option<PathBuf>,
+    },
+    /// Memory-copy and loopback TCP bandwidth of this host.
+    Peak {
+        /// Buffer size in bytes (`None`: the peak module's default).
+        bytes: Option<u64>,
+        /// Repetitions (`None`: the peak module's default).
+        iters: Option<u64>,
+    },
+    /// Cross-check backends (or the oracle) element by element; `sweep.check` is true.
+    Check {
+        /// `-n N`: spawn N local ranks.
+        ranks: Option<usize>,
+        /// What to check.
+        sweep: Sweep,
+    },
+}
+
+/// A usage error (or `--help`/`--version` output), rendered like clap's, with its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    message: String,
+    code: i32,
+}
+
+impl CliError {
+    /// The process exit code: 2 for usage errors, 0 for help and version.
+    pub fn exit_code(&self) -> i32 {
+        self.code
+    }
+
+    /// The text to print.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Prints the text: to stdout for help and version, else to stderr.
+    pub fn print(&self) {
+        if self.code == 0 {
+            print!("{}", self.message);
+        } else {
+            eprint!("{}", self.message);
+        }
+    }
+
+    fn usage(sub: Option<&str>, msg: impl fmt::Display) -> CliError {
+        let mut root = Cli::command();
+        root.build();
+        let err = match sub.and_then(|s| root.find_subcommand_mut(s)) {
+            Some(c) => c.error(ErrorKind::ValueValidation, msg),
+            None => root.error(ErrorKind::ValueValidation, msg),
+        };
+        CliError::from(err)
+    }
+}
+
+impl From<clap::Error> for CliError {
+    fn from(e: clap::Error) -> CliError {
+        CliError {
+            message: e.render().to_string(),
+            code: e.exit_code(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message.trim_end())
+    }
+}
+
+impl std::error::Error for CliError {}
+
+const EXAMPLES: &str = "\
+Examples:
+  psybench -n 4 allreduce --sizes 8:256M          spawn 4 local ranks and sweep
+  psyrun -n 4 psybench allreduce --sizes 8:256M   the same under psyrun
+  psybench -n 2 all --sizes 1K:64M --csv r.csv --json r.json --plot r.png
+  mpirun -n 2 psybench allreduce --backend mpi --json mpi.json
+  psybench plot native.json mpi.json -o compare.png
+  psybench compare native.json mpi.json
+  psybench --config configs/quick.toml
+
+Sizes: MIN:MAX (geometric, --factor, default 2) or a list 8,1K,1M; K = 1024.
+Bandwidth: GB/s = 1e9 B/s; busbw uses nccl-tests' bus factors.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "psybench",
+    version,
+    about = "Sweep psyne's collectives over message sizes: latency and bandwidth as tables, CSV, JSON and PNG",
+    after_help = EXAMPLES,
+    arg_required_else_help = true
+)]
+struct Cli {
+    /// Spawn N local ranks (leave out under psyrun or mpirun)
+    #[arg(short = 'n', long = "np", value_name = "N", global = true)]
+    np: Option<usize>,
+    /// Sweep preset (TOML); flags on the command line win over it
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    sub: Option<Sub>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Every rank ends with the reduction of all buffers (size: each rank's buffer)
+    #[command(name = "allreduce", visible_alias = "all-reduce")]
+    AllReduce(SweepArgs),
+    /// The root's buffer to every rank (size: the buffer)
+    #[command(name = "broadcast", visible_alias = "bcast")]
+    Broadcast(SweepArgs),
+    /// The reduction of all buffers at the root (size: each rank's buffer)
+    #[command(name = "reduce")]
+    Reduce(SweepArgs),
+    /// Every rank ends with all chunks (size: the gathered total)
+    #[command(name = "allgather", visible_alias = "all-gather")]
+    AllGather(SweepArgs),
+    /// Each rank ends with its chunk of the reduction (size: the total before scattering)
+    #[command(name = "reducescatter", visible_alias = "reduce-scatter")]
+    ReduceScatter(SweepArgs),
+    /// Chunk j of rank i goes to rank j (size: each rank's send buffer)
+    #[command(name = "alltoall", visible_alias = "all-to-all")]
+    AllToAll(SweepArgs),
+    /// All chunks at the root (size: the gathered total)
+    #[command(name = "gather")]
+    Gather(SweepArgs),
+    /// The root's buffer split over ranks (size: the total)
+    #[command(name = "scatter")]
+    Scatter(SweepArgs),
+    /// No rank leaves until all have entered (no data; latency only)
+    #[command(name = "barrier")]
+    Barrier(SweepArgs),
+    /// Ping-pong between ranks 0 and 1 (size: the message)
+    #[command(name = "sendrecv")]
+    SendRecv(SweepArgs),
+    /// Every operation above, in that order
+    #[command(name = "all")]
+    All(SweepArgs),
+    /// Draw one PNG (latency and busbw vs size) from JSON or CSV reports
+    #[command(name = "plot")]
+    Plot(PlotArgs),
+    /// Table of B ÷ A time and busbw ratios per size (one input: its two backends)
+    #[command(name = "compare")]
+    Compare(CompareArgs),
+    /// Memory-copy and loopback TCP bandwidth of this host
+    #[command(name = "peak")]
+    Peak(PeakArgs),
+    /// Cross-check backends element by element (default: every operation)
+    #[command(name = "check")]
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct SweepArgs {
+    /// Sizes in bytes: MIN:MAX (geometric) or a list A,B,C; suffixes K, M, G (K = 1024) [default: 8:256M]
+    #[arg(long, value_name = "MIN:MAX|LIST")]
+    sizes: Option<String>,
+    /// Geometric factor between sizes of a MIN:MAX range [default: 2]
+    #[arg(long, value_name = "F")]
+    factor: Option<f64>,
+    /// Element type: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 [default: f32]
+    #[arg(long, value_name = "TYPE")]
+    dtype: Option<String>,
+    /// Reduction op: sum prod min max avg band bor bxor [default: sum]
+    #[arg(long, value_name = "OP")]
+    op: Option<String>,
+    /// Root rank of broadcast, reduce, gather, scatter [default: 0]
+    #[arg(long, value_name = "RANK")]
+    root: Option<usize>,
+    /// Algorithm(s): auto, or names separated by commas (ring, rd, rabenseifner, tree, pipeline, linear, ...) [default: auto]
+    #[arg(long, value_name = "ALGO[,ALGO]")]
+    algo: Option<String>,
+    /// Transport: tcp or auto [default: auto]
+    #[arg(long, value_name = "NAME")]
+    transport: Option<String>,
+    /// Timed iterations per size [default: 1000 for small sizes down to 5 for 256M]
+    #[arg(long, value_name = "N")]
+    iters: Option<u64>,
+    /// Untimed warm-up iterations per size [default: iters / 10, 2 to 20]
+    #[arg(long, value_name = "N")]
+    warmup: Option<u64>,
+    /// Operate in place where the collective has an in-place form
+    #[arg(long)]
+    in_place: bool,
+    /// stream: iterations back to back (nccl-tests); isolated: a barrier before each [default: stream]
+    #[arg(long, value_name = "MODE")]
+    cadence: Option<String>,
+    /// Do not check results element by element (the #wrong column shows N/A)
+    #[arg(long)]
+    no_check: bool,
+    /// Backend(s): native, mpi, or native,mpi (interleaved per size) [default: native]
+    #[arg(long, value_name = "NAME[,NAME]")]
+    backend: Option<String>,
+    /// Write every row to this CSV (rewritten after each size)
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Write the whole report to this JSON (rewritten after each size)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw latency and busbw curves to this PNG at the end
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Reference bandwidth in GB/s, for "% of peak" (see `psybench peak`)
+    #[arg(long, value_name = "GBPS")]
+    peak: Option<f64>,
+}
+
+impl SweepArgs {
+    fn into_file(self, np: Option<usize>) -> SweepFile {
+        SweepFile {
+            collective: None,
+            np,
+            sizes: self.sizes.map(ListValue::text),
+            factor: self.factor,
+            dtype: self.dtype,
+            op: self.op,
+            root: self.root,
+            algo: self.algo.map(ListValue::text),
+            transport: self.transport,
+            iters: self.iters,
+            warmup: self.warmup,
+            in_place: self.in_place.then_some(true),
+            cadence: self.cadence,
+            no_check: self.no_check.then_some(true),
+            backend: self.backend.map(ListValue::text),
+            csv: self.csv,
+            json: self.json,
+            plot: self.plot,
+            peak: self.peak,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct PlotArgs {
+    /// Reports to draw together (JSON or CSV)
+    #[arg(required = true, value_name = "INPUT")]
+    inputs: Vec<PathBuf>,
+    /// The PNG to write [default: the first input with extension .png]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// The baseline report (JSON or CSV)
+    #[arg(value_name = "A")]
+    a: PathBuf,
+    /// The report compared with A; without it, A's two backends are compared
+    #[arg(value_name = "B")]
+    b: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct PeakArgs {
+    /// Buffer size for the copy and the TCP stream (K, M, G suffixes)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    size: Option<u64>,
+    /// Repetitions of each measurement
+    #[arg(long, value_name = "N")]
+    iters: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// Operations to check (default: all)
+    #[arg(value_name = "COLLECTIVE")]
+    collectives: Vec<String>,
+    #[command(flatten)]
+    sweep: SweepArgs,
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    sizes::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// Removes psybench's own spawn flag (`-n N`, `-nN`, `-n=N`, `--np N`, `--np=N`) from an
+/// argument list, keeping everything else in order (the program name included). A rank that
+/// psybench spawns gets the rest, so it does not spawn again. Nothing after `--` is touched.
+pub fn strip_spawn_flag(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut i = 0;
+    let mut done = false;
+    while i < args.len() {
+        let a = &args[i];
+        if done {
+            out.push(a.clone());
+        } else if a == "--" {
+            done = true;
+            out.push(a.clone());
+        } else if a == "-n" || a == "--np" {
+            i += 2;
+            continue;
+        } else if a.starts_with("--np=")
+            || (a.starts_with("-n") && !a.starts_with("--") && a.len() > 2)
+        {
+            // -n4, -n=4, --np=4
+        } else {
+            out.push(a.clone());
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Parses a command line (the program name first) into a [`Command`], reading `--config` when
+/// given.
+pub fn parse_from<I, T>(args: I) -> Result<Command, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args)?;
+    let preset = match &cli.config {
+        Some(p) => Some(
+            config::load(p)
+                .map(|f| (p.clone(), f))
+                .map_err(|e| CliError::usage(None, e))?,
+        ),
+        None => None,
+    };
+    let Some(sub) = cli.sub else {
+        let Some((path, file)) = preset else {
+            return Err(CliError::usage(
+                None,
+                "name what to measure, e.g. `psybench allreduce`, or give a --config preset",
+            ));
+        };
+        let flags = SweepArgs::default().into_file(cli.np);
+        return sweep_command(None, &[], flags, Some((&path, file)), false);
+    };
+    let preset_ref = preset.as_ref().map(|(p, f)| (p.as_path(), f.clone()));
+    let coll = |c: BenchColl| vec![c];
+    let (name, colls, args) = match sub {
+        Sub::AllReduce(a) => ("allreduce", coll(BenchColl::AllReduce), a),
+        Sub::Broadcast(a) => ("broadcast", coll(BenchColl::Broadcast), a),
+        Sub::Reduce(a) => ("reduce", coll(BenchColl::Reduce), a),
+        Sub::AllGather(a) => ("allgather", coll(BenchColl::AllGather), a),
+        Sub::ReduceScatter(a) => ("reducescatter", coll(BenchColl::ReduceScatter), a),
+        Sub::AllToAll(a) => ("alltoall", coll(BenchColl::AllToAll), a),
+        Sub::Gather(a) => ("gather", coll(BenchColl::Gather), a),
+        Sub::Scatter(a) => ("scatter", coll(BenchColl::Scatter), a),
+        Sub::Barrier(a) => ("barrier", coll(BenchColl::Barrier), a),
+        Sub::SendRecv(a) => ("sendrecv", coll(BenchColl::SendRecv), a),
+        Sub::All(a) => ("all", BenchColl::ALL.to_vec(), a),
+        Sub::Plot(p) => {
+            let output = match p.output {
+                Some(o) => o,
+                None => p.inputs[0].with_extension("png"),
+            };
+            if p.inputs.contains(&output) {
+                return Err(CliError::usage(
+                    Some("plot"),
+                    format!(
+                        "the output {} is also an input; name another PNG with -o",
+                        output.display()
+                    ),
+                ));
+            }
+            return Ok(Command::Plot {
+                inputs: p.inputs,
+                output,
+            });
+        }
+        Sub::Compare(c) => return Ok(Command::Compare { a: c.a, b: c.b }),
+        Sub::Peak(p) => {
+            if p.iters == Some(0) {
+                return Err(CliError::usage(
+                    Some("peak"),
+                    "--iters 0 measures nothing; use --iters 1 or more",
+                ));
+            }
+            return Ok(Command::Peak {
+                bytes: p.size,
+                iters: p.iters,
+            });
+        }
+        Sub::Check(c) => {
+            let mut colls = Vec::new();
+            for name in &c.collectives {
+                colls.extend(parse_collectives(name).map_err(|m| {
+                    CliError::usage(Some("check"), format!("invalid COLLECTIVE: {m}"))
+                })?);
+            }
+            let flags = c.sweep.into_file(cli.np);
+            return sweep_command(Some("check"), &colls, flags, preset_ref, true);
+        }
+    };
+    sweep_command(
+        Some(name),
+        &colls,
+        args.into_file(cli.np),
+        preset_ref,
+        false,
+    )
+}
+
+/// Parses an operation name (`allreduce`, `all-reduce`, ...) or `all`.
+pub fn parse_collectives(name: &str) -> Result<Vec<BenchColl>, String> {
+    let n = name.trim().to_ascii_lowercase().replace(['-', '_'], "");
+    if n == "all" {
+        return Ok(BenchColl::ALL.to_vec());
+    }
+    let n = match n.as_str() {
+        "bcast" => "broadcast",
+        other => other,
+    };
+    BenchColl::parse(n).map(|c| vec![c]).ok_or_else(|| {
+        let names: Vec<&str> = BenchColl::ALL.iter().map(|c| c.name()).collect();
+        format!(
+            "unknown operation `{name}`; choose one of {}, or all",
+            names.join(", ")
+        )
+    })
+}
+
+/// Parses an element type: psyne's names (`f32`, `bf16`, ...) or nccl-tests' (`float`,
+/// `double`, `half`, `int`, ...).
+pub fn parse_dtype(name: &str) -> Result<DType, String> {
+    let n = name.trim().to_ascii_lowercase();
+    let alias = match n.as_str() {
+        "float" | "float32" => "f32",
+        "double" | "float64" => "f64",
+        "half" | "float16" => "f16",
+        "bfloat16" => "bf16",
+        "int" | "int32" => "i32",
+        "int8" | "char" => "i8",
+        "int64" => "i64",
+        "uint8" => "u8",
+        "uint32" => "u32",
+        "uint64" => "u64",
+        other => other,
+    };
+    DType::parse(alias).ok_or_else(|| {
+        let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+        format!("unknown type `{name}`; choose one of {}", names.join(", "))
+    })
+}
+
+/// Parses a reduction op name (`sum`, `band`, ...).
+pub fn parse_op(name: &str) -> Result<ReduceOp, String> {
+    ReduceOp::parse(&name.trim().to_ascii_lowercase()).ok_or_else(|| {
+        let names: Vec<&str> = ReduceOp::ALL.iter().map(|o| o.name()).collect();
+        format!("unknown op `{name}`; choose one of {}", names.join(", "))
+    })
+}
+
+/// Parses `auto` or comma-separated algorithm names (`None` is automatic choice).
+pub fn parse_algos(list: &str) -> Result<Vec<Option<Algo>>, String> {
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim) {
+        let a = if part == "auto" {
+            None
+        } else {
+            let Some(a) = Algo::parse(&part.to_ascii_lowercase()) else {
+                let names: Vec<&str> = Algo::ALL.iter().map(|a| a.name()).collect();
+                return Err(format!(
+                    "unknown algorithm `{part}`; choose auto or one of {} (also rd, tree)",
+                    names.join(", ")
+                ));
+            };
+            Some(a)
+        };
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    Ok(out)
+}
+
+/// Parses comma-separated backend names (`native`, `mpi`).
+pub fn parse_backends(list: &str) -> Result<Vec<Backend>, String> {
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim) {
+        let b = match part {
+            "native" | "psyne" => Backend::Native,
+            "mpi" => Backend::Mpi,
+            _ => {
+                return Err(format!(
+                    "unknown backend `{part}`; choose native, mpi, or native,mpi"
+                ))
+            }
+        };
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    Ok(out)
+}
+
+/// Where a value came from, for error messages.
+struct Origin<'a> {
+    file: Option<&'a Path>,
+}
+
+impl Origin<'_> {
+    fn name(&self, key: &str) -> String {
+        match self.file {
+            None => format!("--{key}"),
+            Some(p) => format!("`{key}` in {}", p.display()),
+        }
+    }
+}
+
+/// The values of one layer (flags or file), parsed and checked one by one.
+#[derive(Default)]
+struct Typed {
+    collectives: Option<Vec<BenchColl>>,
+    np: Option<usize>,
+    sizes: Option<SizeSpec>,
+    factor: Option<f64>,
+    dtype: Option<DType>,
+    op: Option<ReduceOp>,
+    root: Option<usize>,
+    algos: Option<Vec<Option<Algo>>>,
+    transport: Option<String>,
+    iters: Option<u64>,
+    warmup: Option<u64>,
+    in_place: Option<bool>,
+    cadence: Option<Cadence>,
+    no_check: Option<bool>,
+    backends: Option<Vec<Backend>>,
+    csv: Option<PathBuf>,
+    json: Option<PathBuf>,
+    plot: Option<PathBuf>,
+    peak: Option<f64>,
+}
+
+fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
+    let bad = |key: &str, value: &dyn fmt::Display, why: String| {
+        let quoted = format!("`{value}`: ");
+        let why = why.strip_prefix(&quoted).unwrap_or(&why);
+        format!("invalid value '{value}' for {}: {why}", o.name(key))
+    };
+    let mut t = Typed::default();
+    if let Some(c) = &f.collective {
+        let mut v = Vec::new();
+        for part in c.to_flag().split(',') {
+            v.extend(parse_collectives(part).map_err(|e| bad("collective", &c.to_flag(), e))?);
+        }
+        v.dedup();
+        t.collectives = Some(v);
+    }
+    if let Some(n) = f.np {
+        if n == 0 {
+            return Err(bad("np", &n, "spawn at least one rank, e.g. -n 2".into()));
+        }
+        t.np = Some(n);
+    }
+    if let Some(s) = &f.sizes {
+        let text = s.to_flag();
+        t.sizes = Some(sizes::parse_spec(&text).map_err(|e| bad("sizes", &text, e.0))?);
+    }
+    if let Some(x) = f.factor {
+        t.factor = Some(sizes::check_factor(x).map_err(|e| bad("factor", &x, e.0))?);
+    }
+    if let Some(d) = &f.dtype {
+        t.dtype = Some(parse_dtype(d).map_err(|e| bad("dtype", d, e))?);
+    }
+    if let Some(p) = &f.op {
+        t.op = Some(parse_op(p).map_err(|e| bad("op", p, e))?);
+    }
+    t.root = f.root;
+    if let Some(a) = &f.algo {
+        let text = a.to_flag();
+        t.algos = Some(parse_algos(&text).map_err(|e| bad("algo", &text, e))?);
+    }
+    if let Some(tr) = &f.transport {
+        if tr != "tcp" && tr != "auto" {
+            return Err(bad(
+                "transport",
+                tr,
+                "choose tcp or auto (auto picks the best per peer)".into(),
+            ));
+        }
+        t.transport = Some(tr.clone());
+    }
+    if let Some(n) = f.iters {
+        if n == 0 {
+            return Err(bad(
+                "iters",
+                &n,
+                "at least one timed iteration is needed; leave it out to scale with size".into(),
+            ));
+        }
+        t.iters = Some(n);
+    }
+    t.warmup = f.warmup;
+    t.in_place = f.in_place;
+    if let Some(c) = &f.cadence {
+        t.cadence = Some(parse_cadence(c).ok_or_else(|| {
+            bad(
+                "cadence",
+                c,
+                "choose stream (back to back) or isolated (a barrier before each)".into(),
+            )
+        })?);
+    }
+    t.no_check = f.no_check;
+    if let Some(b) = &f.backend {
+        let text = b.to_flag();
+        t.backends = Some(parse_backends(&text).map_err(|e| bad("backend", &text, e))?);
+    }
+    t.csv = f.csv;
+    t.json = f.json;
+    t.plot = f.plot;
+    if let Some(p) = f.peak {
+        if !p.is_finite() || p <= 0.0 {
+            return Err(bad(
+                "peak",
+                &p,
+                "a bandwidth in GB/s greater than 0, e.g. --peak 12.5".into(),
+            ));
+        }
+        t.peak = Some(p);
+    }
+    Ok(t)
+}
+
+fn sweep_command(
+    sub: Option<&str>,
+    colls: &[BenchColl],
+    flags: SweepFile,
+    preset: Option<(&Path, SweepFile)>,
+    is_check: bool,
+) -> Result<Command, CliError> {
+    let err = |m: String| CliError::usage(sub, m);
+    let f = typed(flags, &Origin { file: None }).map_err(err)?;
+    let c = match preset {
+        Some((path, file)) => typed(file, &Origin { file: Some(path) }).map_err(err)?,
+        None => Typed::default(),
+    };
+    let collectives = if !colls.is_empty() {
+        colls.to_vec()
+    } else if let Some(v) = c.collectives {
+        v
+    } else if is_check {
+        BenchColl::ALL.to_vec()
+    } else {
+        return Err(err(
+            "the config names no operation: add `collective = \"allreduce\"` (or \"all\") to it, \
+             or name one on the command line: psybench allreduce --config FILE"
+                .into(),
+        ));
+    };
+    let dtype = f.dtype.or(c.dtype).unwrap_or(DType::F32);
+    let op = f.op.or(c.op).unwrap_or(ReduceOp::Sum);
+    if collectives.iter().any(|c| c.reduces()) {
+        op.check(dtype).map_err(|_| {
+            err(format!(
+                "--op {} is bitwise and needs an integer --dtype, not {dtype}; use e.g. \
+                 --dtype i32, or --op sum/prod/min/max/avg for floating-point types",
+                op.name()
+            ))
+        })?;
+    }
+    let spec = match f.sizes.or(c.sizes) {
+        Some(s) => s,
+        None if is_check => sizes::parse_spec(CHECK_SIZES).map_err(|e| err(e.0))?,
+        None if collectives.iter().all(|c| *c == BenchColl::Barrier) => SizeSpec::List(vec![0]),
+        None => sizes::parse_spec(sizes::DEFAULT_SIZES).map_err(|e| err(e.0))?,
+    };
+    let factor = f.factor.or(c.factor).unwrap_or(sizes::DEFAULT_FACTOR);
+    let raw = sizes::expand(&spec, factor).map_err(|e| err(e.0))?;
+    let sizes = sizes::round_sizes(&raw, dtype);
+    let algos = f.algos.or(c.algos).unwrap_or_else(|| vec![None]);
+    check_algos(&collectives, &algos).map_err(err)?;
+    let default_backends = if is_check && cfg!(feature = "mpi") {
+        vec![Backend::Native, Backend::Mpi]
+    } else {
+        vec![Backend::Native]
+    };
+    let backends = f.backends.or(c.backends).unwrap_or(default_backends);
+    if backends.contains(&Backend::Mpi) && !cfg!(feature = "mpi") {
+        return Err(err(
+            "--backend mpi: this psybench was built without MPI; rebuild with \
+             `cargo build --release -p psybench --features mpi` (needs Open MPI or MPICH) \
+             and run it under mpirun"
+                .into(),
+        ));
+    }
+    let no_check = f.no_check.or(c.no_check).unwrap_or(false);
+    if is_check && no_check {
+        return Err(err(
+            "check with --no-check checks nothing; drop --no-check".into()
+        ));
+    }
+    let sweep = Sweep {
+        collectives,
+        sizes,
+        dtype,
+        op,
+        root: f.root.or(c.root).unwrap_or(0),
+        algos,
+        transport: f.transport.or(c.transport).unwrap_or_else(|| "auto".into()),
+        iters: f.iters.or(c.iters),
+        warmup: f.warmup.or(c.warmup),
+        in_place: f.in_place.or(c.in_place).unwrap_or(false),
+        cadence: f.cadence.or(c.cadence).unwrap_or(Cadence::Stream),
+        check: !no_check,
+        backends,
+        csv: f.csv.or(c.csv),
+        json: f.json.or(c.json),
+        plot: f.plot.or(c.plot),
+        peak_gbps: f.peak.or(c.peak),
+    };
+    let ranks = f.np.or(c.np);
+    Ok(if is_check {
+        Command::Check { ranks, sweep }
+    } else {
+        Command::Sweep { ranks, sweep }
+    })
+}
+
+/// Every named algorithm must implement the operation (one operation), or at least one of them
+/// (several: the others run with automatic choice, see [`crate::factors::algos_to_run`]).
+fn check_algos(colls: &[BenchColl], algos: &[Option<Algo>]) -> Result<(), String> {
+    for a in algos.iter().flatten() {
+        let usable = colls.iter().any(|c| algo_applies(*c, Some(*a)));
+        if colls.len() == 1 && !usable {
+            let c = colls[0];
+            let names: Vec<&str> = algos_for(c).iter().map(|a| a.name()).collect();
+            if names.is_empty() {
+                return Err(format!(
+                    "{} has no algorithm choice; drop --algo {a}",
+                    c.name()
+                ));
+            }
+            return Err(format!(
+                "algorithm `{a}` does not implement {}; choose auto or one of {}",
+                c.name(),
+                names.join(", ")
+            ));
+        }
+        if !usable {
+            return Err(format!(
+                "algorithm `{a}` implements none of the operations asked for; choose auto or \
+                 one that implements at least one of them"
+            ));
+        }
+    }
+    Ok(())
+}

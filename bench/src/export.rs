@@ -1,0 +1,203 @@
+//! CSV and JSON outputs, rewritten whole after every size, and readers for both.
+//!
+//! Every write goes to a temporary file in the destination's directory and is then renamed over
+//! the destination, so a reader never sees half a file and a crash mid-sweep keeps every row
+//! measured so far. JSON holds the whole [`Report`] (meta, records, fits); CSV holds the records,
+//! one per line, with a header of the [`Record`] field names (units are in the names:
+//! `time_us_max`, `busbw_gbps`; empty cells are absent values).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::fit::fit_report;
+use crate::model::{Record, Report};
+
+/// Why a report could not be written or read. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// Writing (or renaming into place) failed.
+    #[error("cannot write {}: {source}; check that its directory exists and is writable", path.display())]
+    Write {
+        /// The destination.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// Reading failed.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The JSON is not a psybench report.
+    #[error("{} is not a psybench JSON report: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// The CSV is not a psybench CSV.
+    #[error("{} is not a psybench CSV (header and columns as `psybench --csv` writes them): {source}", path.display())]
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: csv::Error,
+    },
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    let werr = |source| ExportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "psybench".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(werr)
+}
+
+/// The CSV text of `records` (header line, then one line per record).
+pub fn csv_string(records: &[Record]) -> Result<String, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    if records.is_empty() {
+        w.write_record(RECORD_COLUMNS)?;
+    }
+    for r in records {
+        w.serialize(r)?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The CSV header: the [`Record`] field names in order.
+pub const RECORD_COLUMNS: [&str; 20] = [
+    "collective",
+    "backend",
+    "algo",
+    "transport",
+    "dtype",
+    "op",
+    "root",
+    "ranks",
+    "bytes",
+    "count",
+    "iters",
+    "warmup",
+    "in_place",
+    "cadence",
+    "time_us_min",
+    "time_us_avg",
+    "time_us_max",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+];
+
+/// Rewrites `path` with `records` as CSV.
+pub fn write_csv(path: &Path, records: &[Record]) -> Result<(), ExportError> {
+    let text = csv_string(records).map_err(|source| ExportError::Csv {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    write_atomic(path, text.as_bytes())
+}
+
+/// Rewrites `path` with the whole report as pretty JSON.
+pub fn write_json(path: &Path, report: &Report) -> Result<(), ExportError> {
+    let mut text = serde_json::to_string_pretty(report).map_err(|source| ExportError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes())
+}
+
+/// Rewrites whichever outputs are asked for; call after every measured size.
+pub fn rewrite(
+    csv: Option<&Path>,
+    json: Option<&Path>,
+    report: &Report,
+) -> Result<(), ExportError> {
+    if let Some(p) = csv {
+        write_csv(p, &report.records)?;
+    }
+    if let Some(p) = json {
+        write_json(p, report)?;
+    }
+    Ok(())
+}
+
+fn read_text(path: &Path) -> Result<String, ExportError> {
+    fs::read_to_string(path).map_err(|source| ExportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Parses CSV text as records.
+pub fn parse_csv(text: &str) -> Result<Vec<Record>, csv::Error> {
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    r.deserialize().collect()
+}
+
+/// Reads a CSV written by [`write_csv`].
+pub fn read_csv(path: &Path) -> Result<Vec<Record>, ExportError> {
+    parse_csv(&read_text(path)?).map_err(|source| ExportError::Csv {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads a JSON report written by [`write_json`].
+pub fn read_json(path: &Path) -> Result<Report, ExportError> {
+    serde_json::from_str(&read_text(path)?).map_err(|source| ExportError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads a report from JSON or CSV, told apart by content (JSON starts with `{`). From a CSV the
+/// metadata is rebuilt from the records ([`crate::meta::from_records`]) and the fits recomputed.
+pub fn read_report(path: &Path) -> Result<Report, ExportError> {
+    let text = read_text(path)?;
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str(&text).map_err(|source| ExportError::Json {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    let records = parse_csv(&text).map_err(|source| ExportError::Csv {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let meta = crate::meta::from_records(&records, &path.display().to_string());
+    let fits = fit_report(&records, None);
+    Ok(Report {
+        meta,
+        records,
+        fits,
+    })
+}

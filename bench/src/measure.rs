@@ -1,0 +1,338 @@
+//! Measuring one case: one operation at one size on one backend with one algorithm. Every rank
+//! runs this; the per-rank times and the count of wrong elements are gathered to every rank.
+
+use crate::backend::AnyComm;
+use crate::model::{BenchColl, Cadence};
+use psyne::schedule::chunk_span;
+use psyne::{
+    conformance, oracle, Algo, Collective, Communicator, DType, Element, Error, ReduceOp, Result,
+};
+use std::time::Instant;
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The operation.
+    pub coll: BenchColl,
+    /// Elements, for the size as nccl-tests defines it for the operation
+    /// ([`crate::sizes::element_count`]).
+    pub count: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Reduction op (reducing operations only).
+    pub op: ReduceOp,
+    /// Root rank (rooted operations only).
+    pub root: usize,
+    /// Forced algorithm (native backend only); `None` is automatic.
+    pub algo: Option<Algo>,
+    /// Untimed iterations first.
+    pub warmup: u64,
+    /// Timed iterations.
+    pub iters: u64,
+    /// Back to back or barrier-separated.
+    pub cadence: Cadence,
+    /// Check the result of one run against the oracle.
+    pub check: bool,
+    /// Test-only: spoil one element of rank 0's result before the check, to prove the check can
+    /// fail (set by `PSYBENCH_TEST_CORRUPT=1`).
+    pub corrupt: bool,
+}
+
+/// What one case measured, the same on every rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    /// Elements per the operation's size.
+    pub count: u64,
+    /// Bytes actually moved per the operation's size (`count` × element size).
+    pub bytes: u64,
+    /// The algorithm that ran (`-` for MPI, whose choice is its own).
+    pub algo: String,
+    /// Each rank's time per operation in microseconds, in rank order.
+    pub times_us: Vec<f64>,
+    /// Wrong elements summed over ranks, if checked.
+    pub wrong: Option<u64>,
+}
+
+/// The psyne collective behind an operation, for asking which algorithm runs (None: no choice).
+fn collective(c: BenchColl, root: usize) -> Option<Collective> {
+    Some(match c {
+        BenchColl::AllReduce => Collective::AllReduce,
+        BenchColl::Broadcast => Collective::Broadcast { root },
+        BenchColl::Reduce => Collective::Reduce { root },
+        BenchColl::AllGather => Collective::AllGather,
+        BenchColl::ReduceScatter => Collective::ReduceScatter,
+        BenchColl::AllToAll => Collective::AllToAll,
+        BenchColl::Gather => Collective::Gather { root },
+        BenchColl::Scatter => Collective::Scatter { root },
+        BenchColl::Barrier => Collective::Barrier,
+        BenchColl::SendRecv => return None,
+    })
+}
+
+/// Runs `case` on `comm` and gathers the result on every rank.
+pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
+    let size = comm.size();
+    if case.root >= size && collective(case.coll, 0).and_then(|c| c.root()).is_some() {
+        return Err(Error::invalid(format!(
+            "--root {} is out of range: the job has ranks 0..{size}",
+            case.root
+        )));
+    }
+    if case.coll == BenchColl::SendRecv && size < 2 {
+        return Err(Error::invalid("sendrecv needs at least 2 ranks (-n 2)"));
+    }
+    if case.coll.reduces() {
+        case.op.check(case.dtype)?;
+    }
+    // A forced algorithm applies to the native backend only.
+    let forced;
+    let comm = match (comm, case.algo) {
+        (AnyComm::Native(g), Some(a)) => {
+            forced = AnyComm::Native(g.with_algo(a));
+            &forced
+        }
+        _ => comm,
+    };
+    let es = case.dtype.size() as u64;
+    let count = if case.coll == BenchColl::Barrier {
+        0
+    } else {
+        case.count
+    };
+    let algo = match (comm.native(), collective(case.coll, case.root)) {
+        (Some(g), Some(c)) => g
+            .algorithm_for(c, per_rank_bytes(case.coll, count * es, size))?
+            .name()
+            .to_string(),
+        (Some(_), None) => "direct".to_string(),
+        (None, _) => "-".to_string(),
+    };
+    let (mine, wrong) = match case.dtype {
+        DType::F32 => time_typed::<f32>(comm, case, count as usize)?,
+        DType::F64 => time_typed::<f64>(comm, case, count as usize)?,
+        DType::I8 => time_typed::<i8>(comm, case, count as usize)?,
+        DType::I16 => time_typed::<i16>(comm, case, count as usize)?,
+        DType::I32 => time_typed::<i32>(comm, case, count as usize)?,
+        DType::I64 => time_typed::<i64>(comm, case, count as usize)?,
+        DType::U8 => time_typed::<u8>(comm, case, count as usize)?,
+        DType::U16 => time_typed::<u16>(comm, case, count as usize)?,
+        DType::U32 => time_typed::<u32>(comm, case, count as usize)?,
+        DType::U64 => time_typed::<u64>(comm, case, count as usize)?,
+        DType::F16 => time_typed::<psyne::f16>(comm, case, count as usize)?,
+        DType::BF16 => time_typed::<psyne::bf16>(comm, case, count as usize)?,
+    };
+    let mut times_us = vec![0.0f64; size];
+    comm.all_gather_into(&[mine], &mut times_us)?;
+    let wrong = match wrong {
+        Some(w) => {
+            let mut total = [w];
+            comm.all_reduce(&mut total, ReduceOp::Sum)?;
+            Some(total[0])
+        }
+        None => None,
+    };
+    Ok(Measurement {
+        count,
+        bytes: count * es,
+        algo,
+        times_us,
+        wrong,
+    })
+}
+
+/// The bytes of one rank's buffer, which is what psyne's algorithm choice looks at.
+fn per_rank_bytes(c: BenchColl, bytes: u64, size: usize) -> usize {
+    match c {
+        BenchColl::AllGather | BenchColl::Gather => (bytes as usize).div_ceil(size),
+        _ => bytes as usize,
+    }
+}
+
+/// The buffers of one rank for one operation.
+struct Bufs<T> {
+    input: Vec<T>,
+    out: Vec<T>,
+}
+
+/// Every rank's input (deterministic), so each rank can compute what it should get back.
+fn all_inputs<T: Element>(case: &Case, size: usize, count: usize) -> Vec<Vec<T>> {
+    let op = case.coll.reduces().then_some(case.op);
+    (0..size)
+        .map(|r| {
+            let len = match case.coll {
+                BenchColl::AllGather | BenchColl::Gather => chunk_span(count, size, r).len(),
+                BenchColl::Barrier => 0,
+                _ => count,
+            };
+            conformance::input::<T>(r, len, 7, op)
+        })
+        .collect()
+}
+
+fn prepare<T: Element>(
+    case: &Case,
+    rank: usize,
+    size: usize,
+    count: usize,
+    inputs: &[Vec<T>],
+) -> Bufs<T> {
+    let zeros = |n: usize| vec![T::zeroed(); n];
+    let mine = chunk_span(count, size, rank).len();
+    let root = case.root;
+    match case.coll {
+        BenchColl::AllReduce | BenchColl::Reduce | BenchColl::AllGather | BenchColl::Gather => {
+            let out = match case.coll {
+                BenchColl::AllGather => count,
+                BenchColl::Gather if rank == root => count,
+                _ => 0,
+            };
+            Bufs {
+                input: inputs[rank].clone(),
+                out: zeros(out),
+            }
+        }
+        BenchColl::Broadcast => Bufs {
+            input: if rank == root {
+                inputs[root].clone()
+            } else {
+                zeros(count)
+            },
+            out: Vec::new(),
+        },
+        BenchColl::ReduceScatter => Bufs {
+            input: inputs[rank].clone(),
+            out: zeros(mine),
+        },
+        BenchColl::AllToAll => Bufs {
+            input: inputs[rank].clone(),
+            out: zeros(size * mine),
+        },
+        BenchColl::Scatter => Bufs {
+            input: if rank == root {
+                inputs[root].clone()
+            } else {
+                Vec::new()
+            },
+            out: zeros(mine),
+        },
+        BenchColl::Barrier => Bufs {
+            input: Vec::new(),
+            out: Vec::new(),
+        },
+        BenchColl::SendRecv => Bufs {
+            input: inputs[rank].clone(),
+            out: zeros(count),
+        },
+    }
+}
+
+fn run_once<T: Element>(comm: &AnyComm, case: &Case, b: &mut Bufs<T>, count: usize) -> Result<()> {
+    let (rank, size, root) = (comm.rank(), comm.size(), case.root);
+    match case.coll {
+        BenchColl::AllReduce => comm.all_reduce(&mut b.input, case.op),
+        BenchColl::Broadcast => comm.broadcast(&mut b.input, root),
+        BenchColl::Reduce => comm.reduce(&mut b.input, case.op, root),
+        BenchColl::AllGather => comm.all_gather_into(&b.input, &mut b.out),
+        BenchColl::ReduceScatter => comm.reduce_scatter_into(&b.input, &mut b.out, case.op),
+        BenchColl::AllToAll => comm.all_to_all_into(&b.input, &mut b.out),
+        BenchColl::Gather => comm.gather_into(&b.input, &mut b.out, count, root),
+        BenchColl::Scatter => comm.scatter_into(&b.input, &mut b.out, count, root),
+        BenchColl::Barrier => comm.barrier(),
+        BenchColl::SendRecv => {
+            // A ring shift: send to the next rank, receive from the previous one. Even ranks send
+            // first and odd ranks receive first, so blocking calls cannot form a cycle.
+            let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
+            if rank % 2 == 0 {
+                comm.send(&b.input, next)?;
+                comm.recv(&mut b.out, prev)
+            } else {
+                comm.recv(&mut b.out, prev)?;
+                comm.send(&b.input, next)
+            }
+        }
+    }
+}
+
+/// What this rank's result buffer should hold after one run from fresh inputs, and which buffer
+/// holds it (true: `out`, false: `input`).
+fn expected<T: Element>(
+    case: &Case,
+    rank: usize,
+    size: usize,
+    inputs: &[Vec<T>],
+) -> (Vec<T>, bool) {
+    let root = case.root;
+    match case.coll {
+        BenchColl::AllReduce => (oracle::all_reduce(inputs, case.op), false),
+        BenchColl::Broadcast => (oracle::broadcast(inputs, root), false),
+        BenchColl::Reduce if rank == root => (oracle::reduce(inputs, case.op), false),
+        BenchColl::Reduce => (inputs[rank].clone(), false),
+        BenchColl::AllGather => (oracle::all_gather(inputs), true),
+        BenchColl::ReduceScatter => (
+            oracle::reduce_scatter(inputs, case.op).swap_remove(rank),
+            true,
+        ),
+        BenchColl::AllToAll => (oracle::all_to_all(inputs).swap_remove(rank), true),
+        BenchColl::Gather if rank == root => (oracle::gather(inputs), true),
+        BenchColl::Gather => (Vec::new(), true),
+        BenchColl::Scatter => (oracle::scatter(&inputs[root], size).swap_remove(rank), true),
+        BenchColl::Barrier => (Vec::new(), true),
+        BenchColl::SendRecv => (inputs[(rank + size - 1) % size].clone(), true),
+    }
+}
+
+/// Warm-up, an optional checked run, then the timed runs; returns this rank's microseconds per
+/// operation and its count of wrong elements.
+fn time_typed<T: Element>(comm: &AnyComm, case: &Case, count: usize) -> Result<(f64, Option<u64>)> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let inputs = all_inputs::<T>(case, size, count);
+    let mut bufs = prepare(case, rank, size, count, &inputs);
+    for _ in 0..case.warmup {
+        run_once(comm, case, &mut bufs, count)?;
+    }
+    let wrong = if case.check {
+        let mut fresh = prepare(case, rank, size, count, &inputs);
+        run_once(comm, case, &mut fresh, count)?;
+        let (want, in_out) = expected(case, rank, size, &inputs);
+        let got = if in_out {
+            &mut fresh.out
+        } else {
+            &mut fresh.input
+        };
+        if case.corrupt && rank == 0 {
+            if let Some(x) = got.first_mut() {
+                *x = T::from_i64(-99);
+            }
+        }
+        let bad = if got.len() != want.len() {
+            got.len().max(want.len())
+        } else {
+            got.iter().zip(&want).filter(|(g, w)| g != w).count()
+        };
+        Some(bad as u64)
+    } else {
+        None
+    };
+    let iters = case.iters.max(1);
+    let per_op = match case.cadence {
+        Cadence::Stream => {
+            comm.barrier()?;
+            let start = Instant::now();
+            for _ in 0..iters {
+                run_once(comm, case, &mut bufs, count)?;
+            }
+            start.elapsed().as_secs_f64() / iters as f64
+        }
+        Cadence::Isolated => {
+            let mut total = 0.0;
+            for _ in 0..iters {
+                comm.barrier()?;
+                let start = Instant::now();
+                run_once(comm, case, &mut bufs, count)?;
+                total += start.elapsed().as_secs_f64();
+            }
+            total / iters as f64
+        }
+    };
+    Ok((per_op * 1e6, wrong))
+}

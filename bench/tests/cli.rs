@@ -1,0 +1,395 @@
+//! The command line and presets: parsing, defaults, precedence, errors, the spawn flag.
+
+mod common;
+
+use psybench::cli::{parse_from, strip_spawn_flag, Command};
+use psybench::config;
+use psybench::model::{Backend, BenchColl, Cadence, Sweep};
+use psyne::{Algo, DType, ReduceOp};
+use std::path::{Path, PathBuf};
+
+fn sweep_of(args: &[&str]) -> (Option<usize>, Sweep) {
+    let mut full = vec!["psybench"];
+    full.extend_from_slice(args);
+    match parse_from(full).unwrap() {
+        Command::Sweep { ranks, sweep } => (ranks, sweep),
+        other => panic!("not a sweep: {other:?}"),
+    }
+}
+
+fn error_of(args: &[&str]) -> (String, i32) {
+    let mut full = vec!["psybench"];
+    full.extend_from_slice(args);
+    let e = parse_from(full).unwrap_err();
+    (e.to_string(), e.exit_code())
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn defaults() {
+    let (ranks, s) = sweep_of(&["allreduce"]);
+    assert_eq!(ranks, None);
+    assert_eq!(s.collectives, vec![BenchColl::AllReduce]);
+    assert_eq!(s.sizes.len(), 26);
+    assert_eq!((s.sizes[0], *s.sizes.last().unwrap()), (8, 256 << 20));
+    assert_eq!((s.dtype, s.op, s.root), (DType::F32, ReduceOp::Sum, 0));
+    assert_eq!(s.algos, vec![None]);
+    assert_eq!(s.transport, "auto");
+    assert_eq!((s.iters, s.warmup), (None, None));
+    assert!(!s.in_place && s.check);
+    assert_eq!(s.cadence, Cadence::Stream);
+    assert_eq!(s.backends, vec![Backend::Native]);
+    assert_eq!(
+        (s.csv, s.json, s.plot, s.peak_gbps),
+        (None, None, None, None)
+    );
+    // Barrier alone: one row, no sizes to sweep.
+    assert_eq!(sweep_of(&["barrier"]).1.sizes, vec![0]);
+    assert_eq!(sweep_of(&["all"]).1.collectives, BenchColl::ALL.to_vec());
+}
+
+#[test]
+fn every_flag() {
+    let (ranks, s) = sweep_of(&[
+        "-n",
+        "4",
+        "broadcast",
+        "--sizes",
+        "8,1K,1M",
+        "--dtype",
+        "i32",
+        "--op",
+        "max",
+        "--root",
+        "3",
+        "--algo",
+        "pipeline,tree",
+        "--transport",
+        "tcp",
+        "--iters",
+        "7",
+        "--warmup",
+        "1",
+        "--in-place",
+        "--cadence",
+        "isolated",
+        "--no-check",
+        "--csv",
+        "r.csv",
+        "--json",
+        "r.json",
+        "--plot",
+        "r.png",
+        "--peak",
+        "12.5",
+    ]);
+    assert_eq!(ranks, Some(4));
+    assert_eq!(s.sizes, vec![8, 1024, 1 << 20]);
+    assert_eq!((s.dtype, s.op, s.root), (DType::I32, ReduceOp::Max, 3));
+    assert_eq!(s.algos, vec![Some(Algo::Pipeline), Some(Algo::Binomial)]);
+    assert_eq!(s.transport, "tcp");
+    assert_eq!((s.iters, s.warmup), (Some(7), Some(1)));
+    assert!(s.in_place && !s.check);
+    assert_eq!(s.cadence, Cadence::Isolated);
+    assert_eq!(s.csv, Some(PathBuf::from("r.csv")));
+    assert_eq!(s.json, Some(PathBuf::from("r.json")));
+    assert_eq!(s.plot, Some(PathBuf::from("r.png")));
+    assert_eq!(s.peak_gbps, Some(12.5));
+    // -n after the subcommand, --np=N, nccl-tests type names, factor.
+    let (ranks, s) = sweep_of(&[
+        "allgather",
+        "--np=3",
+        "--dtype",
+        "double",
+        "--sizes",
+        "1K:16K",
+        "--factor",
+        "4",
+    ]);
+    assert_eq!(ranks, Some(3));
+    assert_eq!(s.dtype, DType::F64);
+    assert_eq!(s.sizes, vec![1024, 4096, 16384]);
+}
+
+#[test]
+fn sizes_round_up_to_whole_elements() {
+    let (_, s) = sweep_of(&["allreduce", "--sizes", "1,2,3,5,1K", "--dtype", "f64"]);
+    assert_eq!(s.sizes, vec![8, 1024]);
+}
+
+#[test]
+fn usage_errors_name_the_fix() {
+    let (e, code) = error_of(&["allreduce", "--sizes", "64M:8"]);
+    assert_eq!(code, 2);
+    assert!(
+        e.starts_with("error: invalid value '64M:8' for --sizes"),
+        "{e}"
+    );
+    assert!(e.contains("--sizes 8:64M"), "{e}");
+    assert!(e.contains("Usage: psybench allreduce"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--sizes", "1X"]);
+    assert!(e.contains("unknown size suffix"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--factor", "0"]);
+    assert!(e.contains("greater than 1"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--algo", "pipeline"]);
+    assert!(
+        e.contains("does not implement allreduce") && e.contains("ring"),
+        "{e}"
+    );
+    let (e, _) = error_of(&["allreduce", "--algo", "bogus"]);
+    assert!(e.contains("unknown algorithm `bogus`"), "{e}");
+    let (e, _) = error_of(&["sendrecv", "--algo", "ring"]);
+    assert!(e.contains("no algorithm choice"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--op", "band"]);
+    assert!(e.contains("bitwise") && e.contains("--dtype i32"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--dtype", "f7"]);
+    assert!(e.contains("unknown type `f7`") && e.contains("bf16"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--cadence", "burst"]);
+    assert!(e.contains("stream") && e.contains("isolated"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--transport", "carrier-pigeon"]);
+    assert!(e.contains("tcp or auto"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--iters", "0"]);
+    assert!(e.contains("at least one"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--peak=-1"]);
+    assert!(e.contains("greater than 0"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--backend", "nccl"]);
+    assert!(e.contains("unknown backend `nccl`"), "{e}");
+    let (e, code) = error_of(&["allreduce", "--bogus"]);
+    assert_eq!(code, 2);
+    assert!(e.contains("--bogus"), "{e}");
+    // A bitwise op is fine where nothing reduces, and with integers.
+    sweep_of(&["broadcast", "--op", "band"]);
+    sweep_of(&["allreduce", "--op", "bxor", "--dtype", "u64"]);
+    // Across several operations an algorithm must fit at least one.
+    sweep_of(&["all", "--algo", "ring,pipeline"]);
+    sweep_of(&["all", "--algo", "dissemination,ring"]);
+    let (e, _) = error_of(&["check", "allgather", "reducescatter", "--algo", "pipeline"]);
+    assert!(e.contains("implements none of the operations"), "{e}");
+}
+
+#[test]
+fn mpi_backend_needs_the_feature() {
+    let args = ["psybench", "allreduce", "--backend", "native,mpi"];
+    let r = parse_from(args);
+    if cfg!(feature = "mpi") {
+        assert!(r.is_ok());
+    } else {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("--features mpi"), "{e}");
+    }
+}
+
+#[test]
+fn help_and_version_exit_zero() {
+    let e = parse_from(["psybench", "--help"]).unwrap_err();
+    assert_eq!(e.exit_code(), 0);
+    assert!(e.message().contains("allreduce") && e.message().contains("Examples"));
+    let e = parse_from(["psybench", "allreduce", "--help"]).unwrap_err();
+    assert_eq!(e.exit_code(), 0);
+    assert!(e.message().contains("--sizes"));
+    let e = parse_from(["psybench", "--version"]).unwrap_err();
+    assert_eq!(e.exit_code(), 0);
+    // Nothing at all: help, as a usage error.
+    assert_eq!(parse_from(["psybench"]).unwrap_err().exit_code(), 2);
+}
+
+#[test]
+fn other_subcommands() {
+    match parse_from(["psybench", "plot", "native.json", "mpi.json", "-o", "c.png"]).unwrap() {
+        Command::Plot { inputs, output } => {
+            assert_eq!(
+                inputs,
+                vec![PathBuf::from("native.json"), PathBuf::from("mpi.json")]
+            );
+            assert_eq!(output, PathBuf::from("c.png"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match parse_from(["psybench", "plot", "dir/run.csv"]).unwrap() {
+        Command::Plot { output, .. } => assert_eq!(output, PathBuf::from("dir/run.png")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        parse_from(["psybench", "plot", "a.png"])
+            .unwrap_err()
+            .exit_code(),
+        2
+    );
+    assert_eq!(
+        parse_from(["psybench", "compare", "a.json", "b.json"]).unwrap(),
+        Command::Compare {
+            a: "a.json".into(),
+            b: Some("b.json".into())
+        }
+    );
+    assert_eq!(
+        parse_from(["psybench", "compare", "run.json"]).unwrap(),
+        Command::Compare {
+            a: "run.json".into(),
+            b: None
+        }
+    );
+    assert_eq!(
+        parse_from(["psybench", "peak", "--size", "64M"]).unwrap(),
+        Command::Peak {
+            bytes: Some(64 << 20),
+            iters: None
+        }
+    );
+    match parse_from(["psybench", "-n", "2", "check", "--sizes", "1,1K,64K"]).unwrap() {
+        Command::Check { ranks, sweep } => {
+            assert_eq!(ranks, Some(2));
+            assert!(sweep.check);
+            assert_eq!(sweep.collectives, BenchColl::ALL.to_vec());
+            assert_eq!(sweep.sizes, vec![4, 1024, 65536]);
+        }
+        other => panic!("{other:?}"),
+    }
+    match parse_from(["psybench", "check", "allreduce", "all-gather"]).unwrap() {
+        Command::Check { sweep, .. } => {
+            assert_eq!(
+                sweep.collectives,
+                vec![BenchColl::AllReduce, BenchColl::AllGather]
+            );
+            assert_eq!(sweep.sizes, vec![4, 1024, 65536, 1 << 20]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn write_preset(name: &str, text: &str) -> PathBuf {
+    let dir = common::temp_dir(name);
+    let p = dir.join("preset.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn config_unknown_key_is_named() {
+    let p = write_preset("cfg-unknown", "sizes = \"8:1K\"\nsizez = \"8:1M\"\n");
+    let e = config::load(&p).unwrap_err().to_string();
+    assert!(e.contains("sizez") && e.contains("preset.toml"), "{e}");
+    let (e, code) = error_of(&["allreduce", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(e.contains("unknown field `sizez`"), "{e}");
+    // A wrong type names the key too.
+    let p = write_preset("cfg-type", "iters = \"many\"\n");
+    let e = config::load(&p).unwrap_err().to_string();
+    assert!(e.contains("iters"), "{e}");
+    // A bad value names the key and the file.
+    let p = write_preset(
+        "cfg-value",
+        "collective = \"allreduce\"\nsizes = \"64M:8\"\n",
+    );
+    let (e, _) = error_of(&["--config", p.to_str().unwrap()]);
+    assert!(
+        e.contains("`sizes` in") && e.contains("preset.toml") && e.contains("backwards"),
+        "{e}"
+    );
+    let (e, _) = error_of(&["--config", "/nonexistent/psybench.toml", "allreduce"]);
+    assert!(e.contains("cannot read config file"), "{e}");
+}
+
+#[test]
+fn flags_win_over_the_config() {
+    let p = write_preset(
+        "cfg-prec",
+        "collective = \"broadcast\"\nnp = 3\nsizes = [8, \"1K\"]\nalgo = \"pipeline\"\n\
+         iters = 9\ndtype = \"f64\"\nin-place = true\nno-check = true\ncadence = \"isolated\"\n\
+         backend = [\"native\"]\njson = \"cfg.json\"\npeak = 10\n",
+    );
+    let cfg = p.to_str().unwrap();
+    // The file alone names the operation.
+    let (ranks, s) = sweep_of(&["--config", cfg]);
+    assert_eq!(ranks, Some(3));
+    assert_eq!(s.collectives, vec![BenchColl::Broadcast]);
+    assert_eq!(s.sizes, vec![8, 1024]);
+    assert_eq!(s.algos, vec![Some(Algo::Pipeline)]);
+    assert_eq!((s.iters, s.dtype), (Some(9), DType::F64));
+    assert!(s.in_place && !s.check);
+    assert_eq!(s.cadence, Cadence::Isolated);
+    assert_eq!(s.json, Some(PathBuf::from("cfg.json")));
+    assert_eq!(s.peak_gbps, Some(10.0));
+    // Flags win; the subcommand wins over `collective`.
+    let (ranks, s) = sweep_of(&[
+        "-n",
+        "2",
+        "broadcast",
+        "--config",
+        cfg,
+        "--sizes",
+        "64K",
+        "--iters",
+        "3",
+        "--algo",
+        "tree",
+        "--json",
+        "flag.json",
+    ]);
+    assert_eq!(ranks, Some(2));
+    assert_eq!(s.sizes, vec![65536]);
+    assert_eq!(s.iters, Some(3));
+    assert_eq!(s.algos, vec![Some(Algo::Binomial)]);
+    assert_eq!(s.json, Some(PathBuf::from("flag.json")));
+    assert_eq!(s.dtype, DType::F64, "unset flags keep the file's value");
+    // A file without `collective` needs a subcommand.
+    let p = write_preset("cfg-nocoll", "sizes = \"8:1K\"\n");
+    let (e, _) = error_of(&["--config", p.to_str().unwrap()]);
+    assert!(e.contains("collective = "), "{e}");
+}
+
+#[test]
+fn shipped_presets_parse() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    for name in ["quick.toml", "allreduce-256M.toml", "tcp-vs-mpi.toml"] {
+        let p = dir.join(name);
+        let f = config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        assert!(f.collective.is_some(), "{name}");
+        let r = parse_from(["psybench", "--config", p.to_str().unwrap()]);
+        if name == "tcp-vs-mpi.toml" && !cfg!(feature = "mpi") {
+            assert!(r.unwrap_err().to_string().contains("--features mpi"));
+        } else {
+            r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn spawn_flag_is_stripped() {
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &["psybench", "-n", "4", "allreduce", "--sizes", "8:1K"],
+            &["psybench", "allreduce", "--sizes", "8:1K"],
+        ),
+        (
+            &["psybench", "-n4", "allreduce"],
+            &["psybench", "allreduce"],
+        ),
+        (
+            &["psybench", "allreduce", "--np", "2", "--json", "r.json"],
+            &["psybench", "allreduce", "--json", "r.json"],
+        ),
+        (&["psybench", "--np=2", "all"], &["psybench", "all"]),
+        (&["psybench", "-n=2", "all"], &["psybench", "all"]),
+        (
+            &["psybench", "all", "--", "-n", "2"],
+            &["psybench", "all", "--", "-n", "2"],
+        ),
+    ];
+    for (input, want) in cases {
+        assert_eq!(
+            strip_spawn_flag(&strings(input)),
+            strings(want),
+            "{input:?}"
+        );
+    }
+    // What remains parses without -n.
+    let left = strip_spawn_flag(&strings(&["psybench", "-n", "4", "allreduce"]));
+    assert!(matches!(
+        parse_from(left).unwrap(),
+        Command::Sweep { ranks: None, .. }
+    ));
+}

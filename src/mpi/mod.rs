@@ -1,0 +1,719 @@
+//! The MPI backend (cargo feature `mpi`): the same collectives as [`crate::Group`], through the
+//! system's MPI (Open MPI or MPICH, via the `mpi` crate), behind the same [`Communicator`] trait, so
+//! benchmarks and checks can run both in one job and compare results and speed.
+//!
+//! ```no_run
+//! use psyne::{Communicator, ReduceOp};
+//!
+//! let comm = psyne::mpi::init()?; // under `mpirun -n 4 prog`
+//! let mut v = vec![1.0f32; 1024];
+//! comm.all_reduce(&mut v, ReduceOp::Sum)?;
+//! assert_eq!(v[0], comm.size() as f32);
+//! // psyne's own engine in the same job, bootstrapped over MPI:
+//! let group = psyne::mpi::native_group(&comm, std::time::Duration::from_secs(60))?;
+//! group.all_reduce(&mut v, ReduceOp::Avg)?;
+//! drop(group); // before `comm`, which finalizes MPI
+//! # Ok::<(), psyne::Error>(())
+//! ```
+//!
+//! Semantics are those of [`crate::Group`]: "chunk `i`" of a count is
+//! [`crate::schedule::chunk_span`]`(count, size, i)`, so the uneven forms map to MPI's `v`
+//! collectives (Allgatherv, Scatterv, Gatherv, Alltoallv); reduce-scatter runs as
+//! Reduce_scatter_block, over a padded copy when the count does not divide evenly.
+//!
+//! Differences from the native backend:
+//! - MPI has no half-precision types: f16 and bf16 travel as 16-bit integers for data movement,
+//!   and reductions on them are refused with [`crate::ErrorKind::InvalidArgument`].
+//! - Arguments are checked locally (lengths, roots, ops) before any data moves, but ranks that
+//!   disagree (different counts or collectives) are not detected: MPI aborts the job
+//!   (`MPI_ERR_TRUNCATE`) or waits. MPI's default error handler aborts on communication errors,
+//!   so calls return errors only for arguments, never for lost peers.
+//! - Integer overflow follows the MPI library. Open MPI 4.1's `op/avx` component *saturates*
+//!   8- and 16-bit integer sums of longer buffers on AVX-512 machines (`200u8 + 100u8 = 255`;
+//!   open-mpi/ompi#8045) where psyne wraps (`44`); run with `OMPI_MCA_op=^avx` (or
+//!   `mpirun --mca op ^avx`) for results that agree with psyne's.
+//! - A collective of zero elements in total returns at once without calling MPI (every rank
+//!   passes the same total, so every rank skips it alike; Open MPI refuses some such calls).
+//! - Every call blocks the calling thread; there are no deadlines.
+//! - MPI is initialized with `MPI_THREAD_FUNNELED`: [`MpiComm`] is neither `Send` nor `Sync`, so
+//!   only the thread that called [`init`] uses it. Other threads (a native group's) may exist.
+
+mod layout;
+mod native;
+
+pub use layout::launcher_world_size_with;
+pub use native::native_group;
+
+use crate::comm::Communicator;
+use crate::dtype::{DType, Element};
+use crate::error::{Error, ErrorKind, Result};
+use crate::reduce::ReduceOp;
+use crate::schedule::chunk_span;
+use ::mpi::collective::SystemOperation;
+use ::mpi::datatype::{Equivalence, Partition, PartitionMut};
+use ::mpi::environment::Universe;
+use ::mpi::topology::SimpleCommunicator;
+use ::mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Root, Source};
+use ::mpi::Threading;
+
+/// The tag of [`Communicator::send`] and [`Communicator::recv`] messages.
+const P2P_TAG: ::mpi::Tag = 0;
+
+/// MPI's world communicator. Owns the MPI environment: creating it initializes MPI (see
+/// [`init`]) and dropping it finalizes MPI, after which MPI cannot be used again in this process.
+pub struct MpiComm {
+    world: SimpleCommunicator,
+    rank: usize,
+    size: usize,
+    threading: Threading,
+    // Last: dropped after everything else, it calls MPI_Finalize.
+    _universe: Universe,
+}
+
+impl std::fmt::Debug for MpiComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiComm")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("threading", &self.threading)
+            .finish()
+    }
+}
+
+/// Initializes MPI and returns its world. Fails if MPI is already initialized (or was finalized)
+/// in this process, and if the launcher's environment says the job has more ranks than MPI
+/// reports: that is a binary built against one MPI started by another MPI's `mpirun`, where
+/// every process silently becomes a world of one.
+pub fn init() -> Result<MpiComm> {
+    if ::mpi::is_finalized() {
+        return Err(Error::new(
+            ErrorKind::Bootstrap,
+            "MPI was already finalized in this process (an MpiComm was dropped) and cannot be \
+             initialized again; keep one MpiComm for the life of the program",
+        ));
+    }
+    let (universe, threading) =
+        ::mpi::initialize_with_threading(Threading::Funneled).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                "MPI is already initialized in this process; psyne::mpi::init must be the only \
+                 initialization, and there can be only one MpiComm",
+            )
+        })?;
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let (rank, size) = match (usize::try_from(rank), usize::try_from(size)) {
+        (Ok(r), Ok(s)) if r < s => (r, s),
+        _ => {
+            return Err(Error::new(
+                ErrorKind::Bootstrap,
+                format!("MPI reported rank {rank} of {size}"),
+            ))
+        }
+    };
+    layout::check_world(&|name| std::env::var(name).ok(), rank, size)?;
+    Ok(MpiComm {
+        world,
+        rank,
+        size,
+        threading,
+        _universe: universe,
+    })
+}
+
+/// The world size the launcher announced in this process's environment, and the variable that
+/// said it (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE` or `PSY_WORLD_SIZE`), to check against
+/// [`Communicator::size`].
+pub fn launcher_world_size() -> Option<(&'static str, usize)> {
+    launcher_world_size_with(&|name| std::env::var(name).ok())
+}
+
+impl MpiComm {
+    /// The rsmpi world communicator, for calls psyne does not wrap (non-blocking collectives,
+    /// `MPI_Wtime`, ...).
+    pub fn world(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
+    /// The thread support MPI granted (psyne asks for `Funneled`).
+    pub fn threading(&self) -> Threading {
+        self.threading
+    }
+
+    /// The name of this processor as MPI reports it (usually the host name).
+    pub fn processor_name(&self) -> String {
+        match ::mpi::environment::processor_name() {
+            Ok(n) if !n.trim_end_matches('\0').is_empty() => n.trim_end_matches('\0').to_string(),
+            _ => crate::hostname(),
+        }
+    }
+
+    /// The MPI library's own version string (`Open MPI v4.1.4, ...`).
+    pub fn library_version(&self) -> String {
+        match ::mpi::environment::library_version() {
+            // Open MPI counts the terminating NUL into the length.
+            Ok(v) => v.trim_end_matches(['\0', '\n', ' ']).to_string(),
+            Err(_) => "unknown MPI".into(),
+        }
+    }
+
+    fn check_root(&self, what: &str, root: usize) -> Result<::mpi::Rank> {
+        if root >= self.size {
+            return Err(Error::invalid(format!(
+                "{what}: root {root} is out of range; the group has ranks 0..{}",
+                self.size
+            )));
+        }
+        layout::to_count(root, what)
+    }
+
+    fn check_peer(&self, what: &str, peer: usize) -> Result<::mpi::Rank> {
+        if peer >= self.size {
+            return Err(Error::invalid(format!(
+                "cannot {what} rank {peer}: the group has ranks 0..{}",
+                self.size
+            )));
+        }
+        if peer == self.rank {
+            return Err(Error::invalid(format!(
+                "rank {peer} cannot {what} itself; copy the buffer locally instead"
+            )));
+        }
+        layout::to_count(peer, what)
+    }
+
+    /// Broadcasts `bytes` (of any length) from rank 0; every rank returns rank 0's bytes.
+    fn broadcast_bytes(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        let mut len = [bytes.len() as u64];
+        self.broadcast(&mut len, 0)?;
+        let len = usize::try_from(len[0])
+            .map_err(|_| Error::new(ErrorKind::Bootstrap, "broadcast length overflows"))?;
+        let mut buf = if self.rank == 0 {
+            bytes
+        } else {
+            vec![0u8; len]
+        };
+        self.broadcast(&mut buf, 0)?;
+        Ok(buf)
+    }
+}
+
+/// Reductions MPI cannot do: bitwise ops on floats (as psyne refuses them), and anything on half
+/// precision, which MPI has no types for.
+fn check_reduction<T: Element>(what: &str, op: ReduceOp) -> Result<()> {
+    op.check(T::DTYPE)?;
+    if matches!(T::DTYPE, DType::F16 | DType::BF16) {
+        return Err(Error::invalid(format!(
+            "{what}({}, {op}): MPI has no half-precision reduction; use the native backend \
+             (psyne::Group) to reduce f16/bf16, or convert to f32 first",
+            T::DTYPE
+        )));
+    }
+    Ok(())
+}
+
+fn system_op(op: ReduceOp) -> SystemOperation {
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => SystemOperation::sum(),
+        ReduceOp::Prod => SystemOperation::product(),
+        ReduceOp::Min => SystemOperation::min(),
+        ReduceOp::Max => SystemOperation::max(),
+        ReduceOp::BAnd => SystemOperation::bitwise_and(),
+        ReduceOp::BOr => SystemOperation::bitwise_or(),
+        ReduceOp::BXor => SystemOperation::bitwise_xor(),
+    }
+}
+
+fn finish_avg<T: Element>(op: ReduceOp, size: usize, buf: &mut [T]) {
+    if op == ReduceOp::Avg {
+        for x in buf {
+            *x = x.div_count(size);
+        }
+    }
+}
+
+fn cast<T: Element, M: bytemuck::Pod>(s: &[T]) -> Result<&[M]> {
+    bytemuck::try_cast_slice(s).map_err(|e| internal_cast::<T>(e))
+}
+
+fn cast_mut<T: Element, M: bytemuck::Pod>(s: &mut [T]) -> Result<&mut [M]> {
+    bytemuck::try_cast_slice_mut(s).map_err(|e| internal_cast::<T>(e))
+}
+
+fn internal_cast<T: Element>(e: bytemuck::PodCastError) -> Error {
+    Error::invalid(format!(
+        "internal error: cannot view a {} buffer as its MPI type: {e:?}",
+        T::DTYPE
+    ))
+}
+
+/// Runs `$body` with `$w` naming the Rust type MPI sees for `$dtype` (the same type, except
+/// that f16 and bf16 travel as u16).
+macro_rules! with_mpi_type {
+    ($dtype:expr, $w:ident => $body:block) => {
+        match $dtype {
+            DType::F32 => {
+                type $w = f32;
+                $body
+            }
+            DType::F64 => {
+                type $w = f64;
+                $body
+            }
+            DType::I8 => {
+                type $w = i8;
+                $body
+            }
+            DType::I16 => {
+                type $w = i16;
+                $body
+            }
+            DType::I32 => {
+                type $w = i32;
+                $body
+            }
+            DType::I64 => {
+                type $w = i64;
+                $body
+            }
+            DType::U8 => {
+                type $w = u8;
+                $body
+            }
+            DType::U16 | DType::F16 | DType::BF16 => {
+                type $w = u16;
+                $body
+            }
+            DType::U32 => {
+                type $w = u32;
+                $body
+            }
+            DType::U64 => {
+                type $w = u64;
+                $body
+            }
+        }
+    };
+}
+
+/// The typed MPI calls, on the MPI type of an element.
+mod typed {
+    use super::*;
+
+    /// A type MPI can carry and psyne can cast to.
+    pub(super) trait Wire: Equivalence + bytemuck::Pod {}
+    impl<W: Equivalence + bytemuck::Pod> Wire for W {}
+
+    /// `s`, or if it is empty an empty slice at a real address. An empty slice's pointer is
+    /// dangling, equal to its alignment: for a 1-byte type that is `(void*)1`, which is Open MPI's
+    /// `MPI_IN_PLACE`, so an empty `u8` receive buffer would mean "in place" (MPI_ERR_ARG).
+    fn real<'a, W: Wire>(s: &'a [W], spare: &'a [W; 1]) -> &'a [W] {
+        if s.is_empty() {
+            &spare[..0]
+        } else {
+            s
+        }
+    }
+
+    /// [`real`] for a buffer MPI writes.
+    fn real_mut<'a, W: Wire>(s: &'a mut [W], spare: &'a mut [W; 1]) -> &'a mut [W] {
+        if s.is_empty() {
+            &mut spare[..0]
+        } else {
+            s
+        }
+    }
+
+    pub(super) fn all_reduce<W: Wire>(c: &SimpleCommunicator, buf: &mut [W], op: ReduceOp) {
+        let mut spare = [W::zeroed()];
+        let buf = real_mut(buf, &mut spare);
+        let send = buf.to_vec();
+        c.all_reduce_into(&send[..], buf, system_op(op));
+    }
+
+    pub(super) fn reduce<W: Wire>(
+        c: &SimpleCommunicator,
+        buf: &mut [W],
+        op: ReduceOp,
+        root: ::mpi::Rank,
+    ) {
+        let mut spare = [W::zeroed()];
+        let buf = real_mut(buf, &mut spare);
+        let p = c.process_at_rank(root);
+        if c.rank() == root {
+            let send = buf.to_vec();
+            p.reduce_into_root(&send[..], buf, system_op(op));
+        } else {
+            p.reduce_into(&buf[..], system_op(op));
+        }
+    }
+
+    pub(super) fn reduce_scatter<W: Wire>(
+        c: &SimpleCommunicator,
+        input: &[W],
+        out: &mut [W],
+        op: ReduceOp,
+    ) -> Result<()> {
+        let size = c.size() as usize;
+        let n = input.len();
+        let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let input = real(input, &spare_in);
+        let out = real_mut(out, &mut spare_out);
+        if n % size == 0 {
+            c.reduce_scatter_block_into(input, out, system_op(op));
+            return Ok(());
+        }
+        // Uneven: each chunk padded to the longest, so Reduce_scatter_block does the work.
+        let block = layout::padded_block(n, size);
+        layout::blocks(block, size, "reduce_scatter")?;
+        let mut padded = vec![W::zeroed(); block * size];
+        layout::pad_chunks(input, size, block, &mut padded);
+        let mut mine = vec![W::zeroed(); block];
+        c.reduce_scatter_block_into(&padded[..], &mut mine[..], system_op(op));
+        let len = out.len();
+        out.copy_from_slice(&mine[..len]);
+        Ok(())
+    }
+
+    pub(super) fn all_gather<W: Wire>(
+        c: &SimpleCommunicator,
+        local: &[W],
+        out: &mut [W],
+    ) -> Result<()> {
+        let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let local = real(local, &spare_in);
+        let out = real_mut(out, &mut spare_out);
+        let p = layout::chunks(out.len(), c.size() as usize, "all_gather_into")?;
+        let mut part = PartitionMut::new(out, &p.counts[..], &p.displs[..]);
+        c.all_gather_varcount_into(local, &mut part);
+        Ok(())
+    }
+
+    pub(super) fn scatter<W: Wire>(
+        c: &SimpleCommunicator,
+        input: &[W],
+        out: &mut [W],
+        count: usize,
+        root: ::mpi::Rank,
+    ) -> Result<()> {
+        let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let input = real(input, &spare_in);
+        let out = real_mut(out, &mut spare_out);
+        let p = c.process_at_rank(root);
+        if c.rank() == root {
+            let part = layout::chunks(count, c.size() as usize, "scatter_into")?;
+            let send = Partition::new(input, &part.counts[..], &part.displs[..]);
+            p.scatter_varcount_into_root(&send, out);
+        } else {
+            p.scatter_varcount_into(out);
+        }
+        Ok(())
+    }
+
+    pub(super) fn gather<W: Wire>(
+        c: &SimpleCommunicator,
+        local: &[W],
+        out: &mut [W],
+        count: usize,
+        root: ::mpi::Rank,
+    ) -> Result<()> {
+        let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let local = real(local, &spare_in);
+        let out = real_mut(out, &mut spare_out);
+        let p = c.process_at_rank(root);
+        if c.rank() == root {
+            let part = layout::chunks(count, c.size() as usize, "gather_into")?;
+            let mut recv = PartitionMut::new(out, &part.counts[..], &part.displs[..]);
+            p.gather_varcount_into_root(local, &mut recv);
+        } else {
+            p.gather_varcount_into(local);
+        }
+        Ok(())
+    }
+
+    pub(super) fn all_to_all<W: Wire>(
+        c: &SimpleCommunicator,
+        input: &[W],
+        out: &mut [W],
+    ) -> Result<()> {
+        let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let input = real(input, &spare_in);
+        let out = real_mut(out, &mut spare_out);
+        let (send, recv) = layout::all_to_all(input.len(), c.size() as usize, c.rank() as usize)?;
+        let send = Partition::new(input, &send.counts[..], &send.displs[..]);
+        let mut recv = PartitionMut::new(out, &recv.counts[..], &recv.displs[..]);
+        c.all_to_all_varcount_into(&send, &mut recv);
+        Ok(())
+    }
+
+    pub(super) fn broadcast<W: Wire>(c: &SimpleCommunicator, buf: &mut [W], root: ::mpi::Rank) {
+        let mut spare = [W::zeroed()];
+        c.process_at_rank(root)
+            .broadcast_into(real_mut(buf, &mut spare));
+    }
+
+    pub(super) fn send<W: Wire>(c: &SimpleCommunicator, buf: &[W], dst: ::mpi::Rank) {
+        let spare = [W::zeroed()];
+        c.process_at_rank(dst)
+            .send_with_tag(real(buf, &spare), P2P_TAG);
+    }
+
+    pub(super) fn recv<W: Wire>(c: &SimpleCommunicator, buf: &mut [W], src: ::mpi::Rank) -> usize {
+        let mut spare = [W::zeroed()];
+        let buf = real_mut(buf, &mut spare);
+        let status = c.process_at_rank(src).receive_into_with_tag(buf, P2P_TAG);
+        usize::try_from(status.count(W::equivalent_datatype())).unwrap_or(usize::MAX)
+    }
+}
+
+fn check_len(what: &str, name: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(Error::invalid(format!(
+            "{what}: `{name}` holds {got} elements but must hold {want} (chunks are the even \
+             split of the total count, the first ones one longer)"
+        )));
+    }
+    Ok(())
+}
+
+impl Communicator for MpiComm {
+    fn backend(&self) -> &'static str {
+        "mpi"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        check_reduction::<T>("all_reduce", op)?;
+        layout::to_count(buf.len(), "all_reduce")?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::all_reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op);
+        });
+        finish_avg(op, self.size, buf);
+        Ok(())
+    }
+
+    fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
+        let root = self.check_root("broadcast", root)?;
+        layout::to_count(buf.len(), "broadcast")?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::broadcast::<W>(&self.world, cast_mut::<T, W>(buf)?, root);
+        });
+        Ok(())
+    }
+
+    fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
+        check_reduction::<T>("reduce", op)?;
+        let root_rank = self.check_root("reduce", root)?;
+        layout::to_count(buf.len(), "reduce")?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op, root_rank);
+        });
+        if self.rank == root {
+            finish_avg(op, self.size, buf);
+        }
+        Ok(())
+    }
+
+    fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
+        let mine = chunk_span(out.len(), self.size, self.rank);
+        if local.len() != mine.len() {
+            return Err(Error::invalid(format!(
+                "all_gather_into: rank {} passed {} elements but an output of {} elements over \
+                 {} ranks gives it {} (chunks split as evenly as possible, the first ones larger)",
+                self.rank,
+                local.len(),
+                out.len(),
+                self.size,
+                mine.len()
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::all_gather::<W>(&self.world, cast::<T, W>(local)?, cast_mut::<T, W>(out)?)
+        })
+    }
+
+    fn reduce_scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
+        check_reduction::<T>("reduce_scatter", op)?;
+        let mine = chunk_span(input.len(), self.size, self.rank);
+        if out.len() != mine.len() {
+            return Err(Error::invalid(format!(
+                "reduce_scatter_into: rank {} gets {} of the {} input elements but its output \
+                 holds {}",
+                self.rank,
+                mine.len(),
+                input.len(),
+                out.len()
+            )));
+        }
+        layout::to_count(input.len(), "reduce_scatter")?;
+        if input.is_empty() {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::reduce_scatter::<W>(
+                &self.world,
+                cast::<T, W>(input)?,
+                cast_mut::<T, W>(out)?,
+                op,
+            )?;
+        });
+        finish_avg(op, self.size, out);
+        Ok(())
+    }
+
+    fn scatter_into<T: Element>(
+        &self,
+        input: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        let root_rank = self.check_root("scatter", root)?;
+        if self.rank == root {
+            check_len("scatter on the root", "input", input.len(), count)?;
+        }
+        let mine = chunk_span(count, self.size, self.rank);
+        check_len("scatter", "out", out.len(), mine.len())?;
+        if count == 0 {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::scatter::<W>(
+                &self.world,
+                cast::<T, W>(input)?,
+                cast_mut::<T, W>(out)?,
+                count,
+                root_rank,
+            )
+        })
+    }
+
+    fn gather_into<T: Element>(
+        &self,
+        local: &[T],
+        out: &mut [T],
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        let root_rank = self.check_root("gather", root)?;
+        let mine = chunk_span(count, self.size, self.rank);
+        check_len("gather", "local", local.len(), mine.len())?;
+        if self.rank == root {
+            check_len("gather on the root", "out", out.len(), count)?;
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::gather::<W>(
+                &self.world,
+                cast::<T, W>(local)?,
+                cast_mut::<T, W>(out)?,
+                count,
+                root_rank,
+            )
+        })
+    }
+
+    fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
+        let mine = chunk_span(input.len(), self.size, self.rank);
+        check_len("all_to_all", "out", out.len(), self.size * mine.len())?;
+        if input.is_empty() {
+            return Ok(());
+        }
+        with_mpi_type!(T::DTYPE, W => {
+            typed::all_to_all::<W>(&self.world, cast::<T, W>(input)?, cast_mut::<T, W>(out)?)
+        })
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.world.barrier();
+        Ok(())
+    }
+
+    fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
+        let dst = self.check_peer("send to", dst)?;
+        layout::to_count(buf.len(), "send")?;
+        with_mpi_type!(T::DTYPE, W => {
+            typed::send::<W>(&self.world, cast::<T, W>(buf)?, dst);
+        });
+        Ok(())
+    }
+
+    fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
+        let src_rank = self.check_peer("receive from", src)?;
+        layout::to_count(buf.len(), "recv")?;
+        let got = with_mpi_type!(T::DTYPE, W => {
+            typed::recv::<W>(&self.world, cast_mut::<T, W>(buf)?, src_rank)
+        });
+        if got != buf.len() {
+            return Err(Error::new(
+                ErrorKind::Mismatch,
+                format!(
+                    "recv: rank {src} sent {got} {} elements but rank {} expected {}; send and \
+                     recv must use buffers of the same length",
+                    T::DTYPE,
+                    self.rank,
+                    buf.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    #[test]
+    fn half_reductions_and_bitwise_floats_are_refused_before_any_call() {
+        let e = check_reduction::<f16>("all_reduce", ReduceOp::Sum).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(
+            e.message().contains("MPI has no half-precision reduction")
+                && e.message().contains("native backend"),
+            "{e}"
+        );
+        assert!(check_reduction::<bf16>("reduce", ReduceOp::Max).is_err());
+        let e = check_reduction::<f32>("all_reduce", ReduceOp::BXor).unwrap_err();
+        assert_eq!(e, ReduceOp::BXor.check(DType::F32).unwrap_err());
+        check_reduction::<u8>("all_reduce", ReduceOp::BXor).unwrap();
+        check_reduction::<f64>("all_reduce", ReduceOp::Avg).unwrap();
+    }
+
+    #[test]
+    fn halves_travel_as_u16_bit_for_bit() {
+        let v = [f16::from_f32(1.5), f16::NAN, f16::NEG_INFINITY];
+        let w: &[u16] = cast::<f16, u16>(&v).unwrap();
+        assert_eq!(w, v.map(|x| x.to_bits()));
+        let mut b = [bf16::from_f32(-2.0)];
+        cast_mut::<bf16, u16>(&mut b).unwrap()[0] = bf16::from_f32(3.0).to_bits();
+        assert_eq!(b[0], bf16::from_f32(3.0));
+    }
+}

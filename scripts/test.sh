@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
 # workspace (schedules against the oracle, collectives over real TCP with threads and with
-# processes under psyrun, launcher supervision and failure handling). Ends with one summary line.
+# processes under psyrun, launcher supervision and failure handling, psybench end to end, and the
+# MPI backend against Open MPI under mpirun). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 cargo fmt --all -- --check
+# Without features psyne needs no MPI; with them (the MPI backend) Open MPI is used for real.
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --all-targets 2>&1 | tee "$log"
-cargo test --workspace --doc 2>&1 | tee -a "$log"
+cargo test --workspace --all-targets --all-features 2>&1 | tee "$log"
+cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

@@ -190,7 +190,7 @@ enum Sub {
     /// No rank leaves until all have entered (no data; latency only)
     #[command(name = "barrier")]
     Barrier(SweepArgs),
-    /// Ping-pong between ranks 0 and 1 (size: the message)
+    /// Ring shift: each rank sends to the next, receives from the previous (size: the message)
     #[command(name = "sendrecv")]
     SendRecv(SweepArgs),
     /// Every operation above, in that order

@@ -85,13 +85,15 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         case.op.check(case.dtype)?;
     }
     // A forced algorithm applies to the native backend only.
+    // A forced algorithm applies to the measured operation only; barriers and the gathering of
+    // results use the group as it is.
     let forced;
-    let comm = match (comm, case.algo) {
+    let (sync, comm) = match (comm, case.algo) {
         (AnyComm::Native(g), Some(a)) => {
             forced = AnyComm::Native(g.with_algo(a));
-            &forced
+            (comm, &forced)
         }
-        _ => comm,
+        _ => (comm, comm),
     };
     let es = case.dtype.size() as u64;
     let count = if case.coll == BenchColl::Barrier {
@@ -108,25 +110,25 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         (None, _) => "-".to_string(),
     };
     let (mine, wrong) = match case.dtype {
-        DType::F32 => time_typed::<f32>(comm, case, count as usize)?,
-        DType::F64 => time_typed::<f64>(comm, case, count as usize)?,
-        DType::I8 => time_typed::<i8>(comm, case, count as usize)?,
-        DType::I16 => time_typed::<i16>(comm, case, count as usize)?,
-        DType::I32 => time_typed::<i32>(comm, case, count as usize)?,
-        DType::I64 => time_typed::<i64>(comm, case, count as usize)?,
-        DType::U8 => time_typed::<u8>(comm, case, count as usize)?,
-        DType::U16 => time_typed::<u16>(comm, case, count as usize)?,
-        DType::U32 => time_typed::<u32>(comm, case, count as usize)?,
-        DType::U64 => time_typed::<u64>(comm, case, count as usize)?,
-        DType::F16 => time_typed::<psyne::f16>(comm, case, count as usize)?,
-        DType::BF16 => time_typed::<psyne::bf16>(comm, case, count as usize)?,
+        DType::F32 => time_typed::<f32>(sync, comm, case, count as usize)?,
+        DType::F64 => time_typed::<f64>(sync, comm, case, count as usize)?,
+        DType::I8 => time_typed::<i8>(sync, comm, case, count as usize)?,
+        DType::I16 => time_typed::<i16>(sync, comm, case, count as usize)?,
+        DType::I32 => time_typed::<i32>(sync, comm, case, count as usize)?,
+        DType::I64 => time_typed::<i64>(sync, comm, case, count as usize)?,
+        DType::U8 => time_typed::<u8>(sync, comm, case, count as usize)?,
+        DType::U16 => time_typed::<u16>(sync, comm, case, count as usize)?,
+        DType::U32 => time_typed::<u32>(sync, comm, case, count as usize)?,
+        DType::U64 => time_typed::<u64>(sync, comm, case, count as usize)?,
+        DType::F16 => time_typed::<psyne::f16>(sync, comm, case, count as usize)?,
+        DType::BF16 => time_typed::<psyne::bf16>(sync, comm, case, count as usize)?,
     };
     let mut times_us = vec![0.0f64; size];
-    comm.all_gather_into(&[mine], &mut times_us)?;
+    sync.all_gather_into(&[mine], &mut times_us)?;
     let wrong = match wrong {
         Some(w) => {
             let mut total = [w];
-            comm.all_reduce(&mut total, ReduceOp::Sum)?;
+            sync.all_reduce(&mut total, ReduceOp::Sum)?;
             Some(total[0])
         }
         None => None,
@@ -283,7 +285,12 @@ fn expected<T: Element>(
 
 /// Warm-up, an optional checked run, then the timed runs; returns this rank's microseconds per
 /// operation and its count of wrong elements.
-fn time_typed<T: Element>(comm: &AnyComm, case: &Case, count: usize) -> Result<(f64, Option<u64>)> {
+fn time_typed<T: Element>(
+    sync: &AnyComm,
+    comm: &AnyComm,
+    case: &Case,
+    count: usize,
+) -> Result<(f64, Option<u64>)> {
     let (rank, size) = (comm.rank(), comm.size());
     let inputs = all_inputs::<T>(case, size, count);
     let mut bufs = prepare(case, rank, size, count, &inputs);
@@ -316,7 +323,7 @@ fn time_typed<T: Element>(comm: &AnyComm, case: &Case, count: usize) -> Result<(
     let iters = case.iters.max(1);
     let per_op = match case.cadence {
         Cadence::Stream => {
-            comm.barrier()?;
+            sync.barrier()?;
             let start = Instant::now();
             for _ in 0..iters {
                 run_once(comm, case, &mut bufs, count)?;
@@ -326,7 +333,7 @@ fn time_typed<T: Element>(comm: &AnyComm, case: &Case, count: usize) -> Result<(
         Cadence::Isolated => {
             let mut total = 0.0;
             for _ in 0..iters {
-                comm.barrier()?;
+                sync.barrier()?;
                 let start = Instant::now();
                 run_once(comm, case, &mut bufs, count)?;
                 total += start.elapsed().as_secs_f64();

@@ -28,7 +28,7 @@ pub enum BenchColl {
     Scatter,
     /// barrier
     Barrier,
-    /// ping-pong send/recv between ranks 0 and 1
+    /// a ring shift: every rank sends to the next and receives from the previous (nccl-tests sendrecv)
     SendRecv,
 }
 

@@ -1,0 +1,270 @@
+//! psybench end to end: real ranks (spawned with -n through psyrun's library, or by mpirun),
+//! real sockets, every row checked against the oracle.
+
+use psybench::export::read_report;
+use psybench::model::BenchColl;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A temporary directory removed on drop, even when the test fails.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("psybench-e2e-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn join(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `cmd` to completion, killing it (by pid) if it outlives `limit`.
+fn run(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "timed out after {limit:?}; stdout:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn psybench() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_psybench"));
+    c.env("PSY_TIMEOUT", "60");
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A PNG's width and height from its IHDR chunk.
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert!(
+        bytes.len() > 10_000 && bytes.len() < 5_000_000,
+        "odd PNG size {}",
+        bytes.len()
+    );
+    (w, h)
+}
+
+#[test]
+fn three_ranks_sweep_every_collective_with_zero_wrong_and_write_every_format() {
+    let d = Dir::new("all");
+    let (csv, json, png) = (d.join("r.csv"), d.join("r.json"), d.join("r.png"));
+    let mut cmd = psybench();
+    cmd.args([
+        "-n", "3", "all", "--sizes", "1:64K", "--iters", "20", "--warmup", "2",
+    ])
+    .arg("--csv")
+    .arg(&csv)
+    .arg("--json")
+    .arg(&json)
+    .arg("--plot")
+    .arg(&png);
+    let out = run(cmd, Duration::from_secs(240));
+    assert!(out.status.success(), "{}", text(&out));
+    let report = read_report(&json).unwrap();
+    assert_eq!(report.meta.world_size, 3);
+    for coll in BenchColl::ALL {
+        let rows: Vec<_> = report
+            .records
+            .iter()
+            .filter(|r| r.collective == coll.name())
+            .collect();
+        assert!(!rows.is_empty(), "no rows for {}", coll.name());
+        for r in rows {
+            assert_eq!(r.wrong, Some(0), "{r:?}");
+            assert!(
+                r.time_us_min > 0.0
+                    && r.time_us_min <= r.time_us_avg
+                    && r.time_us_avg <= r.time_us_max,
+                "{r:?}"
+            );
+        }
+    }
+    // 1 byte rounds up to one f32; 64K is the last size.
+    let sizes: Vec<u64> = report
+        .records
+        .iter()
+        .filter(|r| r.collective == "allreduce")
+        .map(|r| r.bytes)
+        .collect();
+    assert_eq!(sizes.first(), Some(&4));
+    assert_eq!(sizes.last(), Some(&65536));
+    let from_csv = read_report(&csv).unwrap();
+    assert_eq!(from_csv.records.len(), report.records.len());
+    let (w, h) = png_size(&png);
+    assert!(w >= 800 && h >= 400, "{w}x{h}");
+}
+
+#[test]
+fn a_broken_result_makes_psybench_exit_non_zero() {
+    let mut cmd = psybench();
+    cmd.args(["-n", "2", "allreduce", "--sizes", "1K,4K", "--iters", "5"])
+        .env("PSYBENCH_TEST_CORRUPT", "1");
+    let out = run(cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("wrong elements"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn without_check_rows_say_not_checked() {
+    let d = Dir::new("nocheck");
+    let json = d.join("r.json");
+    let mut cmd = psybench();
+    cmd.args([
+        "-n",
+        "2",
+        "broadcast",
+        "--sizes",
+        "8,1M",
+        "--iters",
+        "5",
+        "--no-check",
+        "--algo",
+        "binomial,pipeline",
+    ])
+    .arg("--json")
+    .arg(&json);
+    let out = run(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    let report = read_report(&json).unwrap();
+    assert_eq!(report.records.len(), 4, "two sizes × two algorithms");
+    assert!(report.records.iter().all(|r| r.wrong.is_none()));
+    let algos: std::collections::BTreeSet<_> =
+        report.records.iter().map(|r| r.algo.as_str()).collect();
+    assert_eq!(
+        algos.into_iter().collect::<Vec<_>>(),
+        vec!["binomial", "pipeline"]
+    );
+}
+
+#[test]
+fn bad_input_is_a_usage_error_that_names_the_problem() {
+    for (args, needle) in [
+        (vec!["allreduce", "--sizes", "64M:8"], "64M:8"),
+        (vec!["allreduce", "--sizes", "1X"], "1X"),
+        (vec!["allreduce", "--algo", "pairwise"], "pairwise"),
+        (vec!["allreduce", "--dtype", "f32", "--op", "bxor"], "bxor"),
+    ] {
+        let mut cmd = psybench();
+        cmd.args(&args);
+        let out = run(cmd, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+    }
+}
+
+#[cfg(feature = "mpi")]
+mod mpi {
+    use super::*;
+
+    fn mpirun(n: usize) -> Command {
+        let mut c = Command::new("mpirun");
+        c.args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            &n.to_string(),
+        ])
+        // Open MPI 4.1's AVX reduction component saturates 8- and 16-bit integer sums
+        // (open-mpi/ompi#8045); without it MPI's results are the oracle's.
+        .args(["--mca", "op", "^avx"])
+        .env("PSY_TIMEOUT", "60");
+        c
+    }
+
+    #[test]
+    fn native_and_mpi_match_the_oracle_and_each_other() {
+        let mut cmd = mpirun(2);
+        cmd.arg(env!("CARGO_BIN_EXE_psybench")).args([
+            "check",
+            "--backend",
+            "native,mpi",
+            "--sizes",
+            "1,1K,5K",
+        ]);
+        let out = run(cmd, Duration::from_secs(180));
+        assert!(out.status.success(), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout
+                .matches("every collective matches the oracle")
+                .count(),
+            24,
+            "{stdout}"
+        );
+    }
+
+    #[test]
+    fn an_interleaved_sweep_records_both_backends_at_every_size() {
+        let d = Dir::new("mpi");
+        let json = d.join("r.json");
+        let mut cmd = mpirun(2);
+        cmd.arg(env!("CARGO_BIN_EXE_psybench"))
+            .args([
+                "allreduce",
+                "--backend",
+                "native,mpi",
+                "--sizes",
+                "8:64K",
+                "--iters",
+                "20",
+            ])
+            .arg("--json")
+            .arg(&json);
+        let out = run(cmd, Duration::from_secs(180));
+        assert!(out.status.success(), "{}", text(&out));
+        let report = read_report(&json).unwrap();
+        for bytes in [8u64, 1024, 65536] {
+            for backend in ["native", "mpi"] {
+                assert!(
+                    report
+                        .records
+                        .iter()
+                        .any(|r| r.bytes == bytes && r.backend == backend && r.wrong == Some(0)),
+                    "no {backend} row at {bytes} B"
+                );
+            }
+        }
+    }
+}

@@ -29,6 +29,16 @@ pub fn main_with(args: Vec<String>) -> u8 {
     }
 }
 
+/// No rank exits before rank 0 has printed and written everything: a launcher stops the whole
+/// job when the first rank exits non-zero.
+fn finish(comms: &[crate::backend::AnyComm]) -> psyne::Result<()> {
+    use psyne::Communicator;
+    match comms.first() {
+        Some(c) => c.barrier(),
+        None => Ok(()),
+    }
+}
+
 fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
     let io = |what: String| psyne::Error::new(ErrorKind::Io, what);
     match command {
@@ -40,11 +50,13 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
         Command::Sweep { sweep, .. } => {
             let comms = launch::connect(&sweep.backends)?;
             let outcome = runner::run_sweep(&comms, &sweep)?;
+            finish(&comms)?;
             Ok(if outcome.wrong > 0 { EXIT_WRONG } else { 0 })
         }
         Command::Check { sweep, .. } => {
             let comms = launch::connect(&sweep.backends)?;
             let wrong = check::run_check(&comms, &sweep)?;
+            finish(&comms)?;
             Ok(if wrong > 0 { EXIT_WRONG } else { 0 })
         }
         Command::Plot { inputs, output } => {

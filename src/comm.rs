@@ -6,6 +6,22 @@ use crate::error::Result;
 use crate::group::Group;
 use crate::reduce::ReduceOp;
 
+/// Refuses a point-to-point peer that is out of range or this rank itself; `what` is `send to`
+/// or `receive from`. Shared by every backend so their errors read the same.
+pub(crate) fn check_peer(rank: usize, size: usize, peer: usize, what: &str) -> Result<()> {
+    if peer >= size {
+        return Err(crate::Error::invalid(format!(
+            "cannot {what} rank {peer}: the group has ranks 0..{size}"
+        )));
+    }
+    if peer == rank {
+        return Err(crate::Error::invalid(format!(
+            "rank {peer} cannot {what} itself; copy the buffer locally instead"
+        )));
+    }
+    Ok(())
+}
+
 /// The collectives of a group of ranks, in their allocation-free forms.
 ///
 /// Semantics are those of [`Group`]: "chunk `i`" of a count is the even split into `size()` parts,

@@ -2,11 +2,10 @@
 //! runs this; the per-rank times and the count of wrong elements are gathered to every rank.
 
 use crate::backend::AnyComm;
+use crate::factors::to_collective;
 use crate::model::{BenchColl, Cadence};
 use psyne::schedule::chunk_span;
-use psyne::{
-    conformance, oracle, Algo, Collective, Communicator, DType, Element, Error, ReduceOp, Result,
-};
+use psyne::{conformance, oracle, Algo, Communicator, DType, Element, Error, ReduceOp, Result};
 use std::time::Instant;
 
 /// What to measure.
@@ -53,26 +52,10 @@ pub struct Measurement {
     pub wrong: Option<u64>,
 }
 
-/// The psyne collective behind an operation, for asking which algorithm runs (None: no choice).
-fn collective(c: BenchColl, root: usize) -> Option<Collective> {
-    Some(match c {
-        BenchColl::AllReduce => Collective::AllReduce,
-        BenchColl::Broadcast => Collective::Broadcast { root },
-        BenchColl::Reduce => Collective::Reduce { root },
-        BenchColl::AllGather => Collective::AllGather,
-        BenchColl::ReduceScatter => Collective::ReduceScatter,
-        BenchColl::AllToAll => Collective::AllToAll,
-        BenchColl::Gather => Collective::Gather { root },
-        BenchColl::Scatter => Collective::Scatter { root },
-        BenchColl::Barrier => Collective::Barrier,
-        BenchColl::SendRecv => return None,
-    })
-}
-
 /// Runs `case` on `comm` and gathers the result on every rank.
 pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
     let size = comm.size();
-    if case.root >= size && collective(case.coll, 0).and_then(|c| c.root()).is_some() {
+    if case.root >= size && to_collective(case.coll, 0).and_then(|c| c.root()).is_some() {
         return Err(Error::invalid(format!(
             "--root {} is out of range: the job has ranks 0..{size}",
             case.root
@@ -101,7 +84,7 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
     } else {
         case.count
     };
-    let algo = match (comm.native(), collective(case.coll, case.root)) {
+    let algo = match (comm.native(), to_collective(case.coll, case.root)) {
         (Some(g), Some(c)) => g
             .algorithm_for(c, per_rank_bytes(case.coll, count * es, size))?
             .name()

@@ -1,13 +1,20 @@
 //! One PNG per run (or several runs): latency and bus bandwidth against message size.
 //!
-//! Two panels side by side, both log-log: latency in µs (slowest rank) and busbw in GB/s
-//! (1e9 B/s), against size on a log2 axis labelled in binary units (8, 1K, 1M). One series per
-//! (collective when several, backend, algorithm, transport, and run when the same series comes
-//! from several reports), repeated sizes reduced to their median; a legend names each (parts that
-//! all series share, like a single transport, go to the title). Points of size 0 (and barrier,
-//! which has no size) cannot sit on a log axis and are left out. The title names the
-//! operations, world size, machine and host. Text is drawn with DejaVu Sans shipped in
-//! `bench/assets/` (licence beside it), so no system font is needed.
+//! Latency in µs (slowest rank) and busbw in GB/s (1e9 B/s), both log-log, against size on a
+//! log2 axis labelled in binary units (8, 1K, 1M). One series per (backend, algorithm,
+//! transport, and run when the same series comes from several reports), repeated sizes reduced
+//! to their median; a legend names each (parts that all series share, like a single transport,
+//! go to the title). Colours never repeat within a panel; markers tell backends apart (circles
+//! native, triangles the others).
+//!
+//! One collective: two large panels side by side. Several: small multiples, one row per
+//! collective headed by its name, its latency and busbw panels each fitted to that collective's
+//! data, with a legend of its own series (the picture grows by a row's height per collective).
+//! Points of size 0 (and barrier, which has no size) cannot sit on a log axis: their latency is
+//! written as a note, or as a one-line row for a collective that has nothing else. The peak
+//! line (`peak_gbps`) goes on every busbw panel. The title names the operations (or counts
+//! them), world size, machine and host, shrunk or cut to fit. Text is drawn with DejaVu Sans
+//! shipped in `bench/assets/` (licence beside it), so no system font is needed.
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -31,7 +38,7 @@ const FAMILY: &str = "sans-serif";
 
 /// Width of the picture in pixels.
 pub const WIDTH: u32 = 1600;
-/// Height of the picture in pixels.
+/// Height of the picture in pixels for one collective (small multiples grow by a row per collective).
 pub const HEIGHT: u32 = 760;
 
 /// Why a plot could not be drawn.
@@ -200,11 +207,20 @@ pub fn title(reports: &[Report]) -> (String, String) {
     } else {
         String::new()
     };
-    let line1 = format!(
-        "psybench: {} · {}{ranks}{transport}",
-        colls.join(", "),
-        backends.join(" vs ")
-    );
+    // More than three operations are counted, not listed: their rows name them.
+    let line1 = if colls.len() > 3 {
+        format!(
+            "psybench · {} collectives · {}{ranks}{transport}",
+            colls.len(),
+            backends.join(" vs ")
+        )
+    } else {
+        format!(
+            "psybench: {} · {}{ranks}{transport}",
+            colls.join(", "),
+            backends.join(" vs ")
+        )
+    };
     let cpus = distinct(
         reports
             .iter()
@@ -248,7 +264,9 @@ pub fn title(reports: &[Report]) -> (String, String) {
     (line1, parts.join(" · "))
 }
 
-const PALETTE: [RGBColor; 10] = [
+/// Series colours: Tableau 10 (the first series look as they always did), then ten more hues
+/// that stay apart from those; past twenty, hues spaced by the golden angle (see [`color`]).
+const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -259,7 +277,28 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(20, 30, 120),
+    RGBColor(120, 0, 40),
+    RGBColor(0, 90, 50),
+    RGBColor(230, 170, 0),
+    RGBColor(25, 25, 25),
+    RGBColor(200, 0, 200),
+    RGBColor(0, 128, 128),
+    RGBColor(250, 140, 120),
+    RGBColor(75, 0, 130),
+    RGBColor(110, 200, 90),
 ];
+
+/// The `i`-th series colour: distinct for every `i` (the palette, then generated hues).
+fn color(i: usize) -> RGBColor {
+    if let Some(c) = PALETTE.get(i) {
+        return *c;
+    }
+    let hue = ((i - PALETTE.len()) as f64 * 137.508 + 20.0) % 360.0 / 360.0;
+    let light = if i % 2 == 0 { 0.38 } else { 0.5 };
+    let (r, g, b) = HSLColor(hue, 0.75, light).rgb();
+    RGBColor(r, g, b)
+}
 
 /// Ticks of a log10 axis over `[lo, hi]` (log10 values): bold at decades (every other when
 /// there are many; also at 2× and 5× when fewer than three decades show), light at 2..9 × each.
@@ -367,13 +406,17 @@ struct Axis {
     y: (f64, f64),
 }
 
-fn axis_of(series: &[Series], value: impl Fn(&(u64, f64, f64)) -> f64) -> Option<Axis> {
-    let pts: Vec<(f64, f64)> = series
+/// A series' plottable points as `(log2 bytes, log10 value)`.
+fn log_points(s: &Series, value: fn(&(u64, f64, f64)) -> f64) -> Vec<(f64, f64)> {
+    s.points
         .iter()
-        .flat_map(|s| s.points.iter())
         .filter(|p| p.0 > 0 && value(p) > 0.0 && value(p).is_finite())
         .map(|p| ((p.0 as f64).log2(), value(p).log10()))
-        .collect();
+        .collect()
+}
+
+fn axis_of(series: &[Series], value: fn(&(u64, f64, f64)) -> f64) -> Option<Axis> {
+    let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| log_points(s, value)).collect();
     if pts.is_empty() {
         return None;
     }
@@ -398,6 +441,79 @@ fn axis_of(series: &[Series], value: impl Fn(&(u64, f64, f64)) -> f64) -> Option
     })
 }
 
+/// The values the drawn lines take over `[lo, hi]` on the x axis: the points inside, and where
+/// segments cross its edges (lines are straight in log-log).
+fn values_over(lines: &[Vec<(f64, f64)>], lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    for pts in lines {
+        out.extend(pts.iter().filter(|p| p.0 >= lo && p.0 <= hi).map(|p| p.1));
+        for w in pts.windows(2) {
+            let ((xa, ya), (xb, yb)) = (w[0], w[1]);
+            for edge in [lo, hi] {
+                if xa < edge && edge < xb {
+                    out.push(ya + (yb - ya) * (edge - xa) / (xb - xa));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The pixel size of `text` in the shipped font at `px` (a rough guess if it cannot be measured).
+fn text_size(text: &str, px: u32) -> (f64, f64) {
+    match (FAMILY, px).into_font().box_size(text) {
+        Ok((w, h)) => (f64::from(w), f64::from(h)),
+        Err(_) => (
+            text.chars().count() as f64 * f64::from(px) * 0.6,
+            f64::from(px),
+        ),
+    }
+}
+
+/// The pixel size of a legend box listing `labels` (as plotters lays it out: text, a 30 px
+/// sample, `margin` all round).
+fn legend_size(labels: &[String], px: u32, margin: u32) -> (f64, f64) {
+    let font: TextStyle = (FAMILY, px).into_font().into();
+    let mut t = MultiLineText::<(i32, i32), &str>::new((0, 0), font);
+    for l in labels {
+        t.push_line(l.as_str());
+    }
+    let (w, h) = t.estimate_dimension().map_or_else(
+        |_| {
+            let widest = labels
+                .iter()
+                .map(|l| text_size(l, px).0)
+                .fold(0.0, f64::max);
+            (widest, labels.len() as f64 * f64::from(px) * 1.25)
+        },
+        |(w, h)| (f64::from(w), f64::from(h)),
+    );
+    let m = f64::from(margin);
+    (w + 30.0 + 2.0 * m, h + 2.0 * m)
+}
+
+/// `text` in at most `max_w` pixels: the font shrunk down to `min_px`, then the text cut with
+/// an ellipsis.
+fn fit_text(text: &str, px: u32, min_px: u32, max_w: f64) -> (String, u32) {
+    let mut size = px;
+    while size > min_px && text_size(text, size).0 > max_w {
+        size -= 1;
+    }
+    if text_size(text, size).0 <= max_w {
+        return (text.to_string(), size);
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut n = chars.len();
+    while n > 1 {
+        n -= 1;
+        let cut: String = chars[..n].iter().collect::<String>().trim_end().to_string() + "…";
+        if text_size(&cut, size).0 <= max_w {
+            return (cut, size);
+        }
+    }
+    ("…".into(), size)
+}
+
 fn err_to<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> PlotError + '_ {
     move |e| PlotError::Draw {
         path: path.to_path_buf(),
@@ -405,9 +521,57 @@ fn err_to<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> PlotError + '_ {
     }
 }
 
+/// Sizes of one panel's parts, in pixels.
+#[derive(Debug, Clone, Copy)]
+struct Metrics {
+    /// The caption's font (unused when the panel has no caption).
+    caption: u32,
+    /// Tick labels.
+    label: u32,
+    /// Axis descriptions.
+    desc: u32,
+    /// Legend text.
+    legend: u32,
+    /// Space between the legend's border and its text.
+    legend_margin: u32,
+    margin: u32,
+    margin_right: u32,
+    /// Below the plot: tick labels, and the x description if any.
+    x_area: u32,
+    /// Left of the plot: tick labels and the y description.
+    y_area: u32,
+}
+
+/// One pair of large panels (a single collective).
+const FULL: Metrics = Metrics {
+    caption: 24,
+    label: 17,
+    desc: 19,
+    legend: 17,
+    legend_margin: 12,
+    margin: 12,
+    margin_right: 45,
+    x_area: 60,
+    y_area: 85,
+};
+
+/// A row of the small multiples (one per collective).
+const SMALL: Metrics = Metrics {
+    caption: 20,
+    label: 15,
+    desc: 16,
+    legend: 15,
+    legend_margin: 7,
+    margin: 8,
+    margin_right: 36,
+    x_area: 30,
+    y_area: 80,
+};
+
 /// What one panel shows.
-struct PanelSpec {
-    caption: &'static str,
+struct PanelSpec<'s> {
+    caption: Option<&'static str>,
+    x_desc: Option<&'static str>,
     y_desc: &'static str,
     /// The plotted value of a point.
     value: fn(&(u64, f64, f64)) -> f64,
@@ -415,87 +579,142 @@ struct PanelSpec {
     peak: Option<f64>,
     /// Shown instead of a chart when nothing is plottable.
     empty_note: &'static str,
-    /// Where the legend goes (a corner the curves leave empty).
+    /// Where the legend goes (a corner the curves usually leave empty).
     legend: SeriesLabelPosition,
     /// A line written in the lower right corner (latency of size-0 rows such as barrier).
     note: Option<String>,
+    /// One colour per series.
+    colors: &'s [RGBColor],
+    m: Metrics,
+}
+
+/// Widens `ax.y` just enough that the legend's corner holds no part of a line (the legend box
+/// plus a small gap, in a plotting area of `plot` pixels over the x range `xr`).
+fn legend_room(
+    ax: &mut Axis,
+    lines: &[Vec<(f64, f64)>],
+    xr: (f64, f64),
+    plot: (f64, f64),
+    legend: (f64, f64),
+    pos: &SeriesLabelPosition,
+) {
+    if plot.0 <= 0.0 || plot.1 <= 0.0 {
+        return;
+    }
+    // plotters puts the box 5 px in from the corner; keep 6 px more between box and lines.
+    let fw = ((legend.0 + 11.0) / plot.0).min(1.0);
+    let fh = ((legend.1 + 11.0) / plot.1).min(0.75);
+    let span = xr.1 - xr.0;
+    let (y0, y1) = ax.y;
+    match pos {
+        SeriesLabelPosition::UpperLeft => {
+            let ys = values_over(lines, xr.0, xr.0 + fw * span);
+            if let Some(top) = ys.into_iter().reduce(f64::max) {
+                ax.y.1 = y1.max((top - fh * y0) / (1.0 - fh));
+            }
+        }
+        SeriesLabelPosition::LowerRight => {
+            let ys = values_over(lines, xr.1 - fw * span, xr.1);
+            if let Some(bottom) = ys.into_iter().reduce(f64::min) {
+                ax.y.0 = y0.min((bottom - fh * y1) / (1.0 - fh));
+            }
+        }
+        _ => {}
+    }
 }
 
 fn panel(
     area: &Panel<'_>,
     path: &Path,
     series: &[Series],
-    spec: &PanelSpec,
+    spec: &PanelSpec<'_>,
 ) -> Result<(), PlotError> {
     let PanelSpec {
-        caption,
-        y_desc,
         value,
         peak,
         empty_note,
+        m,
         ..
     } = *spec;
     let e = err_to(path);
     let Some(mut ax) = axis_of(series, value) else {
+        let dy = if spec.caption.is_some() { 80 } else { 40 };
         area.draw(&Text::new(
             empty_note.to_string(),
-            (60, 80),
-            (FAMILY, 22).into_font().color(&BLACK.mix(0.7)),
+            (m.y_area as i32, dy),
+            (FAMILY, m.desc + 3).into_font().color(&BLACK.mix(0.7)),
         ))
         .map_err(&e)?;
         return Ok(());
     };
-    if let Some(p) = peak.filter(|p| *p > 0.0) {
+    let peak = peak.filter(|p| *p > 0.0 && p.is_finite());
+    if let Some(p) = peak {
         let d = p.log10();
         ax.y.0 = ax.y.0.min(d - 0.12);
         ax.y.1 = ax.y.1.max(d + 0.2);
     }
-    // Room for the legend in its corner: about 22 px a line of a ~560 px tall plotting area.
-    let entries = series.len() + usize::from(peak.is_some());
-    let frac = ((entries as f64 * 22.0 + 30.0) / 560.0).min(0.5);
-    let room = (ax.y.1 - ax.y.0) * frac / (1.0 - frac);
-    match spec.legend {
-        SeriesLabelPosition::UpperLeft => ax.y.1 += room,
-        SeriesLabelPosition::LowerRight => ax.y.0 -= room,
-        _ => {}
+    let mut inner = area.margin(m.margin, m.margin, m.margin, m.margin_right);
+    if let Some(caption) = spec.caption {
+        inner = inner.titled(caption, (FAMILY, m.caption)).map_err(&e)?;
     }
+    let xr = (f64::from(ax.x.0) - 0.3, f64::from(ax.x.1) + 0.3);
+    // The legend: one line per drawn series, the peak line first.
+    let lines: Vec<Vec<(f64, f64)>> = series.iter().map(|s| log_points(s, value)).collect();
+    let mut labels: Vec<String> = Vec::new();
+    let mut blockers = lines.clone();
+    if let Some(p) = peak {
+        labels.push(format!("peak {p:.1} GB/s"));
+        blockers.push(vec![(xr.0, p.log10()), (xr.1, p.log10())]);
+    }
+    labels.extend(
+        series
+            .iter()
+            .zip(&lines)
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(s, _)| s.label.clone()),
+    );
+    let (w, h) = inner.dim_in_pixel();
+    let plot = (
+        f64::from(w) - f64::from(m.y_area),
+        f64::from(h) - f64::from(m.x_area),
+    );
+    let legend = legend_size(&labels, m.legend, m.legend_margin);
+    legend_room(&mut ax, &blockers, xr, plot, legend, &spec.legend);
     let (yb, yl) = log10_ticks(ax.y.0, ax.y.1);
-    let xr = Ticks {
-        range: (f64::from(ax.x.0) - 0.3)..(f64::from(ax.x.1) + 0.3),
+    let xt = Ticks {
+        range: xr.0..xr.1,
         bold: log2_ticks(ax.x.0, ax.x.1),
         light: Vec::new(),
     };
-    let yr = Ticks {
+    let yt = Ticks {
         range: ax.y.0..ax.y.1,
         bold: yb,
         light: yl,
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FAMILY, 24))
-        .margin(12)
-        .margin_right(45)
-        .x_label_area_size(60)
-        .y_label_area_size(85)
-        .build_cartesian_2d(xr, yr)
+    let mut chart = ChartBuilder::on(&inner)
+        .x_label_area_size(m.x_area)
+        .y_label_area_size(m.y_area)
+        .build_cartesian_2d(xt, yt)
         .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_desc("message size (bytes, log scale; K = 1024)")
-        .y_desc(y_desc)
+    let mut mesh = chart.configure_mesh();
+    if let Some(d) = spec.x_desc {
+        mesh.x_desc(d);
+    }
+    mesh.y_desc(spec.y_desc)
         .x_label_formatter(&|x| size_label(*x))
         .y_label_formatter(&|y| value_label(*y))
-        .label_style((FAMILY, 17))
-        .axis_desc_style((FAMILY, 19))
+        .label_style((FAMILY, m.label))
+        .axis_desc_style((FAMILY, m.desc))
         .bold_line_style(BLACK.mix(0.22))
         .light_line_style(BLACK.mix(0.07))
         .draw()
         .map_err(&e)?;
-    if let Some(p) = peak.filter(|p| *p > 0.0) {
+    if let Some(p) = peak {
         let y = p.log10();
         let grey = RGBColor(90, 90, 90);
         chart
             .draw_series(LineSeries::new(
-                [(f64::from(ax.x.0) - 0.3, y), (f64::from(ax.x.1) + 0.3, y)],
+                [(xr.0, y), (xr.1, y)],
                 grey.stroke_width(2),
             ))
             .map_err(&e)?
@@ -504,17 +723,15 @@ fn panel(
                 PathElement::new(vec![(x, y), (x + 24, y)], grey.stroke_width(2))
             });
     }
-    for (i, s) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let pts: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter(|p| p.0 > 0 && value(p) > 0.0 && value(p).is_finite())
-            .map(|p| ((p.0 as f64).log2(), value(p).log10()))
-            .collect();
+    for (i, (s, pts)) in series.iter().zip(&lines).enumerate() {
         if pts.is_empty() {
             continue;
         }
+        let color = spec
+            .colors
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| self::color(i));
         let triangle = s.backend != "native";
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
@@ -543,7 +760,7 @@ fn panel(
         }
     }
     if let Some(note) = &spec.note {
-        let style = (FAMILY, 17)
+        let style = (FAMILY, m.label)
             .into_font()
             .color(&BLACK.mix(0.75))
             .pos(Pos::new(HPos::Right, VPos::Bottom));
@@ -556,13 +773,51 @@ fn panel(
     chart
         .configure_series_labels()
         .position(spec.legend.clone())
-        .margin(12)
-        .label_font((FAMILY, 17))
+        .margin(m.legend_margin)
+        .label_font((FAMILY, m.legend))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK.mix(0.4))
         .draw()
         .map_err(&e)?;
     Ok(())
+}
+
+/// Medians of the size-0 latencies among `rows`, one `backend[ · algo][ · transport] t µs` part
+/// per series (`algo`/`transport` only when `detail`), in order of first appearance.
+fn size_zero_parts(rows: &[&Record], detail: bool) -> Vec<String> {
+    let key = |r: &Record| -> String {
+        let mut k = r.backend.clone();
+        if detail {
+            if r.algo != "-" && !r.algo.is_empty() {
+                k += &format!(" · {}", r.algo);
+            }
+            let transports = distinct(rows.iter().map(|r| r.transport.as_str()));
+            if transports.len() > 1 {
+                k += &format!(" · {}", r.transport);
+            }
+        }
+        k
+    };
+    let keys: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for r in rows {
+            let k = key(r);
+            if !v.contains(&k) {
+                v.push(k);
+            }
+        }
+        v
+    };
+    keys.into_iter()
+        .filter_map(|k| {
+            let t: Vec<f64> = rows
+                .iter()
+                .filter(|r| key(r) == k)
+                .map(|r| r.time_us_max)
+                .collect();
+            median(&t).map(|m| format!("{k} {m:.1} µs"))
+        })
+        .collect()
 }
 
 /// The latency of rows that cannot sit on the size axis (size 0: barrier, `--sizes 0,...`), as
@@ -576,26 +831,330 @@ pub fn size_zero_note(reports: &[Report]) -> Option<String> {
     let keys = distinct(rows.iter().map(|r| r.collective.as_str()));
     let mut parts = Vec::new();
     for c in keys {
-        let backends = distinct(
-            rows.iter()
-                .filter(|r| r.collective == c)
-                .map(|r| r.backend.as_str()),
+        let mine: Vec<&Record> = rows.iter().copied().filter(|r| r.collective == c).collect();
+        parts.extend(
+            size_zero_parts(&mine, false)
+                .into_iter()
+                .map(|p| format!("{c} · {p}")),
         );
-        for b in backends {
-            let t: Vec<f64> = rows
-                .iter()
-                .filter(|r| r.collective == c && r.backend == b)
-                .map(|r| r.time_us_max)
-                .collect();
-            if let Some(m) = median(&t) {
-                parts.push(format!("{c} · {b} {m:.1} µs"));
-            }
-        }
     }
     (!parts.is_empty()).then(|| format!("size 0 (not on the axis): {}", parts.join(", ")))
 }
 
+/// The reports cut down to the records of one collective (same number of reports, so series
+/// from several runs keep their run numbers).
+fn only(reports: &[Report], coll: &str) -> Vec<Report> {
+    reports
+        .iter()
+        .map(|r| Report {
+            meta: r.meta.clone(),
+            records: r
+                .records
+                .iter()
+                .filter(|x| x.collective == coll)
+                .cloned()
+                .collect(),
+            fits: Vec::new(),
+        })
+        .collect()
+}
+
+/// One row of the small multiples: a collective, its series (labels without the collective)
+/// and what cannot go on the size axis.
+struct Row {
+    name: String,
+    /// Facets that vary across the whole plot but not within this row (ranks, transport).
+    facets: Vec<String>,
+    series: Vec<Series>,
+    /// Size-0 latencies (`native · dissemination 5.8 µs`).
+    size_zero: Vec<String>,
+}
+
+impl Row {
+    fn plottable(&self) -> bool {
+        let ok = |p: &(u64, f64, f64)| p.0 > 0 && p.1 > 0.0 && p.1.is_finite();
+        self.series.iter().any(|s| s.points.iter().any(ok))
+    }
+}
+
+fn rows(reports: &[Report]) -> Vec<Row> {
+    let recs: Vec<&Record> = reports.iter().flat_map(|r| r.records.iter()).collect();
+    let all_ranks: BTreeSet<usize> = recs.iter().map(|r| r.ranks).collect();
+    let all_transports = distinct(recs.iter().map(|r| r.transport.as_str()));
+    distinct(recs.iter().map(|r| r.collective.as_str()))
+        .into_iter()
+        .map(|name| {
+            let mine: Vec<&Record> = recs
+                .iter()
+                .copied()
+                .filter(|r| r.collective == name)
+                .collect();
+            let ranks: BTreeSet<usize> = mine.iter().map(|r| r.ranks).collect();
+            let transports = distinct(mine.iter().map(|r| r.transport.as_str()));
+            let mut facets = Vec::new();
+            if all_ranks.len() > 1 && ranks.len() == 1 {
+                let n = ranks.iter().next().copied().unwrap_or(0);
+                facets.push(format!("{n} ranks"));
+            }
+            if all_transports.len() > 1 && transports.len() == 1 {
+                facets.push(format!("over {}", transports[0]));
+            }
+            let zero: Vec<&Record> = mine
+                .iter()
+                .copied()
+                .filter(|r| r.bytes == 0 && r.time_us_max > 0.0)
+                .collect();
+            Row {
+                series: series(&only(reports, &name)),
+                size_zero: size_zero_parts(&zero, true),
+                name,
+                facets,
+            }
+        })
+        .collect()
+}
+
+/// Colours for the rows' series: when the whole plot has at most ten distinct labels, one
+/// colour per label everywhere (`native · ring` looks the same in every row); otherwise each
+/// row takes the palette from its start, so the colours within a panel are as far apart as
+/// they can be. Never two alike within a row.
+fn row_colors(rows: &[Row]) -> Vec<Vec<RGBColor>> {
+    let labels = distinct(
+        rows.iter()
+            .flat_map(|r| r.series.iter().map(|s| s.label.as_str())),
+    );
+    let global = labels.len() <= 10;
+    rows.iter()
+        .map(|r| {
+            let mut used: Vec<usize> = Vec::new();
+            r.series
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let mut k = if global {
+                        labels.iter().position(|l| *l == s.label).unwrap_or(i)
+                    } else {
+                        i
+                    };
+                    while used.contains(&k) {
+                        k += 1;
+                    }
+                    used.push(k);
+                    color(k)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+const LATENCY_CAPTION: &str = "Latency (slowest rank)";
+const BUSBW_CAPTION: &str = "Bus bandwidth (nccl-tests busbw)";
+const X_DESC: &str = "message size (bytes, log scale; K = 1024)";
+
+/// Height of the title block of the small multiples (two title lines, column headings).
+const MULTI_HEAD: u32 = 116;
+/// Height of one collective's row: heading strip and the two panels.
+const ROW: u32 = 330;
+/// Height of a row's heading strip.
+const ROW_HEAD: u32 = 32;
+/// What the last row adds for the x axis description.
+const LAST_ROW_EXTRA: u32 = 28;
+/// Height of a row with nothing on the size axis (barrier): its heading strip and one line.
+const TEXT_ROW: u32 = 44;
+/// Space under the last row.
+const FOOT: u32 = 10;
+
+/// The height of the picture for `rows` drawn as small multiples.
+fn multi_height(rows: &[Row]) -> u32 {
+    let charts = rows.iter().filter(|r| r.plottable()).count() as u32;
+    let texts = rows.len() as u32 - charts;
+    MULTI_HEAD + charts * ROW + LAST_ROW_EXTRA + texts * TEXT_ROW + FOOT
+}
+
+fn draw_title(head: &Panel<'_>, path: &Path, reports: &[Report]) -> Result<(), PlotError> {
+    let e = err_to(path);
+    let room = f64::from(WIDTH) - 48.0;
+    let (l1, l2) = title(reports);
+    let (l1, s1) = fit_text(&l1, 30, 22, room);
+    let (l2, s2) = fit_text(&l2, 19, 15, room);
+    head.draw(&Text::new(l1, (24, 12), (FAMILY, s1).into_font()))
+        .map_err(&e)?;
+    head.draw(&Text::new(
+        l2,
+        (24, 48),
+        (FAMILY, s2).into_font().color(&BLACK.mix(0.7)),
+    ))
+    .map_err(&e)?;
+    Ok(())
+}
+
+fn latency_spec<'s>(note: Option<String>, colors: &'s [RGBColor], m: Metrics) -> PanelSpec<'s> {
+    PanelSpec {
+        caption: Some(LATENCY_CAPTION),
+        x_desc: Some(X_DESC),
+        y_desc: "time per operation (µs, log scale)",
+        value: |p| p.1,
+        peak: None,
+        empty_note: "no latency measured",
+        legend: SeriesLabelPosition::UpperLeft,
+        note,
+        colors,
+        m,
+    }
+}
+
+fn busbw_spec<'s>(peak: Option<f64>, colors: &'s [RGBColor], m: Metrics) -> PanelSpec<'s> {
+    PanelSpec {
+        caption: Some(BUSBW_CAPTION),
+        x_desc: Some(X_DESC),
+        y_desc: "busbw (GB/s = 1e9 B/s, log scale)",
+        value: |p| p.2,
+        peak,
+        empty_note: "no bandwidth: this operation moves no data",
+        legend: SeriesLabelPosition::LowerRight,
+        note: None,
+        colors,
+        m,
+    }
+}
+
+/// Today's layout for one collective: title, then latency and busbw side by side.
+fn draw_single(
+    root: &Panel<'_>,
+    path: &Path,
+    reports: &[Report],
+    series: &[Series],
+) -> Result<(), PlotError> {
+    let (head, body) = root.split_vertically(78);
+    draw_title(&head, path, reports)?;
+    let panels = body.split_evenly((1, 2));
+    let peak = reports.iter().find_map(|r| r.meta.peak_gbps);
+    let colors: Vec<RGBColor> = (0..series.len()).map(color).collect();
+    let latency = latency_spec(size_zero_note(reports), &colors, FULL);
+    let mut busbw = busbw_spec(peak, &colors, FULL);
+    busbw.empty_note = "no bandwidth: barrier moves no data";
+    panel(&panels[0], path, series, &latency)?;
+    panel(&panels[1], path, series, &busbw)?;
+    Ok(())
+}
+
+/// Draws a row's heading strip: a light band with the collective's name (and `extra`, greyer).
+fn row_heading(area: &Panel<'_>, path: &Path, row: &Row, extra: &str) -> Result<(), PlotError> {
+    let e = err_to(path);
+    let (w, h) = area.dim_in_pixel();
+    area.draw(&Rectangle::new(
+        [(0, 0), (w as i32, h as i32)],
+        RGBColor(238, 241, 245).filled(),
+    ))
+    .map_err(&e)?;
+    area.draw(&PathElement::new(
+        vec![(0, 0), (w as i32, 0)],
+        BLACK.mix(0.25).stroke_width(1),
+    ))
+    .map_err(&e)?;
+    let mid = Pos::new(HPos::Left, VPos::Center);
+    let y = h as i32 / 2;
+    let mut name = row.name.clone();
+    if !row.facets.is_empty() {
+        name += &format!(" · {}", row.facets.join(" · "));
+    }
+    area.draw(&Text::new(
+        name.clone(),
+        (24, y),
+        (FAMILY, 22).into_font().color(&BLACK).pos(mid),
+    ))
+    .map_err(&e)?;
+    if !extra.is_empty() {
+        let x = 24.0 + text_size(&name, 22).0 + 24.0;
+        let (extra, px) = fit_text(extra, 17, 13, f64::from(w) - x - 24.0);
+        area.draw(&Text::new(
+            extra,
+            (x as i32, y),
+            (FAMILY, px).into_font().color(&BLACK.mix(0.75)).pos(mid),
+        ))
+        .map_err(&e)?;
+    }
+    Ok(())
+}
+
+/// Small multiples: one row per collective (latency and busbw side by side, each panel fitted
+/// to that collective's data), a line for those with nothing on the size axis (barrier).
+fn draw_multi(
+    root: &Panel<'_>,
+    path: &Path,
+    reports: &[Report],
+    rows: &[Row],
+) -> Result<(), PlotError> {
+    let e = err_to(path);
+    let (head, mut rest) = root.split_vertically(MULTI_HEAD);
+    draw_title(&head, path, reports)?;
+    let half = WIDTH as i32 / 2;
+    let centre = Pos::new(HPos::Center, VPos::Top);
+    for (i, (c, d)) in [
+        (LATENCY_CAPTION, "µs, log scale"),
+        (BUSBW_CAPTION, "GB/s = 1e9 B/s, log scale"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let x = half * i as i32 + half / 2 + 20;
+        head.draw(&Text::new(
+            format!("{c} · {d}"),
+            (x, 82),
+            (FAMILY, 21).into_font().color(&BLACK).pos(centre),
+        ))
+        .map_err(&e)?;
+    }
+    let peak = reports.iter().find_map(|r| r.meta.peak_gbps);
+    let colors = row_colors(rows);
+    let last = rows.iter().rposition(Row::plottable);
+    for (i, (row, colors)) in rows.iter().zip(&colors).enumerate() {
+        if !row.plottable() {
+            let (strip, below) = rest.split_vertically(TEXT_ROW);
+            rest = below;
+            let text = if row.size_zero.is_empty() {
+                "nothing measured".to_string()
+            } else {
+                format!(
+                    "no message size, no bandwidth · latency (slowest rank): {}",
+                    row.size_zero.join(", ")
+                )
+            };
+            row_heading(&strip, path, row, &text)?;
+            continue;
+        }
+        let is_last = Some(i) == last;
+        let height = ROW + if is_last { LAST_ROW_EXTRA } else { 0 };
+        let (area, below) = rest.split_vertically(height);
+        rest = below;
+        let (strip, body) = area.split_vertically(ROW_HEAD);
+        row_heading(&strip, path, row, "")?;
+        let mut m = SMALL;
+        if is_last {
+            m.x_area += LAST_ROW_EXTRA;
+        }
+        let note = (!row.size_zero.is_empty())
+            .then(|| format!("size 0 (not on the axis): {}", row.size_zero.join(", ")));
+        let mut latency = latency_spec(note, colors, m);
+        let mut busbw = busbw_spec(peak, colors, m);
+        for s in [&mut latency, &mut busbw] {
+            s.caption = None;
+            s.x_desc = is_last.then_some(X_DESC);
+        }
+        latency.y_desc = "latency (µs)";
+        busbw.y_desc = "busbw (GB/s)";
+        let panels = body.split_evenly((1, 2));
+        panel(&panels[0], path, &row.series, &latency)?;
+        panel(&panels[1], path, &row.series, &busbw)?;
+    }
+    Ok(())
+}
+
 /// Draws `reports` into a PNG at `path` (written to a temporary file beside it, then renamed).
+///
+/// One collective with something on the size axis: a latency and a busbw panel side by side,
+/// [`WIDTH`] × [`HEIGHT`]. Several: small multiples, a row of both panels per collective (the
+/// picture grows by about 330 px a row), a one-line row for those without a size (barrier).
 pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
     ensure_font()?;
     let series = series(reports);
@@ -603,6 +1162,9 @@ pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
     if !series.iter().any(|s| s.points.iter().any(plottable)) {
         return Err(PlotError::Empty);
     }
+    let rows = rows(reports);
+    let multi = rows.iter().filter(|r| r.plottable()).count() > 1;
+    let height = if multi { multi_height(&rows) } else { HEIGHT };
     let e = err_to(path);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -614,40 +1176,13 @@ pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
         .unwrap_or_else(|| "psybench.png".into());
     let tmp = dir.join(format!(".{name}.tmp-{}.png", std::process::id()));
     let result = (|| {
-        let root = BitMapBackend::new(&tmp, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = BitMapBackend::new(&tmp, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(&e)?;
-        let (head, body) = root.split_vertically(78);
-        let (l1, l2) = title(reports);
-        head.draw(&Text::new(l1, (24, 12), (FAMILY, 30).into_font()))
-            .map_err(&e)?;
-        head.draw(&Text::new(
-            l2,
-            (24, 48),
-            (FAMILY, 19).into_font().color(&BLACK.mix(0.7)),
-        ))
-        .map_err(&e)?;
-        let panels = body.split_evenly((1, 2));
-        let peak = reports.iter().find_map(|r| r.meta.peak_gbps);
-        let latency = PanelSpec {
-            caption: "Latency (slowest rank)",
-            y_desc: "time per operation (µs, log scale)",
-            value: |p| p.1,
-            peak: None,
-            empty_note: "no latency measured",
-            legend: SeriesLabelPosition::UpperLeft,
-            note: size_zero_note(reports),
-        };
-        let busbw = PanelSpec {
-            caption: "Bus bandwidth (nccl-tests busbw)",
-            y_desc: "busbw (GB/s = 1e9 B/s, log scale)",
-            value: |p| p.2,
-            peak,
-            empty_note: "no bandwidth: barrier moves no data",
-            legend: SeriesLabelPosition::LowerRight,
-            note: None,
-        };
-        panel(&panels[0], path, &series, &latency)?;
-        panel(&panels[1], path, &series, &busbw)?;
+        if multi {
+            draw_multi(&root, path, reports, &rows)?;
+        } else {
+            draw_single(&root, path, reports, &series)?;
+        }
         root.present().map_err(&e)?;
         std::fs::rename(&tmp, path).map_err(err_to(path))
     })();

@@ -99,3 +99,69 @@ fn one_point_and_a_barrier() {
     let err = plot::draw(&[rep], &dir.join("b.png")).unwrap_err();
     assert!(err.to_string().contains("barrier"), "{err}");
 }
+
+/// A report of every collective (a barrier among them): sweeps 1K..16M on 2 ranks, native and
+/// MPI, with `peak_gbps` set.
+fn all_collectives_report() -> psybench::model::Report {
+    let mut rep = common::allreduce_report();
+    rep.records.clear();
+    for (k, coll) in BenchColl::ALL.into_iter().enumerate() {
+        let alpha = 5.0 + k as f64;
+        if coll == BenchColl::Barrier {
+            rep.records.push(common::record(
+                coll,
+                "native",
+                "dissemination",
+                2,
+                0,
+                alpha,
+                1.0,
+            ));
+            rep.records
+                .push(common::record(coll, "mpi", "-", 2, 0, alpha * 0.8, 1.0));
+            continue;
+        }
+        let mut b = 1u64 << 10;
+        while b <= 16 << 20 {
+            let algo = if b < 64 << 10 { "binomial" } else { "ring" };
+            rep.records
+                .push(common::record(coll, "native", algo, 2, b, alpha, 2.0));
+            rep.records
+                .push(common::record(coll, "mpi", "-", 2, b, alpha * 0.7, 3.0));
+            b *= 2;
+        }
+    }
+    rep
+}
+
+#[test]
+fn several_collectives_draw_one_row_each() {
+    let dir = common::temp_dir("plot-rows");
+    let one = dir.join("one.png");
+    let all = dir.join("all.png");
+    plot::draw(&[common::allreduce_report()], &one).unwrap();
+    plot::draw(&[all_collectives_report()], &all).unwrap();
+    let one_bytes = std::fs::read(&one).unwrap();
+    let all_bytes = std::fs::read(&all).unwrap();
+    let (w1, h1) = png_dims(&one_bytes);
+    let (w, h) = png_dims(&all_bytes);
+    assert_eq!(w, w1, "same width");
+    assert_eq!(
+        (w1, h1),
+        (plot::WIDTH, plot::HEIGHT),
+        "one collective keeps its size"
+    );
+    // Nine collectives with a size axis: nine rows of about 330 px, plus a line for barrier.
+    assert!(h > h1, "{w}x{h} is not taller than {w1}x{h1}");
+    assert!((9 * 300..=9 * 400 + 400).contains(&h), "{w}x{h}");
+    assert!(all_bytes.len() > 100_000, "{} bytes", all_bytes.len());
+    // Only the two pictures: no temporary file left behind.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    // The title counts the operations instead of listing them.
+    let (line1, _) = plot::title(&[all_collectives_report()]);
+    assert!(line1.contains("10 collectives"), "{line1}");
+    assert!(!line1.contains("reducescatter"), "{line1}");
+    if let Ok(keep) = std::env::var("PSYBENCH_KEEP_PLOT_ROWS") {
+        std::fs::copy(&all, keep).unwrap();
+    }
+}

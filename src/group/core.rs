@@ -170,17 +170,7 @@ impl Core {
         work: &mut [u8],
     ) -> Result<()> {
         let what = if sending { "send to" } else { "receive from" };
-        if peer >= self.size {
-            return Err(Error::invalid(format!(
-                "cannot {what} rank {peer}: the group has ranks 0..{}",
-                self.size
-            )));
-        }
-        if peer == self.rank {
-            return Err(Error::invalid(format!(
-                "rank {peer} cannot {what} itself; copy the buffer locally instead"
-            )));
-        }
+        crate::comm::check_peer(self.rank, self.size, peer, what)?;
         let mut comm = self.lock()?;
         let counter = if sending {
             &mut comm.p2p_sent[peer]

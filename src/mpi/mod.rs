@@ -168,17 +168,7 @@ impl MpiComm {
     }
 
     fn check_peer(&self, what: &str, peer: usize) -> Result<::mpi::Rank> {
-        if peer >= self.size {
-            return Err(Error::invalid(format!(
-                "cannot {what} rank {peer}: the group has ranks 0..{}",
-                self.size
-            )));
-        }
-        if peer == self.rank {
-            return Err(Error::invalid(format!(
-                "rank {peer} cannot {what} itself; copy the buffer locally instead"
-            )));
-        }
+        crate::comm::check_peer(self.rank, self.size, peer, what)?;
         layout::to_count(peer, what)
     }
 

@@ -14,6 +14,7 @@
 //! | `PSY_TIMEOUT` | seconds any single wait may last before it fails (default 300) |
 //! | `PSY_ALGO` | algorithm overrides, e.g. `allreduce:ring,broadcast:pipeline` (see [`crate::tuning`]) |
 //! | `PSY_ADDR` | address this rank's listener advertises (default: the one that reaches the store) |
+//! | `PSY_TRANSPORT` | `auto` (shared memory on one host, TCP across), `tcp`, or `shm` |
 //!
 //! psyrun also sets the names PyTorch's `env://` rendezvous expects (`RANK`, `WORLD_SIZE`,
 //! `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) so torch programs run under psyrun
@@ -45,6 +46,8 @@ pub const TIMEOUT: &str = "PSY_TIMEOUT";
 pub const ALGO: &str = "PSY_ALGO";
 /// `PSY_ADDR`
 pub const ADDR: &str = "PSY_ADDR";
+/// `PSY_TRANSPORT`
+pub const TRANSPORT: &str = "PSY_TRANSPORT";
 /// PyTorch's names, in the order rank, world size, local rank, local world size, master address,
 /// master port.
 pub const TORCH_NAMES: [&str; 6] = [

@@ -30,6 +30,9 @@ pub fn init() -> Result<Group> {
                 bind_ip,
                 timeout,
                 tuning,
+                transport: crate::transport::TransportPolicy::from_env()?,
+                job_id: env.job_id.clone(),
+                host_key: crate::transport::host_key(),
             };
             Group::from_store(&store, options)
         }
@@ -62,6 +65,12 @@ pub fn init() -> Result<Group> {
                 bind_ip,
                 timeout,
                 tuning,
+                transport: crate::transport::TransportPolicy::from_env()?,
+                job_id: format!(
+                    "torch{}",
+                    std::env::var("TORCHELASTIC_RUN_ID").unwrap_or_default()
+                ),
+                host_key: crate::transport::host_key(),
             };
             Group::from_store_serving(&store, options, server)
         }

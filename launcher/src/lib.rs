@@ -197,6 +197,16 @@ pub fn run_placed(
     drain(&drained_rx, streams, &console);
     drop(signals);
     drop(store);
+    // Ranks unlink their shared-memory segments as soon as both ends have mapped them; a rank
+    // that died in between leaves one behind, which goes now.
+    let prefix = psyne::transport::shm::segment::job_prefix(&info.job_id);
+    if let Ok(n) = psyne::transport::shm::segment::remove_job_segments(&prefix) {
+        if n > 0 {
+            console.message(&format!(
+                "removed {n} shared-memory segment(s) the job left in /dev/shm"
+            ));
+        }
+    }
     match launch_error {
         Some(e) => Err(e),
         None => Ok(outcome),

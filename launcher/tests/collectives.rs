@@ -225,3 +225,80 @@ fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
         );
     }
 }
+
+/// Entries of /dev/shm that belong to job `job`.
+fn segments_of(job: &str) -> Vec<String> {
+    let prefix = psyne::transport::shm::segment::job_prefix(job);
+    let prefix = prefix.trim_start_matches('/').to_string();
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_rank_killed_during_a_large_shm_all_reduce_fails_the_others_and_leaves_no_segment() {
+    let dir = TempDir::new("shmkill");
+    let mut cmd = psyrun_check(&dir, 3, &["--fault", "sigkill-during:1"]);
+    cmd.env("PSY_TRANSPORT", "shm").env("PSY_TIMEOUT", "20");
+    let done = run(cmd, &dir);
+    assert_eq!(
+        done.code(),
+        Some(137),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert!(
+        done.elapsed < Duration::from_secs(20),
+        "took {:?}",
+        done.elapsed
+    );
+    assert!(
+        done.stderr.contains("rank 1") && done.stderr.contains("SIGKILL"),
+        "{}",
+        done.stderr
+    );
+    // Survivors that reported before psyrun stopped them name the dead rank.
+    for line in done.stdout.lines().filter(|l| l.contains("error kind")) {
+        assert!(
+            line.contains("PeerLost") && line.contains("rank 1"),
+            "{line}"
+        );
+    }
+    let job = done
+        .stdout
+        .lines()
+        .find_map(|l| l.split(": job ").nth(1))
+        .expect("ranks print their job id")
+        .trim()
+        .to_string();
+    assert!(!job.is_empty());
+    let left = segments_of(&job);
+    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+}
+
+#[test]
+fn eight_ranks_on_two_cores_complete_every_collective_over_shared_memory() {
+    let dir = TempDir::new("check8");
+    let mut cmd = psyrun_check(&dir, 8, &["--counts", "0,9,1001"]);
+    cmd.env("PSY_TRANSPORT", "shm");
+    let done = run(cmd, &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("matches the oracle").count(),
+        8,
+        "{}",
+        done.stdout
+    );
+}

@@ -46,15 +46,21 @@ pub fn abort_links(links: &mut Links, err: &Error, drain: Duration) {
             while !taken.is_empty() && Instant::now() < until {
                 let mut fds: Vec<libc::pollfd> = taken
                     .iter()
-                    .map(|l| libc::pollfd {
-                        fd: l.poll_fd(),
+                    .filter_map(|l| l.poll_fd())
+                    .map(|fd| libc::pollfd {
+                        fd,
                         events: libc::POLLIN,
                         revents: 0,
                     })
                     .collect();
+                let fdless = taken.iter().any(|l| l.poll_fd().is_none());
                 // SAFETY: `fds` is a valid, exclusively borrowed vector of pollfd for the whole call.
                 unsafe {
-                    libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200);
+                    libc::poll(
+                        fds.as_mut_ptr(),
+                        fds.len() as libc::nfds_t,
+                        if fdless { 5 } else { 200 },
+                    );
                 }
                 taken.retain_mut(|l| loop {
                     match l.read_some(&mut sink) {

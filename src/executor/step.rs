@@ -69,7 +69,7 @@ impl StepCtx<'_> {
             .get(peer)
             .map(|p| p.to_string())
             .unwrap_or_default();
-        format!("rank {peer} ({info}, tcp)")
+        format!("rank {peer} ({info})")
     }
 
     fn lost(&self, peer: usize, doing: &str, e: impl std::fmt::Display) -> Error {
@@ -432,16 +432,17 @@ fn read_reason(link: &mut dyn Link, early: &[u8], len: usize, deadline: Instant)
         match link.read_some(&mut text[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                poll_fds(
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => match link.poll_fd() {
+                Some(fd) => poll_fds(
                     &mut [libc::pollfd {
-                        fd: link.poll_fd(),
+                        fd,
                         events: libc::POLLIN,
                         revents: 0,
                     }],
                     Duration::from_millis(50),
-                );
-            }
+                ),
+                None => link.block(true, false, Duration::from_millis(50)),
+            },
             Err(_) => break,
         }
     }
@@ -467,14 +468,29 @@ fn wait(
     sends: &[SendSt],
     recvs: &[RecvSt],
 ) -> Result<()> {
+    // Links with a descriptor are polled together; a link without one (shared memory) is waited
+    // on through `Link::block` with a short timeout, after a zero-timeout poll of the others.
     let mut fds: Vec<libc::pollfd> = Vec::new();
-    let mut add = |fd: i32, ev: libc::c_short| match fds.iter_mut().find(|p| p.fd == fd) {
-        Some(p) => p.events |= ev,
-        None => fds.push(libc::pollfd {
-            fd,
-            events: ev,
-            revents: 0,
-        }),
+    let mut blockers: Vec<(usize, bool, bool)> = Vec::new(); // (peer, read, write)
+    let mut want = |l: &dyn Link, peer: usize, ev: libc::c_short| match l.poll_fd() {
+        Some(fd) => match fds.iter_mut().find(|p| p.fd == fd) {
+            Some(p) => p.events |= ev,
+            None => fds.push(libc::pollfd {
+                fd,
+                events: ev,
+                revents: 0,
+            }),
+        },
+        None => {
+            let (r, w) = (ev == libc::POLLIN, ev == libc::POLLOUT);
+            match blockers.iter_mut().find(|b| b.0 == peer) {
+                Some(b) => {
+                    b.1 |= r;
+                    b.2 |= w;
+                }
+                None => blockers.push((peer, r, w)),
+            }
+        }
     };
     let mut waiting_for = None;
     for (i, s) in sends.iter().enumerate() {
@@ -485,14 +501,14 @@ fn wait(
             s.len
         };
         if active && (s.hdr_done < HEADER_LEN || s.done < avail) {
-            add(link(ctx, links, s.peer)?.poll_fd(), libc::POLLOUT);
+            want(link(ctx, links, s.peer)?.as_ref(), s.peer, libc::POLLOUT);
             waiting_for.get_or_insert((s.peer, "take the data this rank sends"));
         }
     }
     for (i, r) in recvs.iter().enumerate() {
         let active = !r.complete() && !recvs[..i].iter().any(|o| o.peer == r.peer && !o.complete());
         if active && (!r.header_ok() || r.got < r.len) {
-            add(link(ctx, links, r.peer)?.poll_fd(), libc::POLLIN);
+            want(link(ctx, links, r.peer)?.as_ref(), r.peer, libc::POLLIN);
             waiting_for = Some((r.peer, "send"));
         }
     }
@@ -513,6 +529,20 @@ fn wait(
             ),
         ));
     }
-    poll_fds(&mut fds, left);
+    match blockers.first() {
+        None => poll_fds(&mut fds, left),
+        Some(&(peer, read, write)) => {
+            if !fds.is_empty() {
+                poll_fds(&mut fds, Duration::ZERO);
+            }
+            // With several links to wait on, wake often enough to serve the others too.
+            let slice = if blockers.len() + fds.len() > 1 {
+                Duration::from_micros(200)
+            } else {
+                Duration::from_millis(5)
+            };
+            link(ctx, links, peer)?.block(read, write, left.min(slice));
+        }
+    }
     Ok(())
 }

@@ -13,7 +13,10 @@ use crate::error::Result;
 use crate::executor::Links;
 use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
+use crate::transport::shm::upgrade::default_ring_bytes;
+use crate::transport::shm::{upgrade_local_links, ShmOptions};
 use crate::transport::tcp::{connect_mesh, MeshOptions};
+use crate::transport::TransportPolicy;
 use crate::tuning::Tuning;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -38,6 +41,13 @@ pub struct GroupOptions {
     pub timeout: Duration,
     /// The algorithm policy.
     pub tuning: Tuning,
+    /// Which transports may be used (`PSY_TRANSPORT`).
+    pub transport: TransportPolicy,
+    /// The job id: part of every shared-memory segment name, so jobs never meet.
+    pub job_id: String,
+    /// This machine's identity ([`crate::transport::host_key`]); ranks with equal keys use
+    /// shared memory. Tests give ranks different keys to play several hosts.
+    pub host_key: String,
 }
 
 impl GroupOptions {
@@ -53,6 +63,9 @@ impl GroupOptions {
             bind_ip: IpAddr::from([127, 0, 0, 1]),
             timeout: crate::contract::DEFAULT_TIMEOUT,
             tuning: Tuning::default(),
+            transport: TransportPolicy::Auto,
+            job_id: format!("local{}", std::process::id()),
+            host_key: crate::transport::host_key(),
         }
     }
 }
@@ -76,6 +89,9 @@ impl Group {
         let me = crate::transport::PeerInfo {
             host: hostname(),
             addr: "-".into(),
+            host_key: crate::transport::host_key(),
+            shm_ok: false,
+            transport: "self",
         };
         Group::from_links(
             Links::new(0, vec![None], vec![me]),
@@ -104,13 +120,17 @@ impl Group {
             bind_ip,
             timeout,
             tuning,
+            transport,
+            job_id,
+            host_key,
         } = options;
         if size == 0 || rank >= size {
             return Err(crate::Error::invalid(format!(
                 "rank {rank} is not inside a group of {size}"
             )));
         }
-        let (links, peers) = connect_mesh(
+        let deadline = Instant::now() + timeout;
+        let (streams, mut peers) = connect_mesh(
             store,
             MeshOptions {
                 rank,
@@ -119,7 +139,25 @@ impl Group {
                 secret: &secret,
                 bind_ip,
                 host: hostname(),
-                deadline: Instant::now() + timeout,
+                host_key,
+                shm_ok: transport != TransportPolicy::Tcp,
+                deadline,
+            },
+        )?;
+        let local_ranks = peers
+            .iter()
+            .filter(|p| p.host_key == peers[rank].host_key)
+            .count();
+        let links = upgrade_local_links(
+            rank,
+            streams,
+            &mut peers,
+            &ShmOptions {
+                policy: transport,
+                job_id: &job_id,
+                group: &prefix,
+                ring_bytes: default_ring_bytes(local_ranks),
+                deadline,
             },
         )?;
         Ok(Group::from_links(

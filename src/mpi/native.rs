@@ -73,6 +73,12 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
         bind_ip,
         timeout,
         tuning,
+        transport: crate::transport::TransportPolicy::from_env()?,
+        job_id: format!(
+            "mpi{}",
+            std::env::var("OMPI_MCA_ess_base_jobid").unwrap_or_default()
+        ),
+        host_key: crate::transport::host_key(),
     };
     Group::from_store_serving(&store, options, server)
 }

@@ -1,26 +1,56 @@
-//! Ranks as threads in one process, wired through an in-memory store over real TCP sockets.
+//! Ranks as threads in one process, wired through an in-memory store over real sockets and real
+//! shared memory.
 
 #![allow(dead_code)]
 
 use psyne::bootstrap::MemoryStore;
+use psyne::transport::TransportPolicy;
 use psyne::{Group, GroupOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs `f(group)` on `size` threads, one rank each, and returns their results in rank order.
-pub fn with_ranks<R: Send + 'static>(
+/// How the ranks of a test group reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wiring {
+    /// Every pair over TCP.
+    Tcp,
+    /// Every pair over shared memory (all ranks on one host).
+    Shm,
+    /// Two fake hosts (the lower half of the ranks and the upper half): shared memory inside
+    /// each, TCP between them.
+    Mixed,
+}
+
+/// Runs `f(group)` on `size` threads, one rank each, wired as `wiring` says, and returns their
+/// results in rank order.
+pub fn with_wiring<R: Send + 'static>(
     size: usize,
+    wiring: Wiring,
     timeout: Duration,
     f: impl Fn(Group) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
+    // Each group gets its own key prefix, which also keeps the shared-memory segment names of
+    // tests running at the same time in this process apart.
+    static GROUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let prefix = format!(
+        "test{}",
+        GROUPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
     let store = Arc::new(MemoryStore::new());
     let f = Arc::new(f);
     let threads: Vec<_> = (0..size)
         .map(|rank| {
-            let (store, f) = (store.clone(), f.clone());
+            let (store, f, prefix) = (store.clone(), f.clone(), prefix.clone());
             std::thread::spawn(move || {
-                let mut opts = GroupOptions::local(rank, size, "test");
+                let mut opts = GroupOptions::local(rank, size, prefix);
                 opts.timeout = timeout;
+                opts.transport = match wiring {
+                    Wiring::Tcp => TransportPolicy::Tcp,
+                    Wiring::Shm | Wiring::Mixed => TransportPolicy::Shm,
+                };
+                if wiring == Wiring::Mixed {
+                    opts.host_key = format!("fake-host-{}", usize::from(rank >= size / 2));
+                }
                 let group = Group::from_store(&*store, opts).expect("forming the group");
                 f(group)
             })
@@ -30,4 +60,13 @@ pub fn with_ranks<R: Send + 'static>(
         .into_iter()
         .map(|t| t.join().expect("a rank thread panicked"))
         .collect()
+}
+
+/// [`with_wiring`] over TCP.
+pub fn with_ranks<R: Send + 'static>(
+    size: usize,
+    timeout: Duration,
+    f: impl Fn(Group) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    with_wiring(size, Wiring::Tcp, timeout, f)
 }

@@ -19,7 +19,9 @@
 //! `--fault KIND:RANK` is a test hook that makes rank RANK misbehave, for the launcher's failure
 //! tests: `exit3` (exits with code 3 after the group forms), `sigkill` (kills itself), `count`
 //! (calls all_reduce with a different count than the others), `stranger` (first tries the job's
-//! store with a wrong secret, which must be refused without harming the job), `hang` (sleeps).
+//! store with a wrong secret, which must be refused without harming the job), `hang` (sleeps),
+//! `sigkill-during` (kills itself while every rank is in a series of 64 MiB all-reduces). In these
+//! modes each rank first prints `rank R: job JOB_ID`.
 
 use psyne::conformance::{self, Mismatch};
 use psyne::ReduceOp;
@@ -141,6 +143,13 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if let Some((kind, r)) = &args.fault {
+        println!(
+            "rank {rank}: job {}",
+            std::env::var("PSY_JOB_ID").unwrap_or_default()
+        );
+        if kind == "sigkill-during" {
+            return large_all_reduces(&group, *r == rank);
+        }
         if *r == rank {
             match kind.as_str() {
                 "exit3" => std::process::exit(3),
@@ -407,6 +416,29 @@ mod mpi_backends {
             outcome,
         )
     }
+}
+
+/// Twenty 64 MiB all-reduces; with `die`, this rank kills itself with SIGKILL 50 ms into them.
+fn large_all_reduces(group: &psyne::Group, die: bool) -> ExitCode {
+    let rank = group.rank();
+    if die {
+        std::thread::spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            // SAFETY: raising a signal on this process has no memory-safety preconditions.
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        });
+    }
+    let mut buf = vec![1.0f32; 16 << 20];
+    for _ in 0..20 {
+        if let Err(e) = group.all_reduce(&mut buf, ReduceOp::Sum) {
+            println!("rank {rank}: error kind {:?}: {e}", e.kind());
+            return ExitCode::from(2);
+        }
+    }
+    println!("rank {rank}: all_reduce succeeded");
+    ExitCode::SUCCESS
 }
 
 /// Connects to the job's store with a wrong secret: it must be refused.

@@ -28,8 +28,8 @@ impl Link for TcpLink {
         self.stream.read(buf)
     }
 
-    fn poll_fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.stream.as_raw_fd())
     }
 
     fn close_write(&mut self) {

@@ -1,10 +1,9 @@
 //! Wiring the full mesh of TCP links through the store.
 
-use super::TcpLink;
 use crate::auth::{self, Secret};
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{Link, PeerInfo};
+use crate::transport::PeerInfo;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -27,12 +26,17 @@ pub struct MeshOptions<'a> {
     pub bind_ip: IpAddr,
     /// The host name to report in messages.
     pub host: String,
+    /// This machine's identity ([`crate::transport::host_key`]): equal keys may share memory.
+    pub host_key: String,
+    /// Whether this rank allows shared memory with peers of the same host key.
+    pub shm_ok: bool,
     /// When to give up.
     pub deadline: Instant,
 }
 
-/// The links of a rank, indexed by peer rank (`None` for itself), and where each peer lives.
-pub type Mesh = (Vec<Option<Box<dyn Link>>>, Vec<PeerInfo>);
+/// The authenticated connections of a rank, indexed by peer rank (`None` for itself), in blocking
+/// mode, and where each peer lives.
+pub type Mesh = (Vec<Option<TcpStream>>, Vec<PeerInfo>);
 
 fn tune(socket: &Socket) -> std::io::Result<()> {
     socket.set_recv_buffer_size(SOCKET_BUFFER)?;
@@ -69,20 +73,25 @@ fn connect_to(addr: SocketAddr, deadline: Instant) -> std::io::Result<TcpStream>
 
 fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
     let text = String::from_utf8_lossy(raw);
-    let mut parts = text.splitn(2, ' ');
-    let addr_text = parts.next().unwrap_or_default().to_string();
-    let host = parts.next().unwrap_or("?").to_string();
-    let addr = addr_text.parse().map_err(|_| {
+    let bad = || {
         Error::new(
             ErrorKind::Bootstrap,
-            format!("rank {rank} published an unreadable address {text:?} in the store"),
+            format!("rank {rank} published an unreadable address {text:?} in the store (a different psyne version?)"),
         )
-    })?;
+    };
+    let parts: Vec<&str> = text.split(' ').collect();
+    let [addr_text, host, host_key, shm] = parts[..] else {
+        return Err(bad());
+    };
+    let addr = addr_text.parse().map_err(|_| bad())?;
     Ok((
         addr,
         PeerInfo {
-            host,
-            addr: addr_text,
+            host: host.to_string(),
+            addr: addr_text.to_string(),
+            host_key: host_key.to_string(),
+            shm_ok: shm == "1",
+            transport: "tcp",
         },
     ))
 }
@@ -98,6 +107,8 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
         secret,
         bind_ip,
         host,
+        host_key,
+        shm_ok,
         deadline,
     } = opts;
     let listener = listen(bind_ip, size).map_err(|e| {
@@ -113,7 +124,7 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
         .map_err(|e| Error::io("reading the listener's address", e))?;
     store.set(
         &format!("{prefix}/addr/{rank}"),
-        format!("{local} {host}").as_bytes(),
+        format!("{local} {host} {host_key} {}", u8::from(shm_ok)).as_bytes(),
     )?;
 
     let expected = size - rank - 1;
@@ -125,11 +136,14 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
             .map_err(|e| Error::io("starting the accept thread", e))?
     };
 
-    let mut links: Vec<Option<Box<dyn Link>>> = (0..size).map(|_| None).collect();
+    let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
     let mut peers = vec![
         PeerInfo {
             host: host.clone(),
-            addr: local.to_string()
+            addr: local.to_string(),
+            host_key: host_key.clone(),
+            shm_ok,
+            transport: "self",
         };
         size
     ];
@@ -157,18 +171,14 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
             auth::connect(&mut stream, secret, rank as u64, deadline).map_err(|e| {
                 e.context(format!("rank {rank}: connecting to rank {peer} ({info})"))
             })?;
-            links[peer] = Some(Box::new(
-                TcpLink::new(stream).map_err(|e| Error::io("configuring a link", e))?,
-            ));
+            links[peer] = Some(stream);
         }
     }
     let accepted = acceptor
         .join()
         .map_err(|_| Error::new(ErrorKind::Bootstrap, "the accept thread panicked"))??;
     for (peer, stream) in accepted {
-        links[peer] = Some(Box::new(
-            TcpLink::new(stream).map_err(|e| Error::io("configuring a link", e))?,
-        ));
+        links[peer] = Some(stream);
     }
     Ok((links, peers))
 }

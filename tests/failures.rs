@@ -1,8 +1,9 @@
 //! Errors instead of hangs or wrong data: mismatched calls, a rank that leaves, a rank that never
-//! comes, bad arguments. Ranks are threads over real TCP.
+//! comes, bad arguments. Ranks are threads over real TCP and real shared memory.
 
 mod common;
 
+use common::Wiring;
 use psyne::{Algo, ErrorKind, ReduceOp};
 use std::time::{Duration, Instant};
 
@@ -17,13 +18,14 @@ fn kinds(results: &[psyne::Result<()>]) -> Vec<Option<ErrorKind>> {
 
 #[test]
 fn a_different_count_fails_every_rank_with_a_mismatch() {
-    for algo in [
-        Algo::Ring,
-        Algo::RecursiveDoubling,
-        Algo::Rabenseifner,
-        Algo::Binomial,
+    for (algo, wiring) in [
+        (Algo::Ring, Wiring::Tcp),
+        (Algo::RecursiveDoubling, Wiring::Tcp),
+        (Algo::Rabenseifner, Wiring::Shm),
+        (Algo::Binomial, Wiring::Shm),
+        (Algo::Ring, Wiring::Mixed),
     ] {
-        let results = common::with_ranks(3, T, move |g| {
+        let results = common::with_wiring(3, wiring, T, move |g| {
             let n = if g.rank() == 1 { 10 } else { 20 };
             let mut buf = vec![1.0f32; n];
             g.with_algo(algo).all_reduce(&mut buf, ReduceOp::Sum)
@@ -34,7 +36,7 @@ fn a_different_count_fails_every_rank_with_a_mismatch() {
                 .expect_err("a mismatched all_reduce must fail on every rank");
             assert!(
                 matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::PeerLost),
-                "{algo}: rank {rank}: {e}"
+                "{algo} {wiring:?}: rank {rank}: {e}"
             );
         }
         assert!(
@@ -70,7 +72,13 @@ fn different_collectives_fail_with_a_message_naming_both() {
 
 #[test]
 fn a_rank_that_leaves_fails_the_others_quickly_and_poisons_the_group() {
-    let results = common::with_ranks(3, T, |g| {
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        a_rank_leaves(wiring);
+    }
+}
+
+fn a_rank_leaves(wiring: Wiring) {
+    let results = common::with_wiring(3, wiring, T, |g| {
         if g.rank() == 2 {
             drop(g); // closes its links: like a process that exits
             return Ok::<(), psyne::Error>(());
@@ -138,9 +146,15 @@ fn bad_arguments_are_refused_before_anything_is_sent() {
 
 #[test]
 fn a_large_ring_step_does_not_deadlock() {
-    // 48 MiB per rank: each ring step moves far more than the socket buffers hold.
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        large_ring_step(wiring);
+    }
+}
+
+fn large_ring_step(wiring: Wiring) {
+    // 48 MiB per rank: each ring step moves far more than the socket buffers or rings hold.
     let n = 12 << 20;
-    let results = common::with_ranks(2, Duration::from_secs(120), move |g| {
+    let results = common::with_wiring(2, wiring, Duration::from_secs(120), move |g| {
         let mut buf = vec![(g.rank() + 1) as f32; n];
         g.with_algo(Algo::Ring)
             .all_reduce(&mut buf, ReduceOp::Sum)?;

@@ -1,0 +1,18 @@
+//! The shared-memory transport, for ranks on the same host: one segment per pair of ranks holding
+//! two single-producer single-consumer byte rings (one per direction), waited on with futexes.
+//!
+//! A pair is first connected over TCP (authenticated with the job secret); the lower rank then
+//! creates the segment (`O_EXCL`, mode 0600, a name carrying the job id), writes a random nonce
+//! into it and sends the segment's name and nonce over the TCP link; the higher rank opens it
+//! (refusing one it does not own or that others could read), checks the nonce, answers, and the
+//! creator unlinks the name at once: from then on a crash leaves nothing in /dev/shm. The TCP
+//! connection stays open beside the rings only to notice a peer that dies.
+
+pub mod futex;
+mod link;
+pub mod ring;
+pub mod segment;
+pub mod upgrade;
+
+pub use link::ShmLink;
+pub use upgrade::{upgrade_local_links, HostKey, ShmOptions};

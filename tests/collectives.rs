@@ -1,0 +1,44 @@
+//! Every collective × op × type against the oracle, ranks as threads, over real TCP, over real
+//! shared memory, and over a mix of both (two fake hosts).
+
+mod common;
+
+use common::Wiring;
+use psyne::conformance;
+use std::time::Duration;
+
+fn check_world(size: usize, wiring: Wiring) {
+    let results = common::with_wiring(size, wiring, Duration::from_secs(60), move |g| {
+        conformance::check_all_types(&g, &conformance::default_counts(g.size()), 3)
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let bad = r.unwrap_or_else(|e| panic!("{wiring:?} rank {rank}: {e}"));
+        assert!(
+            bad.is_empty(),
+            "{wiring:?} rank {rank}: {} wrong results, first: {}",
+            bad.len(),
+            bad[0]
+        );
+    }
+}
+
+#[test]
+fn tcp_worlds_1_to_5() {
+    for size in 1..=5 {
+        check_world(size, Wiring::Tcp);
+    }
+}
+
+#[test]
+fn shm_worlds_2_to_5() {
+    for size in 2..=5 {
+        check_world(size, Wiring::Shm);
+    }
+}
+
+#[test]
+fn mixed_worlds_of_4_and_5() {
+    for size in [4, 5] {
+        check_world(size, Wiring::Mixed);
+    }
+}

@@ -61,7 +61,7 @@ pub struct Job<'a> {
 
 /// Runs jobs; keeps scratch memory between them.
 pub struct Executor {
-    scratch: Vec<u64>,
+    memory: step::StepMemory,
     spin: Duration,
 }
 
@@ -69,7 +69,7 @@ impl Executor {
     /// An executor that spins for `spin` before blocking on an idle link.
     pub fn new(spin: Duration) -> Self {
         Executor {
-            scratch: Vec::new(),
+            memory: step::StepMemory::default(),
             spin,
         }
     }
@@ -100,7 +100,7 @@ impl Executor {
                 &mut links.mid_message,
                 step,
                 buf,
-                &mut self.scratch,
+                &mut self.memory,
             )?;
         }
         Ok(())

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 /// The largest read between two reductions, so reduction overlaps arrival.
 const MAX_READ: usize = 256 << 10;
 /// Messages up to this size (header included) are read in one call.
-const STAGE: usize = 4096;
+const STAGE: usize = 512;
+/// How long a waiting rank spins without yielding the core before it starts yielding.
+const PURE_SPIN: Duration = Duration::from_micros(3);
 /// The longest abort reason read.
 const MAX_REASON: u64 = 64 << 10;
 
@@ -107,6 +109,15 @@ fn link<'a>(
         .ok_or_else(|| ctx.internal(format!("no link to rank {peer}")))
 }
 
+/// Memory a step needs, kept between steps so the hot path does not allocate.
+#[derive(Default)]
+pub(super) struct StepMemory {
+    sends: Vec<SendSt>,
+    recvs: Vec<RecvSt>,
+    /// Reduce receives land here first (8-byte aligned).
+    scratch: Vec<u64>,
+}
+
 /// Runs one step to completion or error; on error, marks in `mid_message` the peers whose
 /// outgoing stream stopped inside a message.
 pub(super) fn run_step(
@@ -115,11 +126,17 @@ pub(super) fn run_step(
     mid_message: &mut [bool],
     step: &Step,
     buf: &mut [u8],
-    scratch: &mut Vec<u64>,
+    memory: &mut StepMemory,
 ) -> Result<()> {
     let es = ctx.elem_size;
     let in_buf = |span: &std::ops::Range<usize>| span.end * es <= buf.len();
-    let mut sends = Vec::with_capacity(step.sends.len());
+    let StepMemory {
+        sends,
+        recvs,
+        scratch,
+    } = memory;
+    sends.clear();
+    recvs.clear();
     for s in &step.sends {
         if !in_buf(&s.span) {
             return Err(ctx.internal(format!("send span {:?} outside the buffer", s.span)));
@@ -135,7 +152,6 @@ pub(super) fn run_step(
             done: 0,
         });
     }
-    let mut recvs = Vec::with_capacity(step.recvs.len());
     let mut scratch_bytes = 0;
     for r in &step.recvs {
         if !in_buf(&r.span) {
@@ -170,7 +186,7 @@ pub(super) fn run_step(
     } else {
         None
     };
-    let out = drive(ctx, links, &mut sends, &mut recvs, buf, scratch, reducer);
+    let out = drive(ctx, links, sends, recvs, buf, scratch, reducer);
     if out.is_err() {
         for s in sends.iter().filter(|s| s.hdr_done > 0 && !s.complete()) {
             if let Some(m) = mid_message.get_mut(s.peer) {
@@ -191,7 +207,8 @@ fn drive(
     reducer: Option<Reducer>,
 ) -> Result<()> {
     let es = ctx.elem_size;
-    let mut last_progress = Instant::now();
+    let mut idle_since: Option<Instant> = None;
+    let mut idle_turns = 0u32;
     loop {
         let mut progressed = false;
         // Sends.
@@ -257,15 +274,34 @@ fn drive(
             return Ok(());
         }
         if progressed {
-            last_progress = Instant::now();
+            idle_turns = 0;
+            idle_since = None;
             continue;
         }
-        if last_progress.elapsed() < ctx.spin {
+        // Reading the clock costs as much as a look at the rings: spin a while before it.
+        idle_turns += 1;
+        if idle_turns < 64 {
+            continue;
+        }
+        let idle = match idle_since {
+            Some(t) => t.elapsed(),
+            None => {
+                idle_since = Some(Instant::now());
+                Duration::ZERO
+            }
+        };
+        if idle < PURE_SPIN.min(ctx.spin) {
+            // A message between cores on one host arrives within a microsecond or two: poll
+            // without a system call first (no `spin_loop` hint: a PAUSE costs more than a look
+            // at the rings on this CPU).
+            continue;
+        }
+        if idle < ctx.spin {
             std::thread::yield_now();
             continue;
         }
         wait(ctx, links, sends, recvs)?;
-        last_progress = Instant::now();
+        idle_since = Some(Instant::now());
     }
 }
 

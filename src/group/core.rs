@@ -8,34 +8,48 @@ use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, Schedule};
 use crate::tuning::Tuning;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Calls run in the order they were issued: each takes a ticket and waits for its turn.
+///
+/// The common case (no other call in flight) costs two atomic operations and no system call:
+/// the lock and condition variable are touched only when a call must wait for an earlier one.
 #[derive(Default)]
 pub(crate) struct Gate {
-    state: Mutex<(u64, u64)>, // (next ticket, now serving)
+    next: AtomicU64,
+    serving: AtomicU64,
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
     turn: Condvar,
 }
 
 impl Gate {
     pub(crate) fn take(&self) -> u64 {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.0 += 1;
-        s.0 - 1
+        self.next.fetch_add(1, Ordering::SeqCst)
     }
 
     pub(crate) fn wait_turn(&self, ticket: u64) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while s.1 != ticket {
-            s = self.turn.wait(s).unwrap_or_else(|p| p.into_inner());
+        if self.serving.load(Ordering::SeqCst) == ticket {
+            return;
         }
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        // Re-checked under the lock: `done` bumps `serving` before it looks at `waiters`, and
+        // notifies under the lock, so a wake-up cannot fall between this check and the wait.
+        while self.serving.load(Ordering::SeqCst) != ticket {
+            guard = self.turn.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     pub(crate) fn done(&self) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.1 += 1;
-        self.turn.notify_all();
+        self.serving.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.turn.notify_all();
+        }
     }
 }
 
@@ -48,7 +62,65 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// Schedules already built, so that a training loop calling the same collective at the same size
+/// again does not rebuild (and reallocate) its plan every time.
+#[derive(Default)]
+struct Plans {
+    cache: std::collections::HashMap<
+        (Collective, Algo, usize),
+        std::sync::Arc<Schedule>,
+        std::hash::BuildHasherDefault<Fnv>,
+    >,
+}
+
+/// FNV-1a: the plan cache's keys are a few small integers, for which SipHash's protection
+/// against crafted keys is not needed and costs more than the lookup it serves.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+impl Plans {
+    /// More distinct (collective, algorithm, count) plans than this and the cache starts over.
+    const MAX: usize = 256;
+
+    fn get(
+        &mut self,
+        coll: Collective,
+        algo: Algo,
+        rank: usize,
+        size: usize,
+        count: usize,
+    ) -> Result<std::sync::Arc<Schedule>> {
+        if let Some(s) = self.cache.get(&(coll, algo, count)) {
+            return Ok(s.clone());
+        }
+        let s = std::sync::Arc::new(schedule::build(coll, algo, rank, size, count)?);
+        if self.cache.len() >= Self::MAX {
+            self.cache.clear();
+        }
+        self.cache.insert((coll, algo, count), s.clone());
+        Ok(s)
+    }
+}
+
 pub(crate) struct Comm {
+    plans: Plans,
     pub(crate) links: Links,
     executor: Executor,
     seq: u64,
@@ -83,6 +155,7 @@ impl Core {
             tuning,
             gate: Gate::default(),
             comm: Mutex::new(Comm {
+                plans: Plans::default(),
                 links,
                 executor: Executor::new(spin_time()),
                 seq: 0,
@@ -149,7 +222,7 @@ impl Core {
     ) -> Result<()> {
         let mut comm = self.lock()?;
         comm.seq += 1;
-        let schedule = schedule::build(coll, algo, self.rank, self.size, count)?;
+        let schedule = comm.plans.get(coll, algo, self.rank, self.size, count)?;
         let desc = OpDesc {
             kind: OpKind::Collective(coll),
             algo: Some(algo),

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# psyne's TCP path against Open MPI's, all-reduce on 2 ranks over loopback, in ONE mpirun job
-# (the two backends interleaved per size, so both see the same machine conditions), plus this
-# host's raw memory-copy and loopback-TCP bandwidth measured in the same run. Writes CSV, JSON, PNG,
-# the tables and a README describing the machine into results/ (or the directory given).
+# psyne against Open MPI on this host, in ONE mpirun job per comparison (the two backends
+# interleaved per size, so both see the same machine conditions), plus this host's raw
+# memory-copy and loopback-TCP bandwidth measured in the same run. Writes CSV, JSON, PNG, the
+# tables and a README describing the machine and the commands into results/.
 #
-#   scripts/mpi-compare.sh [OUT_DIR] [SIZES]      e.g. scripts/mpi-compare.sh /tmp/cmp 8:64M
+#   scripts/mpi-compare.sh tcp [OUT_DIR] [SIZES]   all-reduce, 2 ranks, both over loopback TCP
+#   scripts/mpi-compare.sh shm [OUT_DIR] [SIZES]   all-reduce, broadcast, all-gather, reduce-scatter
+#                                                  on 2 ranks over shared memory (Open MPI's default
+#                                                  vader/CMA path), and all-reduce on 8 ranks
+#                                                  oversubscribed on this host's cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-results/allreduce-tcp-psyne-vs-openmpi}
-sizes=${2:-8:256M}
+mode=${1:-tcp}
+case "$mode" in
+  tcp) out=${2:-results/allreduce-tcp-psyne-vs-openmpi}; sizes=${3:-8:256M} ;;
+  shm) out=${2:-results/shm-psyne-vs-openmpi}; sizes=${3:-8:64M} ;;
+  *) echo "usage: $0 tcp|shm [OUT_DIR] [SIZES]" >&2; exit 2 ;;
+esac
 
 scripts/setup.sh >/dev/null
 cargo build --release -q -p psybench --features mpi
@@ -18,24 +26,44 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$bench" peak | tee "$out/peak.txt"
-tcp_peak=$(awk '/^loopback TCP:/ {print $3}' "$out/peak.txt")
+# op ^avx: Open MPI 4.1's AVX reduction component saturates 8/16-bit integer sums
+# (open-mpi/ompi#8045); f32 is unaffected, but every result is checked, so keep MPI exact.
+if [ "$mode" = tcp ]; then
+  peak=$(awk '/^loopback TCP:/ {print $3}' "$out/peak.txt")
+  mpi=(mpirun --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca op ^avx)
+  export PSY_TRANSPORT=tcp
+  runs=("allreduce -n 2")
+else
+  peak=$(awk '/^memory copy:/ {print $3}' "$out/peak.txt")
+  mpi=(mpirun --oversubscribe --mca op ^avx)
+  export PSY_TRANSPORT=shm
+  runs=("allreduce -n 2" "broadcast -n 2" "allgather -n 2" "reducescatter -n 2" "allreduce -n 8")
+fi
 
-# Open MPI forced onto TCP over loopback (pml ob1, btl tcp+self). op ^avx: Open MPI 4.1's AVX
-# reduction component saturates 8/16-bit integer sums (open-mpi/ompi#8045); f32 is unaffected.
-cmd=(mpirun --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca op ^avx
-  -n 2 "$bench" allreduce --backend native,mpi --sizes "$sizes" --peak "$tcp_peak"
-  --csv "$out/allreduce.csv" --json "$out/allreduce.json" --plot "$out/allreduce.png")
-"${cmd[@]}" | tee "$out/table.txt"
-"$bench" compare "$out/allreduce.json" | tee "$out/compare.txt"
+commands=()
+for run in "${runs[@]}"; do
+  read -r coll _ n <<<"$run"
+  name="$coll-$n"
+  run_sizes=$sizes
+  [ "$n" -gt 2 ] && run_sizes=8,1K,64K,1M
+  cmd=("${mpi[@]}" -n "$n" "$bench" "$coll" --backend native,mpi --sizes "$run_sizes" --peak "$peak"
+    --csv "$out/$name.csv" --json "$out/$name.json" --plot "$out/$name.png")
+  commands+=("PSY_TRANSPORT=$PSY_TRANSPORT ${cmd[*]}")
+  "${cmd[@]}" | tee "$out/$name.txt"
+  "$bench" compare "$out/$name.json" | tee "$out/$name-compare.txt"
+done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
 ompi=$(mpirun --version 2>/dev/null | head -n 1)
 {
-  echo "# All-reduce over loopback TCP: psyne vs Open MPI, 2 ranks"
+  echo "# psyne vs Open MPI ($mode)"
   echo
-  echo "Made by \`scripts/mpi-compare.sh\` on $(date -u +%Y-%m-%dT%H:%M:%SZ), source revision $(git describe --always --dirty 2>/dev/null || echo unknown)."
+  echo "Made by \`scripts/mpi-compare.sh $mode\` on $(date -u +%Y-%m-%dT%H:%M:%SZ), source revision $(git describe --always --dirty 2>/dev/null || echo unknown)."
+  echo "Both backends run in one mpirun job per table, interleaved per size; f32, sum; every result is"
+  echo "checked element by element against the oracle (#wrong column). Time per operation is the slowest"
+  echo "rank's; busbw uses nccl-tests' bus factors; GB/s = 1e9 B/s."
   echo
   echo "| machine | |"
   echo "|---|---|"
@@ -45,24 +73,28 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
   echo "| MPI | $ompi |"
   echo "| load average before / after | $load_before / $load_after |"
   echo
-  echo "Command (both backends in one job, interleaved per size; f32 sum; every result checked):"
-  echo
-  echo '```'
-  echo "${cmd[*]}"
-  echo '```'
-  echo
-  echo "Raw bandwidth of this host, same run (\`psybench peak\`):"
+  echo "Raw bandwidth of this host, same run (\`psybench peak\`); the fits' \"% of peak\" use $peak GB/s:"
   echo
   echo '```'
   cat "$out/peak.txt"
   echo '```'
-  echo
-  echo "Ratios per size (\`psybench compare allreduce.json\`):"
-  echo
-  echo '```'
-  cat "$out/compare.txt"
-  echo '```'
-  echo
-  echo "Full table: \`table.txt\`; rows: \`allreduce.csv\`, \`allreduce.json\`; plot: \`allreduce.png\`."
+  for i in "${!runs[@]}"; do
+    read -r coll _ n <<<"${runs[$i]}"
+    name="$coll-$n"
+    echo
+    echo "## $coll, $n ranks"
+    echo
+    echo '```'
+    echo "${commands[$i]}"
+    echo '```'
+    echo
+    echo "Ratios per size (\`psybench compare $name.json\`; A = psyne, B = Open MPI):"
+    echo
+    echo '```'
+    cat "$out/$name-compare.txt"
+    echo '```'
+    echo
+    echo "Table: \`$name.txt\`; rows: \`$name.csv\`, \`$name.json\`; plot: \`$name.png\`."
+  done
 } > "$out/README.md"
 echo "wrote $out"

@@ -59,18 +59,47 @@ pub struct Job<'a> {
     pub deadline: Instant,
 }
 
+/// How a rank waits for an idle link: poll without system calls for `poll`, then keep polling
+/// but yield the core between looks until `spin` has passed, then block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Pure polling (no system call): worth it when every rank has a core of its own.
+    pub poll: Duration,
+    /// Total time before blocking, polling phase included.
+    pub spin: Duration,
+}
+
+impl WaitPolicy {
+    /// `spin` (`PSY_SPIN_US`), with a few µs of pure polling unless the ranks on this host
+    /// (`local_ranks`) outnumber its cores, when polling would only keep a peer off its core.
+    pub fn new(spin: Duration, local_ranks: usize) -> WaitPolicy {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let poll = if local_ranks > cores {
+            Duration::ZERO
+        } else {
+            Duration::from_micros(3)
+        };
+        WaitPolicy {
+            poll: poll.min(spin),
+            spin,
+        }
+    }
+}
+
 /// Runs jobs; keeps scratch memory between them.
 pub struct Executor {
     memory: step::StepMemory,
-    spin: Duration,
+    wait: WaitPolicy,
 }
 
 impl Executor {
-    /// An executor that spins for `spin` before blocking on an idle link.
-    pub fn new(spin: Duration) -> Self {
+    /// An executor that waits as `wait` says.
+    pub fn new(wait: WaitPolicy) -> Self {
         Executor {
             memory: step::StepMemory::default(),
-            spin,
+            wait,
         }
     }
 
@@ -94,7 +123,7 @@ impl Executor {
                     elem_size,
                     reducer,
                     deadline,
-                    spin: self.spin,
+                    wait: self.wait,
                 },
                 &mut links.links,
                 &mut links.mid_message,

@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 const MAX_READ: usize = 256 << 10;
 /// Messages up to this size (header included) are read in one call.
 const STAGE: usize = 512;
-/// How long a waiting rank spins without yielding the core before it starts yielding.
-const PURE_SPIN: Duration = Duration::from_micros(3);
 /// The longest abort reason read.
 const MAX_REASON: u64 = 64 << 10;
 
@@ -24,7 +22,7 @@ pub(super) struct StepCtx<'a> {
     pub elem_size: usize,
     pub reducer: Option<Reducer>,
     pub deadline: Instant,
-    pub spin: Duration,
+    pub wait: super::WaitPolicy,
 }
 
 struct SendSt {
@@ -290,13 +288,13 @@ fn drive(
                 Duration::ZERO
             }
         };
-        if idle < PURE_SPIN.min(ctx.spin) {
+        if idle < ctx.wait.poll {
             // A message between cores on one host arrives within a microsecond or two: poll
             // without a system call first (no `spin_loop` hint: a PAUSE costs more than a look
             // at the rings on this CPU).
             continue;
         }
-        if idle < ctx.spin {
+        if idle < ctx.wait.spin {
             std::thread::yield_now();
             continue;
         }

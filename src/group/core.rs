@@ -4,7 +4,7 @@
 use crate::bootstrap::StoreServer;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind};
+use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind, WaitPolicy};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, Schedule};
 use crate::tuning::Tuning;
@@ -148,6 +148,13 @@ impl Core {
         store_server: Option<StoreServer>,
     ) -> Core {
         let size = links.links.len();
+        let me = &links.peers[links.rank];
+        let local_ranks = links
+            .peers
+            .iter()
+            .filter(|p| p.host_key == me.host_key)
+            .count();
+        let wait = WaitPolicy::new(spin_time(), local_ranks);
         Core {
             rank: links.rank,
             size,
@@ -157,7 +164,7 @@ impl Core {
             comm: Mutex::new(Comm {
                 plans: Plans::default(),
                 links,
-                executor: Executor::new(spin_time()),
+                executor: Executor::new(wait),
                 seq: 0,
                 p2p_sent: vec![0; size],
                 p2p_received: vec![0; size],
@@ -308,8 +315,8 @@ impl Core {
     }
 }
 
-/// How long a rank spins before blocking on an idle link: `PSY_SPIN_US` microseconds (default
-/// 50; 0 blocks at once, the right choice when ranks outnumber cores).
+/// How long a rank polls before blocking on an idle link: `PSY_SPIN_US` microseconds (default
+/// 50; 0 blocks almost at once).
 fn spin_time() -> Duration {
     let us = std::env::var("PSY_SPIN_US")
         .ok()

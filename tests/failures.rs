@@ -50,6 +50,46 @@ fn a_different_count_fails_every_rank_with_a_mismatch() {
 }
 
 #[test]
+fn a_different_count_on_the_node_board_fails_every_rank() {
+    let results = common::with_wiring(3, Wiring::Shm, T, |g| {
+        assert_eq!(
+            g.algorithm_for(psyne::Collective::AllReduce, 80).unwrap(),
+            Algo::Flat
+        );
+        let n = if g.rank() == 1 { 10 } else { 20 };
+        let mut buf = vec![1.0f32; n];
+        g.all_reduce(&mut buf, ReduceOp::Sum)
+    });
+    for (rank, r) in results.iter().enumerate() {
+        let e = r.as_ref().expect_err("every rank must fail");
+        assert!(
+            matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::PeerLost),
+            "rank {rank}: {e}"
+        );
+    }
+    assert!(results
+        .iter()
+        .any(|r| r.as_ref().unwrap_err().message().contains("count 10")));
+}
+
+#[test]
+fn a_board_all_reduce_against_a_ring_collective_is_a_mismatch_not_a_hang() {
+    let results = common::with_wiring(2, Wiring::Shm, T, |g| {
+        let mut buf = vec![1u32; 8];
+        if g.rank() == 0 {
+            g.all_reduce(&mut buf, ReduceOp::Sum) // flat, on the board
+        } else {
+            g.broadcast(&mut buf, 1) // a ring message to rank 0
+        }
+    });
+    let e = results[0]
+        .as_ref()
+        .expect_err("rank 0 must see rank 1's broadcast");
+    assert_eq!(e.kind(), ErrorKind::Mismatch, "{e}");
+    assert!(e.message().contains("broadcast"), "{e}");
+}
+
+#[test]
 fn different_collectives_fail_with_a_message_naming_both() {
     let results = common::with_ranks(2, T, |g| {
         let mut buf = vec![1u32; 8];
@@ -72,19 +112,20 @@ fn different_collectives_fail_with_a_message_naming_both() {
 
 #[test]
 fn a_rank_that_leaves_fails_the_others_quickly_and_poisons_the_group() {
-    for wiring in [Wiring::Tcp, Wiring::Shm] {
-        a_rank_leaves(wiring);
+    // 1000 f64 go through the rings; 100 through the node board (flat all-reduce).
+    for (wiring, n) in [(Wiring::Tcp, 1000), (Wiring::Shm, 1000), (Wiring::Shm, 100)] {
+        a_rank_leaves(wiring, n);
     }
 }
 
-fn a_rank_leaves(wiring: Wiring) {
-    let results = common::with_wiring(3, wiring, T, |g| {
+fn a_rank_leaves(wiring: Wiring, n: usize) {
+    let results = common::with_wiring(3, wiring, T, move |g| {
         if g.rank() == 2 {
             drop(g); // closes its links: like a process that exits
             return Ok::<(), psyne::Error>(());
         }
         let start = Instant::now();
-        let mut buf = vec![0.5f64; 1000];
+        let mut buf = vec![0.5f64; n];
         let first = g.all_reduce(&mut buf, ReduceOp::Sum);
         assert!(
             start.elapsed() < Duration::from_secs(10),

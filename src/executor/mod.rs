@@ -6,6 +6,7 @@
 //! blocks in `poll(2)` until a link is ready or the deadline passes.
 
 mod abort;
+pub mod flat;
 mod header;
 mod step;
 
@@ -101,6 +102,11 @@ impl Executor {
             memory: step::StepMemory::default(),
             wait,
         }
+    }
+
+    /// How this executor waits.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.wait
     }
 
     /// Runs every step of `job` over `links`. On error, the links are in an unknown state: the

@@ -4,9 +4,11 @@
 use crate::bootstrap::StoreServer;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::executor::flat::{self, FlatJob};
 use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind, WaitPolicy};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, Schedule};
+use crate::transport::shm::board::Board;
 use crate::tuning::Tuning;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -121,6 +123,10 @@ impl Plans {
 
 pub(crate) struct Comm {
     plans: Plans,
+    /// The node board, when every rank of the group is on this host.
+    board: Option<Board>,
+    /// Flat operations run so far (the board's double-buffering counter).
+    flat_seq: u64,
     pub(crate) links: Links,
     executor: Executor,
     seq: u64,
@@ -136,6 +142,7 @@ pub(crate) struct Core {
     pub(crate) timeout: Duration,
     pub(crate) tuning: Tuning,
     pub(crate) gate: Gate,
+    has_board: bool,
     comm: Mutex<Comm>,
     _store_server: Option<StoreServer>,
 }
@@ -143,6 +150,7 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn new(
         links: Links,
+        board: Option<Board>,
         timeout: Duration,
         tuning: Tuning,
         store_server: Option<StoreServer>,
@@ -161,8 +169,11 @@ impl Core {
             timeout,
             tuning,
             gate: Gate::default(),
+            has_board: board.is_some(),
             comm: Mutex::new(Comm {
                 plans: Plans::default(),
+                board,
+                flat_seq: 0,
                 links,
                 executor: Executor::new(wait),
                 seq: 0,
@@ -212,6 +223,13 @@ impl Core {
                     ok.join(", ")
                 )))
             }
+            None if coll == Collective::AllReduce
+                && self.has_board
+                && self.tuning.forced(coll).is_none()
+                && flat::fits(bytes) =>
+            {
+                Ok(Algo::Flat)
+            }
             None => Ok(self.tuning.choose(coll, bytes, self.size)),
         }
     }
@@ -229,7 +247,10 @@ impl Core {
     ) -> Result<()> {
         let mut comm = self.lock()?;
         comm.seq += 1;
-        let schedule = comm.plans.get(coll, algo, self.rank, self.size, count)?;
+        let schedule = match algo {
+            Algo::Flat => None,
+            _ => Some(comm.plans.get(coll, algo, self.rank, self.size, count)?),
+        };
         let desc = OpDesc {
             kind: OpKind::Collective(coll),
             algo: Some(algo),
@@ -238,7 +259,7 @@ impl Core {
             count: count as u64,
             seq: comm.seq,
         };
-        self.execute(&mut comm, desc, &schedule, work)
+        self.execute(&mut comm, desc, schedule.as_deref(), work)
     }
 
     /// Sends (`to_peer` true) or receives `work` to or from `peer`.
@@ -278,14 +299,16 @@ impl Core {
             count: count as u64,
             seq,
         };
-        self.execute(&mut comm, desc, &schedule, work)
+        self.execute(&mut comm, desc, Some(&schedule), work)
     }
 
+    /// Runs `schedule` over the links, or (`None`) a flat all-reduce on the node board; a failure
+    /// aborts the links and poisons the group.
     fn execute(
         &self,
         comm: &mut Comm,
         desc: OpDesc,
-        schedule: &Schedule,
+        schedule: Option<&Schedule>,
         work: &mut [u8],
     ) -> Result<()> {
         if let Some(first) = &comm.poisoned {
@@ -295,18 +318,46 @@ impl Core {
             ));
         }
         let reducer = desc.op.map(|op| Reducer::new(desc.dtype, op)).transpose()?;
-        let job = Job {
-            desc,
-            schedule,
-            buf: work,
-            elem_size: desc.dtype.size(),
-            reducer,
-            deadline: Instant::now() + self.timeout,
-        };
         let Comm {
-            links, executor, ..
+            links,
+            executor,
+            board,
+            flat_seq,
+            ..
         } = comm;
-        if let Err(e) = executor.run(links, job) {
+        let out = match (schedule, board.as_ref(), reducer) {
+            (Some(schedule), _, _) => executor.run(
+                links,
+                Job {
+                    desc,
+                    schedule,
+                    buf: work,
+                    elem_size: desc.dtype.size(),
+                    reducer,
+                    deadline: Instant::now() + self.timeout,
+                },
+            ),
+            (None, Some(board), Some(reducer)) => {
+                *flat_seq += 1;
+                flat::all_reduce(
+                    board,
+                    links,
+                    FlatJob {
+                        desc,
+                        k: *flat_seq,
+                        buf: work,
+                        reducer,
+                        timeout: self.timeout,
+                        wait: executor.wait_policy(),
+                    },
+                )
+            }
+            (None, _, _) => Err(Error::new(
+                ErrorKind::Io,
+                "internal error: a flat collective without a node board or reduction",
+            )),
+        };
+        if let Err(e) = out {
             abort_links(links, &e, self.timeout);
             comm.poisoned = Some(e.clone());
             return Err(e);

@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::executor::Links;
 use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
+use crate::transport::shm::board::Board;
 use crate::transport::shm::upgrade::default_ring_bytes;
 use crate::transport::shm::{upgrade_local_links, ShmOptions};
 use crate::transport::tcp::{connect_mesh, MeshOptions};
@@ -95,6 +96,7 @@ impl Group {
         };
         Group::from_links(
             Links::new(0, vec![None], vec![me]),
+            None,
             crate::contract::DEFAULT_TIMEOUT,
             Tuning::default(),
             None,
@@ -160,8 +162,21 @@ impl Group {
                 deadline,
             },
         )?;
+        // Every rank decides from the same facts (host keys and policies all ranks published),
+        // so all or none form the board.
+        let all_local = peers
+            .iter()
+            .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
+            && transport != TransportPolicy::Tcp
+            && size > 1;
+        let board = if all_local {
+            Some(Board::setup(store, &prefix, &job_id, rank, size, deadline)?)
+        } else {
+            None
+        };
         Ok(Group::from_links(
             Links::new(rank, links, peers),
+            board,
             timeout,
             tuning,
             server,
@@ -170,12 +185,13 @@ impl Group {
 
     fn from_links(
         links: Links,
+        board: Option<Board>,
         timeout: Duration,
         tuning: Tuning,
         server: Option<StoreServer>,
     ) -> Group {
         Group {
-            core: Arc::new(Core::new(links, timeout, tuning, server)),
+            core: Arc::new(Core::new(links, board, timeout, tuning, server)),
             worker: Arc::default(),
             algo: None,
         }

@@ -151,11 +151,15 @@ pub enum Algo {
     Linear,
     /// Dissemination barrier: log2(p) rounds of empty messages.
     Dissemination,
+    /// Small all-reduce of a group that lives on one host: every rank writes its buffer to its
+    /// slot of a shared node board and reduces everyone's slots itself (no schedule; see
+    /// `executor::flat`). Chosen automatically; it implements no schedule.
+    Flat,
 }
 
 impl Algo {
     /// Every algorithm, in tag order.
-    pub const ALL: [Algo; 8] = [
+    pub const ALL: [Algo; 9] = [
         Algo::Ring,
         Algo::RecursiveDoubling,
         Algo::Rabenseifner,
@@ -164,6 +168,7 @@ impl Algo {
         Algo::Pairwise,
         Algo::Linear,
         Algo::Dissemination,
+        Algo::Flat,
     ];
 
     /// The name used in `PSY_ALGO` and messages.
@@ -177,6 +182,7 @@ impl Algo {
             Algo::Pairwise => "pairwise",
             Algo::Linear => "linear",
             Algo::Dissemination => "dissemination",
+            Algo::Flat => "flat",
         }
     }
 

@@ -26,6 +26,9 @@ pub trait Link: Send {
         let _ = (read, write);
         std::thread::sleep(timeout.min(Duration::from_millis(1)));
     }
+    /// True if something has arrived that a read would return (data or end of stream), without
+    /// blocking or consuming it.
+    fn pending(&self) -> bool;
     /// Stops sending (the peer reads end of stream after what was already sent).
     fn close_write(&mut self);
     /// The transport's name, for messages (`tcp`).

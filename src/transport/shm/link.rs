@@ -106,6 +106,11 @@ impl Link for ShmLink {
         self.probe_peer();
     }
 
+    fn pending(&self) -> bool {
+        self.probe_peer();
+        self.rx.readable() > 0 || self.rx.is_closed()
+    }
+
     fn close_write(&mut self) {
         self.tx.close();
         let _ = self.liveness.shutdown(Shutdown::Write);

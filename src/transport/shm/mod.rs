@@ -8,6 +8,7 @@
 //! creator unlinks the name at once: from then on a crash leaves nothing in /dev/shm. The TCP
 //! connection stays open beside the rings only to notice a peer that dies.
 
+pub mod board;
 pub mod futex;
 mod link;
 pub mod ring;

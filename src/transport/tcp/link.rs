@@ -32,6 +32,16 @@ impl Link for TcpLink {
         Some(self.stream.as_raw_fd())
     }
 
+    fn pending(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `p` is a valid pollfd for the duration of the call; a zero timeout never blocks.
+        unsafe { libc::poll(&mut p, 1, 0) > 0 }
+    }
+
     fn close_write(&mut self) {
         let _ = self.stream.shutdown(Shutdown::Write);
     }

@@ -34,8 +34,8 @@ pub fn hosts(comm: &AnyComm) -> Result<Vec<String>> {
 fn transport_of(comm: &AnyComm, asked: &str) -> String {
     match comm.kind() {
         Backend::Native => {
-            let _ = asked; // TCP is the native engine's only transport so far.
-            "tcp".into()
+            let _ = asked; // the group chose per peer (PSY_TRANSPORT); report what it uses
+            comm.native().map(|g| g.transports()).unwrap_or_default()
         }
         Backend::Mpi => match std::env::var("OMPI_MCA_btl") {
             Ok(btl) => format!("mpi(btl {btl})"),

@@ -185,6 +185,29 @@ impl Core {
         }
     }
 
+    /// The transports of this rank's links, deduplicated and sorted (`shm`, `tcp`, `shm+tcp`;
+    /// `self` for a world of one).
+    pub(crate) fn transports(&self) -> String {
+        let Ok(comm) = self.lock() else {
+            return "?".into();
+        };
+        let mut names: Vec<&str> = comm
+            .links
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| *r != self.rank)
+            .map(|(_, p)| p.transport)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            "self".into()
+        } else {
+            names.join("+")
+        }
+    }
+
     pub(crate) fn host_of(&self, rank: usize) -> Option<String> {
         self.lock()
             .ok()?

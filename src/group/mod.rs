@@ -212,6 +212,11 @@ impl Group {
         self.core.host_of(rank)
     }
 
+    /// The transports this rank's links use: `shm`, `tcp`, or `shm+tcp` for a mix (`self` alone).
+    pub fn transports(&self) -> String {
+        self.core.transports()
+    }
+
     /// The deadline of every wait.
     pub fn timeout(&self) -> Duration {
         self.core.timeout

@@ -21,21 +21,6 @@ fn psyrun_check(dir: &TempDir, n: usize, extra: &[&str]) -> std::process::Comman
     cmd
 }
 
-/// The pids of psyrun's children (its ranks).
-fn children(psyrun: i32) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{psyrun}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
-        .flat_map(|s| {
-            s.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
-        })
-        .collect()
-}
-
 #[test]
 fn every_collective_matches_the_oracle_in_4_processes() {
     let dir = TempDir::new("check4");

@@ -15,6 +15,7 @@
 
 #![cfg(feature = "mpi")]
 
+mod common;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -70,21 +71,6 @@ fn text(buf: &Arc<Mutex<Vec<u8>>>) -> String {
     String::from_utf8_lossy(&buf.lock().unwrap()).into_owned()
 }
 
-/// The pids of `pid`'s children.
-fn children(pid: u32) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
-        .flat_map(|s| {
-            s.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
-        })
-        .collect()
-}
-
 fn signal(pid: i32, sig: i32) {
     // SAFETY: kill takes plain integers and has no memory-safety preconditions; the pids are our
     // own unreaped child or the children it had a moment ago.
@@ -111,7 +97,7 @@ fn run(mut cmd: Command, limit: Duration) -> Done {
             break s;
         }
         if start.elapsed() > limit {
-            let ranks = children(child.id());
+            let ranks = common::children(child.id() as i32);
             signal(child.id() as i32, libc::SIGTERM);
             let grace = Instant::now();
             while grace.elapsed() < Duration::from_secs(10) {

@@ -273,3 +273,18 @@ fn kill_if_sleep(pid: i32) {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
+
+/// The pids of `pid`'s children (a launcher's ranks).
+pub fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}

@@ -132,7 +132,10 @@ fn wait_for(
         turns += 1;
         // A PAUSE between looks: polling the line flat out slows down the very store it waits
         // for (measured: 0.41 µs against 0.13 µs per 8-byte all-reduce with ranks on fixed cores).
-        std::hint::spin_loop();
+        // Not when ranks outnumber cores: then the sooner this rank yields, the better.
+        if !wait.poll.is_zero() {
+            std::hint::spin_loop();
+        }
         // The clock is read only now and then: a look at the slot is cheaper than a look at it.
         if turns < 64 || turns % 16 != 0 {
             continue;

@@ -74,9 +74,11 @@ impl WaitPolicy {
     /// `spin` (`PSY_SPIN_US`), with a few µs of pure polling unless the ranks on this host
     /// (`local_ranks`) outnumber its cores, when polling would only keep a peer off its core.
     pub fn new(spin: Duration, local_ranks: usize) -> WaitPolicy {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        // The host's online CPUs, not this process's affinity mask: a launcher that binds each
+        // rank to one core (mpirun does by default) does not make the host oversubscribed.
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        let cores = if online > 0 { online as usize } else { 1 };
         let poll = if local_ranks > cores {
             Duration::ZERO
         } else {

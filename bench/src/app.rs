@@ -100,6 +100,22 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
                 (copy.max(64 << 20) * 4) >> 20,
                 runs.div_ceil(2)
             );
+            let kernels: Vec<String> = [
+                psyne::DType::F32,
+                psyne::DType::F64,
+                psyne::DType::I32,
+                psyne::DType::U8,
+                psyne::DType::F16,
+                psyne::DType::BF16,
+            ]
+            .iter()
+            .map(|&d| format!("{d} {:.1}", peak::reduce_gbps(d, copy, runs)))
+            .collect();
+            println!(
+                "sum kernels:  {} GB/s  (psyne's dst += src, {} MiB, median of {runs}: compare with the copy)",
+                kernels.join(", "),
+                copy >> 20
+            );
             println!("GB/s = 1e9 bytes/s; pass one of these to a sweep as --peak GBPS");
             Ok(0)
         }

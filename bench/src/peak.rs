@@ -41,6 +41,33 @@ pub fn memcpy_gbps(bytes: usize, runs: usize) -> f64 {
     bytes as f64 / median(times) / 1e9
 }
 
+/// Measures psyne's reduction kernel (`dst = dst + src`) for `dtype` on `bytes`-sized buffers
+/// (median of `runs`), in GB/s of `dst`: compare it with [`memcpy_gbps`] of the same size to see
+/// whether reduction or memory is the limit.
+pub fn reduce_gbps(dtype: psyne::DType, bytes: usize, runs: usize) -> f64 {
+    let words = bytes.div_ceil(8);
+    // u64 storage keeps every element type aligned; zero bits are a valid value of every type.
+    let src = vec![0u64; words];
+    let mut dst = vec![0u64; words];
+    let r = psyne::reduce::Reducer::new(dtype, psyne::ReduceOp::Sum)
+        .unwrap_or_else(|_| unreachable!("sum is defined for every type"));
+    let mut apply = || {
+        r.apply(
+            bytemuck::cast_slice_mut(&mut dst),
+            bytemuck::cast_slice(&src),
+        )
+    };
+    apply(); // fault the pages in
+    let times = (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            apply();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    (words * 8) as f64 / median(times) / 1e9
+}
+
 /// Measures one loopback TCP stream of `bytes` between two threads (median of `runs`).
 pub fn tcp_loopback_gbps(bytes: usize, runs: usize) -> std::io::Result<f64> {
     const CHUNK: usize = 4 << 20;

@@ -86,7 +86,9 @@ fn nonce() -> Result<[u8; NONCE]> {
     Ok(n)
 }
 
-fn with_deadline<T>(
+/// Runs `f` with the stream's read and write timeouts set to what is left until `deadline`
+/// (restoring the read timeout afterwards).
+pub(crate) fn with_deadline<T>(
     stream: &mut TcpStream,
     deadline: Instant,
     f: impl FnOnce(&mut TcpStream) -> std::io::Result<T>,

@@ -203,43 +203,37 @@ mod tests {
         }
     }
 
-    #[test]
-    fn half_kernels_match_scalar_combine_bit_for_bit() {
+    fn half_kernel_matches_combine<T: Element>(
+        dtype: DType,
+        from: fn(f32) -> T,
+        bits: fn(T) -> u16,
+    ) {
         for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max] {
-            // More than one block, with values that round differently in f16 and bf16.
-            let a: Vec<f32> = (0..1300).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
-            let b: Vec<f32> = (0..1300).map(|i| (i as f32 * 0.11).cos() * 5.0).collect();
-            let (ah, bh): (Vec<f16>, Vec<f16>) = (
-                a.iter().map(|&x| f16::from_f32(x)).collect(),
-                b.iter().map(|&x| f16::from_f32(x)).collect(),
-            );
-            let mut d = ah.clone();
-            Reducer::new(DType::F16, op)
+            // More than one block, with values that round in the half type.
+            let a: Vec<T> = (0..1300)
+                .map(|i| from((i as f32 * 0.37).sin() * 9.0))
+                .collect();
+            let b: Vec<T> = (0..1300)
+                .map(|i| from((i as f32 * 0.11).cos() * 5.0))
+                .collect();
+            let mut d = a.clone();
+            Reducer::new(dtype, op)
                 .unwrap()
-                .apply(bytemuck::cast_slice_mut(&mut d), bytemuck::cast_slice(&bh));
+                .apply(bytemuck::cast_slice_mut(&mut d), bytemuck::cast_slice(&b));
             for i in 0..a.len() {
                 assert_eq!(
-                    d[i].to_bits(),
-                    f16::combine(op, ah[i], bh[i]).to_bits(),
-                    "f16 {op} at {i}"
-                );
-            }
-            let (ab, bb): (Vec<bf16>, Vec<bf16>) = (
-                a.iter().map(|&x| bf16::from_f32(x)).collect(),
-                b.iter().map(|&x| bf16::from_f32(x)).collect(),
-            );
-            let mut d = ab.clone();
-            Reducer::new(DType::BF16, op)
-                .unwrap()
-                .apply(bytemuck::cast_slice_mut(&mut d), bytemuck::cast_slice(&bb));
-            for i in 0..a.len() {
-                assert_eq!(
-                    d[i].to_bits(),
-                    bf16::combine(op, ab[i], bb[i]).to_bits(),
-                    "bf16 {op} at {i}"
+                    bits(d[i]),
+                    bits(T::combine(op, a[i], b[i])),
+                    "{dtype} {op} at {i}"
                 );
             }
         }
+    }
+
+    #[test]
+    fn half_kernels_match_scalar_combine_bit_for_bit() {
+        half_kernel_matches_combine::<f16>(DType::F16, f16::from_f32, f16::to_bits);
+        half_kernel_matches_combine::<bf16>(DType::BF16, bf16::from_f32, bf16::to_bits);
     }
 
     #[test]

@@ -3,12 +3,13 @@
 use super::link::ShmLink;
 use super::ring::Ring;
 use super::segment::{self, Segment};
+use crate::auth::with_deadline;
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::tcp::TcpLink;
 use crate::transport::{Link, PeerInfo, TransportPolicy};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Identifies a machine: peers with equal keys can share memory ([`crate::transport::host_key`]).
 pub type HostKey = String;
@@ -61,22 +62,6 @@ pub fn default_ring_bytes(local_ranks: usize) -> usize {
 
 fn shares_memory(me: &PeerInfo, other: &PeerInfo, policy: TransportPolicy) -> bool {
     policy != TransportPolicy::Tcp && me.shm_ok && other.shm_ok && me.host_key == other.host_key
-}
-
-fn with_deadline<T>(
-    s: &mut TcpStream,
-    deadline: Instant,
-    f: impl FnOnce(&mut TcpStream) -> std::io::Result<T>,
-) -> std::io::Result<T> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    s.set_read_timeout(Some(left))?;
-    s.set_write_timeout(Some(left))?;
-    let out = f(s);
-    s.set_read_timeout(None)?;
-    s.set_write_timeout(None)?;
-    out
 }
 
 /// A segment this rank created for a higher peer, waiting for its answer.

@@ -168,7 +168,8 @@ impl Group {
             .iter()
             .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
             && transport != TransportPolicy::Tcp
-            && size > 1;
+            && size > 1
+            && size <= crate::transport::shm::board::MAX_RANKS;
         let board = if all_local {
             Some(Board::setup(store, &prefix, &job_id, rank, size, deadline)?)
         } else {

@@ -18,6 +18,9 @@ use crate::error::{Error, ErrorKind, Result};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The most ranks a board serves (their pids must fit in the header page); larger groups on one
+/// host use the rings only.
+pub const MAX_RANKS: usize = (PAGE - 64) / 4;
 /// Bytes of data a slot holds: collectives up to this size per rank go through the board.
 pub const SLOT_DATA: usize = 4096;
 /// Bytes describing the operation in a slot.

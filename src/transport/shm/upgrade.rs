@@ -260,6 +260,9 @@ fn accept(
             .try_into()
             .map_err(|_| "malformed offer")?,
     ) as usize;
+    if !ring_bytes.is_power_of_two() || !(4096..=1 << 30).contains(&ring_bytes) {
+        return Err(format!("the peer offered rings of {ring_bytes} bytes, not a power of two between 4 KiB and 1 GiB"));
+    }
     let (a, b, want_len) = layout(ring_bytes);
     if (a, b, want_len) != (a_at, b_at, len) {
         return Err(format!("the peer's rings are {ring_bytes} bytes; this rank's differ (set PSY_SHM_RING_BYTES alike on every rank)"));

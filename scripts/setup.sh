@@ -10,6 +10,9 @@ packages=(
   libopenmpi-dev    # the `mpi` feature (rsmpi): headers, mpicc, pkg-config files
   openmpi-bin       # mpirun, for the MPI backend's tests
   libclang-dev      # bindgen, used by mpi-sys
+  openssh-server    # sshd in each host of the test cluster (scripts/cluster.sh)
+  openssh-client    # ssh, to reach them
+  iproute2          # ip netns, veth, bridge
 )
 
 missing=()

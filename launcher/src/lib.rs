@@ -12,6 +12,7 @@
 //! | [`args`] | the command line, parsed into a checked [`Options`] before anything is done |
 //! | [`program`] | finding the program (PATH, then beside psyrun) |
 //! | [`placement`] | which rank goes on which host (pure) |
+//! | [`hosts`] | host lists from `-H`, hostfiles and Slurm, and placing ranks on them (pure) |
 //! | [`job`] | the job id, secret, store and master addresses, each rank's environment |
 //! | [`spawn`] | starting a rank in its own process group with a parent-death signal; signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
@@ -22,6 +23,7 @@
 pub mod args;
 pub mod error;
 pub mod exit;
+pub mod hosts;
 pub mod job;
 pub mod output;
 pub mod placement;

@@ -127,8 +127,9 @@ impl Tuning {
         if let Some(a) = self.forced(coll) {
             return a;
         }
-        let t = &self.thresholds;
-        let _ = size;
+        // The thresholds do not depend on the world size yet; `size` is there for the tuning step
+        // that will make them (see DEFAULT_THRESHOLDS).
+        let (t, _) = (&self.thresholds, size);
         match coll {
             Collective::AllReduce if bytes <= t.allreduce_recursive_doubling_max => {
                 Algo::RecursiveDoubling

@@ -48,13 +48,13 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
             launch::spawn_ranks(n, cli::strip_spawn_flag(&args[1..]))
         }
         Command::Sweep { sweep, .. } => {
-            let comms = launch::connect(&sweep.backends)?;
+            let comms = launch::connect(&sweep.backends, &sweep.transport)?;
             let outcome = runner::run_sweep(&comms, &sweep)?;
             finish(&comms)?;
             Ok(if outcome.wrong > 0 { EXIT_WRONG } else { 0 })
         }
         Command::Check { sweep, .. } => {
-            let comms = launch::connect(&sweep.backends)?;
+            let comms = launch::connect(&sweep.backends, &sweep.transport)?;
             let wrong = check::run_check(&comms, &sweep)?;
             finish(&comms)?;
             Ok(if wrong > 0 { EXIT_WRONG } else { 0 })

@@ -230,7 +230,7 @@ struct SweepArgs {
     /// Algorithm(s): auto, or names separated by commas (ring, rd, rabenseifner, tree, pipeline, linear, ...) [default: auto]
     #[arg(long, value_name = "ALGO[,ALGO]")]
     algo: Option<String>,
-    /// Transport: tcp or auto [default: auto]
+    /// Transport between the native backend's ranks: auto (shared memory on one host, TCP across), tcp, or shm [default: auto]
     #[arg(long, value_name = "NAME")]
     transport: Option<String>,
     /// Timed iterations per size [default: 1000 for small sizes down to 5 for 256M]
@@ -626,13 +626,8 @@ fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
         t.algos = Some(parse_algos(&text).map_err(|e| bad("algo", &text, e))?);
     }
     if let Some(tr) = &f.transport {
-        if tr != "tcp" && tr != "auto" {
-            return Err(bad(
-                "transport",
-                tr,
-                "choose tcp or auto (auto picks the best per peer)".into(),
-            ));
-        }
+        psyne::transport::TransportPolicy::parse(tr)
+            .map_err(|e| bad("transport", tr, format!("{e}")))?;
         t.transport = Some(tr.clone());
     }
     if let Some(n) = f.iters {

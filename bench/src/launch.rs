@@ -43,9 +43,15 @@ pub fn spawn_ranks(ranks: usize, args: Vec<String>) -> Result<u8> {
     }
 }
 
-/// Connects to every backend in `wanted`, in that order. MPI (feature `mpi`) must be started by
-/// mpirun; with it, the native group bootstraps over MPI so both run in one job.
-pub fn connect(wanted: &[Backend]) -> Result<Vec<AnyComm>> {
+/// Connects to every backend in `wanted`, in that order, the native one over `transport`
+/// (`auto`, `tcp`, `shm`: it becomes `PSY_TRANSPORT` unless that is already set). MPI (feature
+/// `mpi`) must be started by mpirun; with it, the native group bootstraps over MPI so both run in
+/// one job.
+pub fn connect(wanted: &[Backend], transport: &str) -> Result<Vec<AnyComm>> {
+    if transport != "auto" && std::env::var_os(psyne::contract::TRANSPORT).is_none() {
+        // Set before any group (or any thread reading the environment) exists.
+        std::env::set_var(psyne::contract::TRANSPORT, transport);
+    }
     #[cfg(feature = "mpi")]
     if wanted.contains(&Backend::Mpi) {
         let mpi = psyne::mpi::init()?;

@@ -31,12 +31,10 @@ pub fn hosts(comm: &AnyComm) -> Result<Vec<String>> {
 }
 
 /// What transport a backend's rows say they used.
-fn transport_of(comm: &AnyComm, asked: &str) -> String {
+fn transport_of(comm: &AnyComm) -> String {
     match comm.kind() {
-        Backend::Native => {
-            let _ = asked; // the group chose per peer (PSY_TRANSPORT); report what it uses
-            comm.native().map(|g| g.transports()).unwrap_or_default()
-        }
+        // The group chose per peer (PSY_TRANSPORT): report what it uses.
+        Backend::Native => comm.native().map(|g| g.transports()).unwrap_or_default(),
         Backend::Mpi => match std::env::var("OMPI_MCA_btl") {
             Ok(btl) => format!("mpi(btl {btl})"),
             Err(_) => "mpi".into(),
@@ -131,7 +129,7 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
                         collective: coll,
                         backend: comm.kind(),
                         algo: m.algo.clone(),
-                        transport: transport_of(comm, &sweep.transport),
+                        transport: transport_of(comm),
                         dtype: sweep.dtype,
                         op: sweep.op,
                         root: sweep.root,

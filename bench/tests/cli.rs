@@ -150,7 +150,7 @@ fn usage_errors_name_the_fix() {
     let (e, _) = error_of(&["allreduce", "--cadence", "burst"]);
     assert!(e.contains("stream") && e.contains("isolated"), "{e}");
     let (e, _) = error_of(&["allreduce", "--transport", "carrier-pigeon"]);
-    assert!(e.contains("tcp or auto"), "{e}");
+    assert!(e.contains("auto, tcp or shm"), "{e}");
     let (e, _) = error_of(&["allreduce", "--iters", "0"]);
     assert!(e.contains("at least one"), "{e}");
     let (e, _) = error_of(&["allreduce", "--peak=-1"]);

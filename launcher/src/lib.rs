@@ -122,7 +122,13 @@ pub fn run_placed(
 ) -> Result<Outcome, Error> {
     let mut files = open_output_files(options.output_dir.as_deref(), placements.len())?;
     let secret = Secret::generate()?;
-    let store = StoreServer::bind(SocketAddr::new(job::LOCAL_ADDR, 0), secret.clone())?;
+    // Refused connections are reported through the console, so the line never splits a rank's.
+    let store_console = console.clone();
+    let store = StoreServer::bind_logging(
+        SocketAddr::new(job::LOCAL_ADDR, 0),
+        secret.clone(),
+        Arc::new(move |line: &str| store_console.message(line.trim_start_matches("psyne store: "))),
+    )?;
     let master_port = job::free_port(job::LOCAL_ADDR, &[store.addr().port()])
         .map_err(|e| Error::io("finding a free port for MASTER_PORT", e))?;
     let info = job::JobInfo {

@@ -34,6 +34,16 @@ impl StoreServer {
         addr: impl ToSocketAddrs + std::fmt::Display,
         secret: Secret,
     ) -> Result<StoreServer> {
+        StoreServer::bind_logging(addr, secret, Arc::new(|line: &str| eprintln!("{line}")))
+    }
+
+    /// [`StoreServer::bind`], with refused connections reported through `log` (one whole line
+    /// each), for a launcher that keeps its own output in order.
+    pub fn bind_logging(
+        addr: impl ToSocketAddrs + std::fmt::Display,
+        secret: Secret,
+        log: Log,
+    ) -> Result<StoreServer> {
         let listener = TcpListener::bind(&addr).map_err(|e| {
             Error::io(
                 format!("binding the store at {addr} (is the port in use?)"),
@@ -48,7 +58,7 @@ impl StoreServer {
         let stop2 = stop.clone();
         let accept_thread = std::thread::Builder::new()
             .name("psyne-store".into())
-            .spawn(move || accept_loop(listener, table, secret, stop2))
+            .spawn(move || accept_loop(listener, table, secret, stop2, log))
             .map_err(|e| Error::io("starting the store thread", e))?;
         Ok(StoreServer {
             addr: local,
@@ -74,32 +84,38 @@ impl Drop for StoreServer {
     }
 }
 
+/// Where a store server reports refused connections.
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
 fn accept_loop(
     listener: TcpListener,
     table: Arc<MemoryStore>,
     secret: Secret,
     stop: Arc<AtomicBool>,
+    log: Log,
 ) {
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
         let Ok(stream) = conn else { continue };
-        let (table, secret) = (table.clone(), secret.clone());
+        let (table, secret, log) = (table.clone(), secret.clone(), log.clone());
         let _ = std::thread::Builder::new()
             .name("psyne-store-conn".into())
-            .spawn(move || serve(stream, &table, &secret));
+            .spawn(move || serve(stream, &table, &secret, &log));
     }
 }
 
-fn serve(mut stream: TcpStream, table: &MemoryStore, secret: &Secret) {
+fn serve(mut stream: TcpStream, table: &MemoryStore, secret: &Secret, log: &Log) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = stream.set_nodelay(true);
     if let Err(e) = auth::accept(&mut stream, secret, Instant::now() + HANDSHAKE_TIME) {
-        eprintln!("psyne store: rejected a connection from {peer}: {e}");
+        log(&format!(
+            "psyne store: rejected a connection from {peer}: {e}"
+        ));
         return;
     }
     while let Ok((op, key, val)) = read_request(&mut stream) {

@@ -138,7 +138,12 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
                         count: m.count,
                         iters,
                         warmup,
-                        in_place: sweep.in_place || coll.reduces() || coll == BenchColl::Broadcast,
+                        // psyne's all-reduce, reduce and broadcast work in place, its other operations out of place.
+                        in_place: sweep.in_place
+                            || matches!(
+                                coll,
+                                BenchColl::AllReduce | BenchColl::Reduce | BenchColl::Broadcast
+                            ),
                         cadence: sweep.cadence,
                         wrong: m.wrong,
                     };

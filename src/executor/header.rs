@@ -116,11 +116,19 @@ fn kind_tag(kind: OpKind) -> (u8, u32) {
     match kind {
         OpKind::PointToPoint => (P2P_TAG, NO_ROOT),
         OpKind::Collective(c) => {
-            let tag = COLLS
-                .iter()
-                .position(|f| std::mem::discriminant(&f(0)) == std::mem::discriminant(&c))
-                .unwrap_or(0);
-            (tag as u8 + 1, c.root().map_or(NO_ROOT, |r| r as u32))
+            // The tag is 1 + the index of the collective's constructor in COLLS (decode's table).
+            let tag = match c {
+                Collective::AllReduce => 1,
+                Collective::Broadcast { .. } => 2,
+                Collective::Reduce { .. } => 3,
+                Collective::AllGather => 4,
+                Collective::ReduceScatter => 5,
+                Collective::Scatter { .. } => 6,
+                Collective::Gather { .. } => 7,
+                Collective::AllToAll => 8,
+                Collective::Barrier => 9,
+            };
+            (tag, c.root().map_or(NO_ROOT, |r| r as u32))
         }
     }
 }
@@ -263,5 +271,22 @@ mod tests {
             }
         );
         assert_eq!(decode(&[7u8; HEADER_LEN]), Header::Garbage);
+        // Every collective's tag decodes back to it (the encoder's match and decoder's table agree).
+        for make in COLLS {
+            let c = make(3);
+            let d = OpDesc {
+                kind: OpKind::Collective(c),
+                algo: None,
+                dtype: DType::U8,
+                op: None,
+                count: 1,
+                seq: 1,
+            };
+            assert_eq!(
+                decode(&encode_data(&d, 0)),
+                Header::Data { desc: d, len: 0 },
+                "{c}"
+            );
+        }
     }
 }

@@ -64,11 +64,6 @@ fn shares_memory(me: &PeerInfo, other: &PeerInfo, policy: TransportPolicy) -> bo
     policy != TransportPolicy::Tcp && me.shm_ok && other.shm_ok && me.host_key == other.host_key
 }
 
-/// A segment this rank created for a higher peer, waiting for its answer.
-struct Offered {
-    segment: Segment,
-}
-
 /// Turns every connection into a link: shared memory for peers on this host (when both allow it),
 /// TCP for the others. Updates `peers[..].transport`. Every rank of the group calls this with the
 /// same options; the exchange cannot deadlock (offers and answers are small and buffered).
@@ -89,7 +84,7 @@ pub fn upgrade_local_links(
     };
 
     // 1. Offer a segment to every higher local peer.
-    let mut offered: Vec<Option<Offered>> = (0..size).map(|_| None).collect();
+    let mut offered: Vec<Option<Segment>> = (0..size).map(|_| None).collect();
     for j in (rank + 1..size).filter(|&j| local[j]) {
         let name = segment::name_for(opts.job_id, opts.group, rank, j);
         let mut offer = vec![0u8; OFFER_LEN];
@@ -100,7 +95,7 @@ pub fn upgrade_local_links(
                 offer[8..8 + n].copy_from_slice(&name.as_bytes()[..n]);
                 offer[8 + NAME_FIELD..8 + NAME_FIELD + 16].copy_from_slice(&nonce);
                 offer[OFFER_LEN - 8..].copy_from_slice(&(opts.ring_bytes as u64).to_le_bytes());
-                offered[j] = Some(Offered { segment: seg });
+                offered[j] = Some(seg);
             }
             Err(e) if opts.policy == TransportPolicy::Shm => {
                 return Err(Error::new(ErrorKind::Bootstrap, format!("rank {rank}: cannot create shared memory for rank {j} ({e}); PSY_TRANSPORT=shm requires it (is /dev/shm mounted and writable?)")));
@@ -157,7 +152,7 @@ pub fn upgrade_local_links(
 
     // 3. Collect the answers of the higher peers; unlink every name at once.
     for j in (rank + 1..size).filter(|&j| local[j]) {
-        let seg = offered[j].take().map(|o| o.segment);
+        let seg = offered[j].take();
         let stream = streams[j]
             .as_mut()
             .ok_or_else(|| Error::new(ErrorKind::Bootstrap, "missing connection"))?;

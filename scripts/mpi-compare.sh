@@ -39,8 +39,9 @@ else
   export PSY_TRANSPORT=shm
   # The last run leaves the ranks unbound (Open MPI binds each to a core by default), which on
   # this VM changes small-message latency a lot, for both backends.
-  runs=("allreduce -n 2" "broadcast -n 2" "allgather -n 2" "reducescatter -n 2" "allreduce -n 8"
-    "allreduce -n 2 unbound")
+  # `shared`: psyne's rows all-reduce buffers from Group::alloc_shared (zero-copy).
+  runs=("allreduce -n 2" "allreduce -n 2 shared" "broadcast -n 2" "allgather -n 2" "reducescatter -n 2"
+    "allreduce -n 8" "allreduce -n 8 shared" "allreduce -n 2 unbound")
 fi
 
 commands=()
@@ -49,10 +50,11 @@ for run in "${runs[@]}"; do
   name="$coll-$n${bind:+-$bind}"
   run_sizes=$sizes
   [ "$n" -gt 2 ] && run_sizes=8,1K,64K,1M
-  [ -n "$bind" ] && run_sizes=8:64K
   binding=()
-  [ -n "$bind" ] && binding=(--bind-to none)
-  cmd=("${mpi[@]}" "${binding[@]}" -n "$n" "$bench" "$coll" --backend native,mpi --sizes "$run_sizes" --peak "$peak"
+  extra=()
+  [ "$bind" = unbound ] && run_sizes=8:64K && binding=(--bind-to none)
+  [ "$bind" = shared ] && extra=(--shared-buffers)
+  cmd=("${mpi[@]}" "${binding[@]}" -n "$n" "$bench" "$coll" "${extra[@]}" --backend native,mpi --sizes "$run_sizes" --peak "$peak"
     --csv "$out/$name.csv" --json "$out/$name.json" --plot "$out/$name.png")
   commands+=("PSY_TRANSPORT=$PSY_TRANSPORT ${cmd[*]}")
   "${cmd[@]}" | tee "$out/$name.txt"
@@ -88,7 +90,12 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
     read -r coll _ n bind <<<"${runs[$i]}"
     name="$coll-$n${bind:+-$bind}"
     echo
-    echo "## $coll, $n ranks${bind:+, $bind (--bind-to none)}"
+    case "$bind" in
+      unbound) what=", unbound (--bind-to none)" ;;
+      shared) what=", psyne on shared buffers (Group::alloc_shared + all_reduce_shared)" ;;
+      *) what="" ;;
+    esac
+    echo "## $coll, $n ranks$what"
     echo
     echo '```'
     echo "${commands[$i]}"

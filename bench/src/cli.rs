@@ -242,6 +242,10 @@ struct SweepArgs {
     /// Operate in place where the collective has an in-place form
     #[arg(long)]
     in_place: bool,
+    /// All-reduce buffers from Group::alloc_shared with all_reduce_shared (native backend,
+    /// allreduce only; rows show algo `shared`)
+    #[arg(long)]
+    shared_buffers: bool,
     /// stream: iterations back to back (nccl-tests); isolated: a barrier before each [default: stream]
     #[arg(long, value_name = "MODE")]
     cadence: Option<String>,
@@ -280,6 +284,7 @@ impl SweepArgs {
             iters: self.iters,
             warmup: self.warmup,
             in_place: self.in_place.then_some(true),
+            shared_buffers: self.shared_buffers.then_some(true),
             cadence: self.cadence,
             no_check: self.no_check.then_some(true),
             backend: self.backend.map(ListValue::text),
@@ -577,6 +582,7 @@ struct Typed {
     iters: Option<u64>,
     warmup: Option<u64>,
     in_place: Option<bool>,
+    shared_buffers: Option<bool>,
     cadence: Option<Cadence>,
     no_check: Option<bool>,
     backends: Option<Vec<Backend>>,
@@ -642,6 +648,7 @@ fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
     }
     t.warmup = f.warmup;
     t.in_place = f.in_place;
+    t.shared_buffers = f.shared_buffers;
     if let Some(c) = &f.cadence {
         t.cadence = Some(parse_cadence(c).ok_or_else(|| {
             bad(
@@ -751,6 +758,7 @@ fn sweep_command(
         iters: f.iters.or(c.iters),
         warmup: f.warmup.or(c.warmup),
         in_place: f.in_place.or(c.in_place).unwrap_or(false),
+        shared_buffers: f.shared_buffers.or(c.shared_buffers).unwrap_or(false),
         cadence: f.cadence.or(c.cadence).unwrap_or(Cadence::Stream),
         check: !no_check,
         backends,

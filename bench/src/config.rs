@@ -94,6 +94,8 @@ pub struct SweepFile {
     pub warmup: Option<u64>,
     /// In place.
     pub in_place: Option<bool>,
+    /// All-reduce shared buffers (`Group::alloc_shared`).
+    pub shared_buffers: Option<bool>,
     /// `stream` or `isolated`.
     pub cadence: Option<String>,
     /// Skip the element-by-element check.
@@ -126,6 +128,7 @@ impl SweepFile {
             iters: self.iters.or(under.iters),
             warmup: self.warmup.or(under.warmup),
             in_place: self.in_place.or(under.in_place),
+            shared_buffers: self.shared_buffers.or(under.shared_buffers),
             cadence: self.cadence.or(under.cadence),
             no_check: self.no_check.or(under.no_check),
             backend: self.backend.or(under.backend),

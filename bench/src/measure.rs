@@ -5,7 +5,9 @@ use crate::backend::AnyComm;
 use crate::factors::to_collective;
 use crate::model::{BenchColl, Cadence};
 use psyne::schedule::chunk_span;
-use psyne::{conformance, oracle, Algo, Communicator, DType, Element, Error, ReduceOp, Result};
+use psyne::{
+    conformance, oracle, Algo, Communicator, DType, Element, Error, ReduceOp, Result, SharedBuf,
+};
 use std::time::Instant;
 
 /// What to measure.
@@ -35,6 +37,9 @@ pub struct Case {
     /// Test-only: spoil one element of rank 0's result before the check, to prove the check can
     /// fail (set by `PSYBENCH_TEST_CORRUPT=1`).
     pub corrupt: bool,
+    /// All-reduce on buffers from `Group::alloc_shared` with `Group::all_reduce_shared` (native
+    /// backend, all-reduce only; other cases ignore it).
+    pub shared: bool,
 }
 
 /// What one case measured, the same on every rank.
@@ -85,6 +90,7 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         case.count
     };
     let algo = match (comm.native(), to_collective(case.coll, case.root)) {
+        (Some(_), _) if shares(comm, case) => "shared".to_string(),
         (Some(g), Some(c)) => g
             .algorithm_for(c, per_rank_bytes(case.coll, count * es, size))?
             .name()
@@ -125,6 +131,11 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
     })
 }
 
+/// Whether `case` runs on shared buffers.
+fn shares(comm: &AnyComm, case: &Case) -> bool {
+    case.shared && case.coll == BenchColl::AllReduce && comm.native().is_some()
+}
+
 /// The bytes of one rank's buffer, which is what psyne's algorithm choice looks at.
 fn per_rank_bytes(c: BenchColl, bytes: u64, size: usize) -> usize {
     match c {
@@ -134,9 +145,39 @@ fn per_rank_bytes(c: BenchColl, bytes: u64, size: usize) -> usize {
 }
 
 /// The buffers of one rank for one operation.
-struct Bufs<T> {
+struct Bufs<T: Element> {
     input: Vec<T>,
     out: Vec<T>,
+    /// With `--shared-buffers`: the all-reduce buffer in shared memory (`input` is then unused).
+    shared: Option<SharedBuf<T>>,
+}
+
+impl<T: Element> Bufs<T> {
+    fn new(input: Vec<T>, out: Vec<T>) -> Bufs<T> {
+        Bufs {
+            input,
+            out,
+            shared: None,
+        }
+    }
+
+    /// Moves the input into a shared buffer if the case asks for one (a collective call).
+    fn share(mut self, comm: &AnyComm, case: &Case) -> Result<Bufs<T>> {
+        if let (true, Some(g)) = (shares(comm, case), comm.native()) {
+            let mut buf = g.alloc_shared::<T>(self.input.len())?;
+            buf.copy_from_slice(&self.input);
+            self.shared = Some(buf);
+        }
+        Ok(self)
+    }
+
+    /// The buffer an in-place operation leaves its result in.
+    fn result(&mut self) -> &mut [T] {
+        match &mut self.shared {
+            Some(buf) => buf,
+            None => &mut self.input,
+        }
+    }
 }
 
 /// Every rank's input (deterministic), so each rank can compute what it should get back.
@@ -171,50 +212,38 @@ fn prepare<T: Element>(
                 BenchColl::Gather if rank == root => count,
                 _ => 0,
             };
-            Bufs {
-                input: inputs[rank].clone(),
-                out: zeros(out),
-            }
+            Bufs::new(inputs[rank].clone(), zeros(out))
         }
-        BenchColl::Broadcast => Bufs {
-            input: if rank == root {
+        BenchColl::Broadcast => Bufs::new(
+            if rank == root {
                 inputs[root].clone()
             } else {
                 zeros(count)
             },
-            out: Vec::new(),
-        },
-        BenchColl::ReduceScatter => Bufs {
-            input: inputs[rank].clone(),
-            out: zeros(mine),
-        },
-        BenchColl::AllToAll => Bufs {
-            input: inputs[rank].clone(),
-            out: zeros(size * mine),
-        },
-        BenchColl::Scatter => Bufs {
-            input: if rank == root {
+            Vec::new(),
+        ),
+        BenchColl::ReduceScatter => Bufs::new(inputs[rank].clone(), zeros(mine)),
+        BenchColl::AllToAll => Bufs::new(inputs[rank].clone(), zeros(size * mine)),
+        BenchColl::Scatter => Bufs::new(
+            if rank == root {
                 inputs[root].clone()
             } else {
                 Vec::new()
             },
-            out: zeros(mine),
-        },
-        BenchColl::Barrier => Bufs {
-            input: Vec::new(),
-            out: Vec::new(),
-        },
-        BenchColl::SendRecv => Bufs {
-            input: inputs[rank].clone(),
-            out: zeros(count),
-        },
+            zeros(mine),
+        ),
+        BenchColl::Barrier => Bufs::new(Vec::new(), Vec::new()),
+        BenchColl::SendRecv => Bufs::new(inputs[rank].clone(), zeros(count)),
     }
 }
 
 fn run_once<T: Element>(comm: &AnyComm, case: &Case, b: &mut Bufs<T>, count: usize) -> Result<()> {
     let (rank, size, root) = (comm.rank(), comm.size(), case.root);
     match case.coll {
-        BenchColl::AllReduce => comm.all_reduce(&mut b.input, case.op),
+        BenchColl::AllReduce => match (&mut b.shared, comm.native()) {
+            (Some(buf), Some(g)) => g.all_reduce_shared(buf, case.op),
+            _ => comm.all_reduce(&mut b.input, case.op),
+        },
         BenchColl::Broadcast => comm.broadcast(&mut b.input, root),
         BenchColl::Reduce => comm.reduce(&mut b.input, case.op, root),
         BenchColl::AllGather => comm.all_gather_into(&b.input, &mut b.out),
@@ -276,18 +305,18 @@ fn time_typed<T: Element>(
 ) -> Result<(f64, Option<u64>)> {
     let (rank, size) = (comm.rank(), comm.size());
     let inputs = all_inputs::<T>(case, size, count);
-    let mut bufs = prepare(case, rank, size, count, &inputs);
+    let mut bufs = prepare(case, rank, size, count, &inputs).share(comm, case)?;
     for _ in 0..case.warmup {
         run_once(comm, case, &mut bufs, count)?;
     }
     let wrong = if case.check {
-        let mut fresh = prepare(case, rank, size, count, &inputs);
+        let mut fresh = prepare(case, rank, size, count, &inputs).share(comm, case)?;
         run_once(comm, case, &mut fresh, count)?;
         let (want, in_out) = expected(case, rank, size, &inputs);
         let got = if in_out {
             &mut fresh.out
         } else {
-            &mut fresh.input
+            fresh.result()
         };
         if case.corrupt && rank == 0 {
             if let Some(x) = got.first_mut() {

@@ -130,6 +130,8 @@ pub struct Sweep {
     pub warmup: Option<u64>,
     /// Operate in place where the collective has an in-place form.
     pub in_place: bool,
+    /// All-reduce buffers from `Group::alloc_shared` with `all_reduce_shared` (native only).
+    pub shared_buffers: bool,
     /// Back to back or barrier-separated.
     pub cadence: Cadence,
     /// Check every element of the result against the oracle.

@@ -112,6 +112,7 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
                         cadence: sweep.cadence,
                         check: sweep.check,
                         corrupt,
+                        shared: sweep.shared_buffers,
                     };
                     let m = measure(comm, &case).map_err(|e| {
                         Error::new(

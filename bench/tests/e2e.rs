@@ -147,6 +147,36 @@ fn a_broken_result_makes_psybench_exit_non_zero() {
 }
 
 #[test]
+fn shared_buffers_all_reduce_zero_copy_across_processes_and_check_out() {
+    // Three processes on one host: the buffers live in shared memory (rows say `shared`) and
+    // every element of every size is checked against the oracle, for a sum and an average.
+    for op in ["sum", "avg"] {
+        let d = Dir::new(&format!("shared-{op}"));
+        let json = d.join("r.json");
+        let mut cmd = psybench();
+        cmd.args([
+            "-n",
+            "3",
+            "allreduce",
+            "--sizes",
+            "0,8,4K,1M,3M",
+            "--iters",
+            "5",
+        ])
+        .args(["--op", op, "--dtype", "f64", "--shared-buffers", "--json"])
+        .arg(&json);
+        let out = run(cmd, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out));
+        let report = read_report(&json).unwrap();
+        assert_eq!(report.records.len(), 5, "{}", text(&out));
+        for r in &report.records {
+            assert_eq!(r.algo, "shared", "{r:?}");
+            assert_eq!(r.wrong, Some(0), "{r:?}");
+        }
+    }
+}
+
+#[test]
 fn without_check_rows_say_not_checked() {
     let d = Dir::new("nocheck");
     let json = d.join("r.json");

@@ -268,6 +268,31 @@ fn a_rank_killed_during_a_large_shm_all_reduce_fails_the_others_and_leaves_no_se
 }
 
 #[test]
+fn single_copy_pulls_between_processes_match_the_oracle() {
+    // PSY_SHM_CMA_MIN=1024: nearly every payload is read straight out of the sender's memory
+    // (process_vm_readv) instead of passing through the rings.
+    let dir = TempDir::new("cma");
+    let mut cmd = psyrun_check(&dir, 3, &["--counts", "0,1001,20000"]);
+    cmd.env("PSY_TRANSPORT", "shm")
+        .env("PSY_SHM_CMA", "1")
+        .env("PSY_SHM_CMA_MIN", "1024");
+    let done = run(cmd, &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("matches the oracle").count(),
+        3,
+        "{}",
+        done.stdout
+    );
+}
+
+#[test]
 fn eight_ranks_on_two_cores_complete_every_collective_over_shared_memory() {
     let dir = TempDir::new("check8");
     let mut cmd = psyrun_check(&dir, 8, &["--counts", "0,9,1001"]);

@@ -391,7 +391,7 @@ impl Core {
 
 /// How long a rank polls before blocking on an idle link: `PSY_SPIN_US` microseconds (default
 /// 50; 0 blocks almost at once).
-fn spin_time() -> Duration {
+pub(crate) fn spin_time() -> Duration {
     let us = std::env::var("PSY_SPIN_US")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())

@@ -2,8 +2,10 @@
 
 mod core;
 mod ops;
+mod shared;
 mod work;
 
+pub use shared::SharedBuf;
 pub use work::Work;
 
 use crate::auth::Secret;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::core::{Core, Turn};
+use self::shared::SharedScope;
 
 /// How to form a group from a store.
 #[derive(Debug, Clone)]
@@ -82,6 +85,8 @@ pub struct Group {
     core: Arc<Core>,
     worker: Arc<work::Worker>,
     algo: Option<Algo>,
+    /// What shared buffers of this group are named after, and whether there can be any.
+    shared: Arc<SharedScope>,
 }
 
 impl Group {
@@ -100,6 +105,7 @@ impl Group {
             crate::contract::DEFAULT_TIMEOUT,
             Tuning::default(),
             None,
+            SharedScope::private(),
         )
     }
 
@@ -168,9 +174,8 @@ impl Group {
             .iter()
             .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
             && transport != TransportPolicy::Tcp
-            && size > 1
-            && size <= crate::transport::shm::board::MAX_RANKS;
-        let board = if all_local {
+            && size > 1;
+        let board = if all_local && size <= crate::transport::shm::board::MAX_RANKS {
             Some(Board::setup(store, &prefix, &job_id, rank, size, deadline)?)
         } else {
             None
@@ -181,6 +186,12 @@ impl Group {
             timeout,
             tuning,
             server,
+            SharedScope {
+                allowed: all_local,
+                job_id,
+                prefix,
+                next: Default::default(),
+            },
         ))
     }
 
@@ -190,11 +201,13 @@ impl Group {
         timeout: Duration,
         tuning: Tuning,
         server: Option<StoreServer>,
+        shared: SharedScope,
     ) -> Group {
         Group {
             core: Arc::new(Core::new(links, board, timeout, tuning, server)),
             worker: Arc::default(),
             algo: None,
+            shared: Arc::new(shared),
         }
     }
 
@@ -267,6 +280,63 @@ impl Group {
                 Work::ready(Err(e))
             }
         }
+    }
+
+    /// A buffer of `len` elements in memory every rank of this host can map, for
+    /// [`Group::all_reduce_shared`]: zero-copy all-reduces where the whole group is on one host
+    /// (see [`SharedBuf::is_shared`]), an ordinary buffer elsewhere. Zero-filled. Every rank calls
+    /// it, in the same order, with the same length and type (a [`crate::ErrorKind::Mismatch`]
+    /// otherwise).
+    pub fn alloc_shared<T: Element>(&self, len: usize) -> Result<SharedBuf<T>> {
+        let n = i64::try_from(len).map_err(|_| {
+            crate::Error::invalid(format!("alloc_shared: {len} elements is too many"))
+        })?;
+        let tag = i64::from(T::DTYPE as u8);
+        // One call settles what all ranks asked for and whether all may share memory, so every
+        // rank takes the same path.
+        let mut facts = [n, -n, tag, -tag, i64::from(self.shared.allowed)];
+        self.all_reduce(&mut facts, ReduceOp::Min)?;
+        if facts[0] != -facts[1] || facts[2] != -facts[3] {
+            return Err(crate::Error::new(
+                crate::ErrorKind::Mismatch,
+                format!(
+                    "alloc_shared: the ranks asked for different buffers ({} to {} elements, or different element types); every rank must make the same call",
+                    facts[0], -facts[1]
+                ),
+            ));
+        }
+        if facts[4] == 0 {
+            return Ok(SharedBuf::private(len));
+        }
+        let segments = shared::allocate::<T>(&self.shared, self.rank(), self.size(), len, |ok| {
+            let mut all = [i64::from(ok)];
+            self.all_reduce(&mut all, ReduceOp::Min)?;
+            Ok(all[0] == 1)
+        })?;
+        Ok(match segments {
+            Some(segments) => SharedBuf::mapped(self.rank(), len, segments),
+            None => SharedBuf::private(len),
+        })
+    }
+
+    /// [`Group::all_reduce`] of buffers from [`Group::alloc_shared`]: where they are shared, each
+    /// rank reduces its chunk of every rank's buffer straight out of shared memory and writes the
+    /// result into all of them, with no copy through any transport. Every rank calls it with its
+    /// buffer of the same allocation.
+    pub fn all_reduce_shared<T: Element>(
+        &self,
+        buf: &mut SharedBuf<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        if !buf.is_shared() {
+            return self.all_reduce(buf, op);
+        }
+        let (size, timeout) = (self.size(), self.timeout());
+        let wait = crate::executor::WaitPolicy::new(self::core::spin_time(), size);
+        self.sequenced(|_| match buf.mapped_mut() {
+            Some(m) => m.all_reduce(op, size, wait, timeout),
+            None => Err(crate::Error::invalid("a shared buffer lost its mapping")),
+        })
     }
 
     /// Every rank's `buf` becomes the element-wise reduction of all ranks' buffers.

@@ -1,11 +1,14 @@
 //! One pair of rings in a shared segment as a non-blocking [`Link`].
 
+use super::cma::{self, offsets, PullSlot, SideInfo};
 use super::ring::Ring;
 use super::segment::Segment;
 use crate::transport::Link;
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// How long one futex wait lasts at most before the peer's liveness is checked again.
@@ -15,28 +18,185 @@ const LIVENESS_CHECK: Duration = Duration::from_millis(5);
 pub struct ShmLink {
     tx: Ring,
     rx: Ring,
+    /// The pull descriptor of the sending direction ([`super::cma`]).
+    tx_slot: NonNull<PullSlot>,
+    /// The pull descriptor of the receiving direction.
+    rx_slot: NonNull<PullSlot>,
+    /// The peer's facts (its process id, whether it can pull from this process).
+    peer: NonNull<SideInfo>,
+    /// Slices at least this long are sent by pull descriptor when the peer can pull.
+    min_pull: Option<usize>,
+    /// Whether the peer said it can pull from this process (cached once true).
+    peer_pulls: bool,
+    /// The peer's process id, once known.
+    peer_pid: i32,
+    /// The descriptor this side posted and the peer has not fully pulled yet.
+    outstanding: Option<Outstanding>,
+    /// The last descriptor fully pulled from the peer.
+    rx_done: u64,
+    /// The descriptor being pulled now, and how many of its bytes have been pulled.
+    rx_current: (u64, u64),
     /// The authenticated TCP connection to the same peer: no data flows on it after the upgrade;
     /// its end of stream tells that the peer's process is gone (or gave up the group).
     liveness: TcpStream,
-    // Declared last: the mapping must outlive the rings that point into it (fields drop in order).
+    // Declared last: the mapping must outlive the rings and slots that point into it (fields
+    // drop in order).
     _segment: Segment,
 }
 
+/// A posted descriptor: where its bytes start in this process, how many, how many reported sent.
+struct Outstanding {
+    addr: u64,
+    len: u64,
+    reported: u64,
+}
+
+// SAFETY: the pointers point into `_segment`'s mapping, which lives exactly as long as the link
+// and moves with it; the memory they point to is only touched through atomics, and the link is
+// used by one thread at a time (`&mut self` for sending and receiving), as `Ring` requires.
+unsafe impl Send for ShmLink {}
+
 impl ShmLink {
-    /// A link sending on `tx` and receiving on `rx`, both inside `segment`.
+    /// A link sending on `tx` and receiving on `rx`, both inside `segment`; `lower` says whether
+    /// this side is the pair's lower rank (it sends on ring A and uses the lower side info).
     pub(crate) fn new(
         segment: Segment,
         tx: Ring,
         rx: Ring,
         liveness: TcpStream,
+        lower: bool,
     ) -> io::Result<ShmLink> {
         liveness.set_nonblocking(true)?;
-        Ok(ShmLink {
+        let (tx_at, rx_at, peer_at) = if lower {
+            (offsets::SLOT_A, offsets::SLOT_B, offsets::SIDE_HIGHER)
+        } else {
+            (offsets::SLOT_B, offsets::SLOT_A, offsets::SIDE_LOWER)
+        };
+        let at = |off: usize| {
+            if segment.len() < 4096 {
+                return Err(io::Error::other("the segment has no header page"));
+            }
+            // SAFETY: `off` lies inside the first page of the mapping (checked: at least one page
+            // long), so the result is in bounds and non-null.
+            Ok(unsafe { NonNull::new_unchecked(segment.as_ptr().add(off)) })
+        };
+        let (tx_slot, rx_slot, peer) = (
+            at(tx_at)?.cast::<PullSlot>(),
+            at(rx_at)?.cast::<PullSlot>(),
+            at(peer_at)?.cast::<SideInfo>(),
+        );
+        let mut link = ShmLink {
             tx,
             rx,
+            tx_slot,
+            rx_slot,
+            peer,
+            min_pull: cma::min_pull_from_env(),
+            peer_pulls: false,
+            peer_pid: 0,
+            outstanding: None,
+            rx_done: 0,
+            rx_current: (0, 0),
             liveness,
             _segment: segment,
-        })
+        };
+        link.peer_pid = link.peer_info().pid.load(Ordering::SeqCst) as i32;
+        Ok(link)
+    }
+
+    fn tx_slot(&self) -> &PullSlot {
+        // SAFETY: 64-byte aligned (page offset 1024 or 2048) inside the header page, which stays
+        // mapped while `self` lives; all fields are atomics, valid for any bytes (zeroed at first).
+        unsafe { self.tx_slot.as_ref() }
+    }
+
+    fn rx_slot(&self) -> &PullSlot {
+        // SAFETY: as for `tx_slot`.
+        unsafe { self.rx_slot.as_ref() }
+    }
+
+    fn peer_info(&self) -> &SideInfo {
+        // SAFETY: 64-byte aligned inside the header page, mapped while `self` lives; atomics only.
+        unsafe { self.peer.as_ref() }
+    }
+
+    /// Whether slices of `len` bytes go by pull descriptor.
+    fn pulls(&mut self, len: usize) -> bool {
+        let Some(min) = self.min_pull else {
+            return false;
+        };
+        if len < min {
+            return false;
+        }
+        if !self.peer_pulls {
+            self.peer_pulls = self.peer_info().can_pull.load(Ordering::SeqCst) == 1;
+        }
+        self.peer_pulls
+    }
+
+    /// Reports progress of the outstanding descriptor: bytes newly pulled, or `WouldBlock`.
+    fn outstanding_progress(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let pulled = self.tx_slot().pulled();
+        let Some(o) = self.outstanding.as_mut() else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        let next = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map(|b| b.as_ptr() as u64);
+        if next != Some(o.addr + o.reported) {
+            return Err(io::Error::other(
+                "internal error: a send did not continue where the shared-memory link left off",
+            ));
+        }
+        let pulled = pulled.min(o.len);
+        if pulled <= o.reported {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = pulled - o.reported;
+        o.reported = pulled;
+        if pulled == o.len {
+            self.outstanding = None;
+        }
+        Ok(n as usize)
+    }
+
+    /// Pulls bytes of the peer's pending descriptor into `buf`, if the ring is drained up to it.
+    fn pull_pending(&mut self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        let (seq, at, addr, len) = self.rx_slot().pending(self.rx_done)?;
+        if self.rx.consumed() != at {
+            return None; // inline bytes before it first
+        }
+        if self.rx_current.0 != seq {
+            self.rx_current = (seq, 0);
+        }
+        let done = self.rx_current.1;
+        let want = (len.saturating_sub(done) as usize).min(buf.len());
+        let n = match cma::pull(self.peer_pid, addr.wrapping_add(done), &mut buf[..want]) {
+            Ok(0) if want > 0 => {
+                return Some(Err(io::Error::other(
+                    "reading the peer's memory returned nothing (its buffer is gone)",
+                )))
+            }
+            Ok(n) => n as u64,
+            Err(e) => {
+                return Some(Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "reading the peer's memory (process {}) failed: {e}; PSY_SHM_CMA=0 turns single-copy transfers off",
+                        self.peer_pid
+                    ),
+                )))
+            }
+        };
+        let total = done + n;
+        self.rx_current.1 = total;
+        self.rx_slot().set_pulled(total);
+        self.rx.wake_writer();
+        if total >= len {
+            self.rx_done = seq;
+        }
+        Some(Ok(n as usize))
     }
 
     /// Looks (without blocking) whether the peer's end of the TCP connection has closed; if so,
@@ -70,7 +230,31 @@ impl Link for ShmLink {
                 "the peer closed its side of the shared-memory link (it exited or gave up the group)",
             ));
         }
-        match self.tx.write(bufs) {
+        if self.outstanding.is_some() {
+            return self.outstanding_progress(bufs);
+        }
+        // Slices before the first large one go through the ring; the large one by descriptor once
+        // they are all in.
+        let min = self.min_pull.unwrap_or(usize::MAX);
+        let big = bufs
+            .iter()
+            .position(|b| !b.is_empty() && b.len() >= min)
+            .filter(|&i| self.pulls(bufs[i].len()));
+        let inline = &bufs[..big.unwrap_or(bufs.len())];
+        let want: usize = inline.iter().map(|b| b.len()).sum();
+        let written = if want > 0 { self.tx.write(inline) } else { 0 };
+        if let Some(i) = big.filter(|_| written == want) {
+            let b = &bufs[i];
+            let (addr, len) = (b.as_ptr() as u64, b.len() as u64);
+            self.tx_slot().post(self.tx.written(), addr, len);
+            self.tx.wake_reader();
+            self.outstanding = Some(Outstanding {
+                addr,
+                len,
+                reported: 0,
+            });
+        }
+        match written {
             0 if bufs.iter().all(|b| b.is_empty()) => Ok(0),
             0 => Err(io::ErrorKind::WouldBlock.into()),
             n => Ok(n),
@@ -78,6 +262,11 @@ impl Link for ShmLink {
     }
 
     fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !buf.is_empty() {
+            if let Some(pulled) = self.pull_pending(buf) {
+                return pulled;
+            }
+        }
         match self.rx.read(buf) {
             0 if buf.is_empty() => Ok(0),
             // Closed: whatever was written before the close has been read (a second look
@@ -94,21 +283,29 @@ impl Link for ShmLink {
 
     fn block(&self, read: bool, write: bool, timeout: Duration) {
         let t = timeout.min(LIVENESS_CHECK);
-        if read && write {
-            // Either may unblock the step: take turns, briefly.
-            self.rx.wait_readable(t / 2);
-            self.tx.wait_writable(t / 2);
-        } else if read {
-            self.rx.wait_readable(t);
-        } else if write {
-            self.tx.wait_writable(t);
+        let t = if read && write { t / 2 } else { t };
+        // With both, take turns briefly: either may unblock the step.
+        if read {
+            let done = self.rx_done;
+            self.rx
+                .wait_readable_or(t, || self.rx_slot().has_pending(done));
+        }
+        if write {
+            match &self.outstanding {
+                Some(o) => {
+                    let reported = o.reported;
+                    self.tx
+                        .wait_writer_event(t, || self.tx_slot().pulled() != reported);
+                }
+                None => self.tx.wait_writable(t),
+            }
         }
         self.probe_peer();
     }
 
     fn pending(&self) -> bool {
         self.probe_peer();
-        self.rx.readable() > 0 || self.rx.is_closed()
+        self.rx.readable() > 0 || self.rx.is_closed() || self.rx_slot().has_pending(self.rx_done)
     }
 
     fn close_write(&mut self) {
@@ -118,5 +315,173 @@ impl Link for ShmLink {
 
     fn transport(&self) -> &'static str {
         "shm"
+    }
+}
+
+#[cfg(all(test, not(miri)))] // shared memory, sockets and process_vm_readv are beyond Miri
+mod tests {
+    use super::*;
+    use crate::transport::shm::segment;
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    const RING: usize = 64 << 10;
+    const PAGE: usize = 4096;
+
+    /// Two links over one segment in this process (two mappings, as two processes would have),
+    /// with pulling allowed in both directions when `pull` is set.
+    fn pair(tag: &str, pull: bool) -> (ShmLink, ShmLink) {
+        let ring = Ring::bytes_needed(RING).next_multiple_of(PAGE);
+        let (a_at, b_at, len) = (PAGE, PAGE + ring, PAGE + 2 * ring);
+        let name = segment::name_for(&format!("linktest{}", std::process::id()), tag, 0, 1);
+        let lower_seg = Segment::create(&name, len).expect("creating a segment");
+        let higher_seg = Segment::open(&name, len).expect("opening it again");
+        segment::unlink(&name).expect("unlinking it");
+        // SAFETY: both rings lie inside the fresh, page-aligned mapping, which nobody uses yet.
+        let (a, b) = unsafe {
+            (
+                Ring::init(lower_seg.as_ptr().add(a_at), RING),
+                Ring::init(lower_seg.as_ptr().add(b_at), RING),
+            )
+        };
+        // SAFETY: the same rings through the second mapping, initialised just above.
+        let (a2, b2) = unsafe {
+            (
+                Ring::attach(higher_seg.as_ptr().add(a_at), RING).expect("ring A"),
+                Ring::attach(higher_seg.as_ptr().add(b_at), RING).expect("ring B"),
+            )
+        };
+        static PROBE: u64 = cma::PROBE_WORD;
+        for off in [offsets::SIDE_LOWER, offsets::SIDE_HIGHER] {
+            // SAFETY: a 64-byte aligned offset inside the header page of a live mapping.
+            let info = unsafe { &*lower_seg.as_ptr().add(off).cast::<SideInfo>() };
+            info.pid
+                .store(u64::from(std::process::id()), Ordering::SeqCst);
+            info.probe_addr
+                .store(std::ptr::addr_of!(PROBE) as u64, Ordering::SeqCst);
+            info.can_pull.store(u32::from(pull), Ordering::SeqCst);
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").expect("listening");
+        let c = TcpStream::connect(listener.local_addr().expect("address")).expect("connecting");
+        let (s, _) = listener.accept().expect("accepting");
+        let mut lower = ShmLink::new(lower_seg, a, b, c, true).expect("lower link");
+        let mut higher = ShmLink::new(higher_seg, b2, a2, s, false).expect("higher link");
+        // As `PSY_SHM_CMA=1` would.
+        lower.min_pull = Some(cma::DEFAULT_MIN_PULL);
+        higher.min_pull = Some(cma::DEFAULT_MIN_PULL);
+        (lower, higher)
+    }
+
+    /// Sends `msgs` (each a small header then a payload) from `tx` and receives them on `rx` in
+    /// another thread, both sides driven without blocking as the executor does; returns what
+    /// arrived.
+    fn exchange(mut tx: ShmLink, rx: ShmLink, msgs: Vec<(Vec<u8>, Vec<u8>)>) -> (ShmLink, Vec<u8>) {
+        let total: usize = msgs.iter().map(|(h, p)| h.len() + p.len()).sum();
+        let reader = std::thread::spawn(move || {
+            let mut rx = rx;
+            let mut got = vec![0u8; total];
+            let mut n = 0;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while n < total {
+                assert!(
+                    Instant::now() < deadline,
+                    "receiving timed out at {n} of {total}"
+                );
+                // Odd read sizes, so reads straddle the header, the descriptor and the next message.
+                let want = (total - n).min(100_003);
+                match rx.read_some(&mut got[n..n + want]) {
+                    Ok(0) => panic!("end of stream after {n} bytes"),
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        rx.block(true, false, Duration::from_millis(5))
+                    }
+                    Err(e) => panic!("receiving: {e}"),
+                }
+            }
+            got
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for (h, p) in &msgs {
+            let (mut hd, mut pd) = (0, 0);
+            while hd < h.len() || pd < p.len() {
+                assert!(Instant::now() < deadline, "sending timed out");
+                let bufs = [IoSlice::new(&h[hd..]), IoSlice::new(&p[pd..])];
+                match tx.write_some(&bufs) {
+                    Ok(k) => {
+                        let in_h = k.min(h.len() - hd);
+                        hd += in_h;
+                        pd += k - in_h;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        tx.block(false, true, Duration::from_millis(5))
+                    }
+                    Err(e) => panic!("sending: {e}"),
+                }
+            }
+        }
+        (tx, reader.join().expect("the reader panicked"))
+    }
+
+    fn messages() -> Vec<(Vec<u8>, Vec<u8>)> {
+        [3 << 20, 10, 200_000, 0, 70_001, 1 << 20]
+            .iter()
+            .enumerate()
+            .map(|(m, &len)| {
+                let header = vec![m as u8 + 100; 40];
+                let payload = (0..len).map(|i| ((i * 7 + m) % 251) as u8).collect();
+                (header, payload)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn large_payloads_are_pulled_and_only_headers_cross_the_ring() {
+        let (lower, higher) = pair("pull", true);
+        let msgs = messages();
+        let expected: Vec<u8> = msgs
+            .iter()
+            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
+            .collect();
+        let (lower, got) = exchange(lower, higher, msgs.clone());
+        assert!(
+            got == expected,
+            "the received stream differs from the sent one"
+        );
+        // Payloads of 64 KiB and more were pulled: only the headers and the 10-byte payload went
+        // through the ring.
+        let inline: usize = msgs
+            .iter()
+            .map(|(h, p)| {
+                h.len()
+                    + if p.len() < cma::DEFAULT_MIN_PULL {
+                        p.len()
+                    } else {
+                        0
+                    }
+            })
+            .sum();
+        assert_eq!(lower.tx.written(), inline as u64);
+        assert_eq!(
+            lower.tx_slot().pending(0).map(|d| d.0),
+            Some(4),
+            "four descriptors"
+        );
+    }
+
+    #[test]
+    fn without_permission_to_pull_everything_crosses_the_ring() {
+        let (lower, higher) = pair("nopull", false);
+        let msgs = messages();
+        let expected: Vec<u8> = msgs
+            .iter()
+            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
+            .collect();
+        let (lower, got) = exchange(lower, higher, msgs);
+        assert!(
+            got == expected,
+            "the received stream differs from the sent one"
+        );
+        assert_eq!(lower.tx.written(), expected.len() as u64);
+        assert!(lower.tx_slot().pending(0).is_none());
     }
 }

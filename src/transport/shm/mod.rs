@@ -6,9 +6,12 @@
 //! into it and sends the segment's name and nonce over the TCP link; the higher rank opens it
 //! (refusing one it does not own or that others could read), checks the nonce, answers, and the
 //! creator unlinks the name at once: from then on a crash leaves nothing in /dev/shm. The TCP
-//! connection stays open beside the rings only to notice a peer that dies.
+//! connection stays open beside the rings only to notice a peer that dies. Large slices skip the
+//! rings: the receiver copies them straight out of the sender's memory ([`cma`]).
 
+pub mod arrival;
 pub mod board;
+pub mod cma;
 pub mod futex;
 mod link;
 pub mod ring;

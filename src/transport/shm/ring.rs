@@ -515,6 +515,51 @@ impl Ring {
         });
     }
 
+    /// Reader: like [`Ring::wait_readable`], but also returns when `also()` holds. `also` must
+    /// read what the writer publishes with SeqCst loads, and the writer must call
+    /// [`Ring::wake_reader`] after publishing it (a SeqCst store), so no wake-up is lost.
+    pub fn wait_readable_or(&self, timeout: Duration, also: impl Fn() -> bool) {
+        let h = self.hdr();
+        self.sleep(&h.data_wait, timeout, || {
+            h.prod.tail.load(SeqCst) != h.cons.head.load(Relaxed)
+                || h.prod.closed.load(SeqCst) != 0
+                || also()
+        });
+    }
+
+    /// Writer: sleeps on the writer's futex word until `ready()` holds, the ring is closed, or
+    /// `timeout` passes, whatever the ring's free space. `ready` must read what the reader
+    /// publishes with SeqCst loads, and the reader must call [`Ring::wake_writer`] after
+    /// publishing it.
+    pub fn wait_writer_event(&self, timeout: Duration, ready: impl Fn() -> bool) {
+        let h = self.hdr();
+        self.sleep(&h.space_wait, timeout, || {
+            h.prod.closed.load(SeqCst) != 0 || ready()
+        });
+    }
+
+    /// Writer: wakes the reader if it sleeps (after publishing something outside the ring that
+    /// its [`Ring::wait_readable_or`] condition reads).
+    pub fn wake_reader(&self) {
+        wake_if_sleeping(&self.hdr().data_wait);
+    }
+
+    /// Reader: wakes the writer if it sleeps (after publishing something outside the ring that
+    /// its [`Ring::wait_writer_event`] condition reads).
+    pub fn wake_writer(&self) {
+        wake_if_sleeping(&self.hdr().space_wait);
+    }
+
+    /// Writer: bytes ever written to the stream (the writer's own counter).
+    pub fn written(&self) -> u64 {
+        self.hdr().prod.tail.load(Relaxed)
+    }
+
+    /// Reader: bytes ever read from the stream (the reader's own counter).
+    pub fn consumed(&self) -> u64 {
+        self.hdr().cons.head.load(Relaxed)
+    }
+
     /// The sleeper's half of the protocol in the module docs: read the sequence, announce,
     /// re-check `ready` (which must use SeqCst loads of what the other side publishes), wait.
     fn sleep(&self, w: &Sleep, timeout: Duration, ready: impl Fn() -> bool) {

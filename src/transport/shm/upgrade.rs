@@ -1,5 +1,6 @@
 //! Moving the TCP connections between ranks of one host onto shared memory.
 
+use super::cma::{self, offsets, SideInfo};
 use super::link::ShmLink;
 use super::ring::Ring;
 use super::segment::{self, Segment};
@@ -9,6 +10,7 @@ use crate::transport::tcp::TcpLink;
 use crate::transport::{Link, PeerInfo, TransportPolicy};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
 /// Identifies a machine: peers with equal keys can share memory ([`crate::transport::host_key`]).
@@ -123,6 +125,9 @@ pub fn upgrade_local_links(
             "rank {rank}: waiting for rank {j}'s shared-memory offer"
         )))?;
         let accepted = accept(&offer, len, a_at, b_at);
+        if let Ok((seg, _, _)) = &accepted {
+            introduce(seg, false);
+        }
         let reply: &[u8; 8] = if accepted.is_ok() {
             b"SHMOK\0\0\0"
         } else {
@@ -136,7 +141,7 @@ pub fn upgrade_local_links(
                 let tcp = streams[j]
                     .take()
                     .ok_or_else(|| Error::new(ErrorKind::Bootstrap, "missing connection"))?;
-                let link = ShmLink::new(seg, to_lower, from_lower, tcp)
+                let link = ShmLink::new(seg, to_lower, from_lower, tcp, false)
                     .map_err(|e| Error::io("configuring a shared-memory link", e))?;
                 links[j] = Some(Box::new(link));
                 peers[j].transport = "shm";
@@ -186,7 +191,8 @@ pub fn upgrade_local_links(
         let tcp = streams[j]
             .take()
             .ok_or_else(|| Error::new(ErrorKind::Bootstrap, "missing connection"))?;
-        let link = ShmLink::new(seg, to_higher, from_higher, tcp)
+        introduce(&seg, true);
+        let link = ShmLink::new(seg, to_higher, from_higher, tcp, true)
             .map_err(|e| Error::io("configuring a shared-memory link", e))?;
         links[j] = Some(Box::new(link));
         peers[j].transport = "shm";
@@ -203,6 +209,41 @@ pub fn upgrade_local_links(
     }
     peers[rank].transport = "self";
     Ok(links)
+}
+
+/// The word a peer reads from this process to check that it may ([`cma::probe`]).
+static PROBE: u64 = cma::PROBE_WORD;
+
+/// The side info at `off` in the segment's header page.
+fn side(seg: &Segment, off: usize) -> &SideInfo {
+    // SAFETY: `off` is a 64-byte aligned offset inside the first page of the mapping (every
+    // segment is at least a page long: `layout` puts the rings after it), which lives as long as
+    // the borrow of `seg`; `SideInfo` holds only atomics, valid for any bytes.
+    unsafe { &*seg.as_ptr().add(off).cast::<SideInfo>() }
+}
+
+/// Writes this side's process id and probe address into the header page, then, if the peer's are
+/// there (always for the higher rank; for the lower rank once the higher answered), checks that
+/// this process can read the peer's memory and says so, so the peer may send large slices by
+/// pull descriptor. A failed check only costs speed: the rings carry everything.
+fn introduce(seg: &Segment, lower: bool) {
+    let (mine, theirs) = if lower {
+        (offsets::SIDE_LOWER, offsets::SIDE_HIGHER)
+    } else {
+        (offsets::SIDE_HIGHER, offsets::SIDE_LOWER)
+    };
+    let me = side(seg, mine);
+    me.pid.store(u64::from(std::process::id()), SeqCst);
+    me.probe_addr
+        .store(std::ptr::addr_of!(PROBE) as u64, SeqCst);
+    let peer = side(seg, theirs);
+    let (pid, addr) = (peer.pid.load(SeqCst) as i32, peer.probe_addr.load(SeqCst));
+    if pid <= 0 || cma::min_pull_from_env().is_none() {
+        return;
+    }
+    if cma::probe(pid, addr).is_ok() {
+        me.can_pull.store(1, SeqCst);
+    }
 }
 
 /// Creates and initialises a segment; returns it and the nonce written into its header.
@@ -226,6 +267,8 @@ fn create(
         Ring::init(p.add(a_at), ring_bytes);
         Ring::init(p.add(b_at), ring_bytes);
     }
+    // The lower rank's pid and probe address, for the peer's check (it cannot probe yet itself).
+    introduce(&seg, true);
     Ok((seg, nonce))
 }
 

@@ -1,0 +1,336 @@
+//! Buffers in shared memory ([`crate::Group::alloc_shared`]) and the all-reduce that works on
+//! them in place, with no copy through any transport.
+//!
+//! Every rank of a group on one host allocates together: each creates a segment holding an
+//! [`Arrival`] line and its buffer, then maps every other rank's. An all-reduce is then two
+//! arrivals and one pass over memory: after the first arrival (every rank's input is ready), rank
+//! `r` reduces chunk `r` of all buffers into its own, block by block, and writes each finished
+//! block straight into every other rank's buffer; after the second arrival every buffer holds the
+//! whole result. Chunk `r` of a buffer is only ever touched by rank `r` (and its owner before and
+//! after the call), so no two ranks write the same bytes and none reads bytes being written.
+//!
+//! Where memory cannot be shared (the group spans hosts, `PSY_TRANSPORT=tcp`, a segment cannot be
+//! created), every rank gets an ordinary private buffer instead and the all-reduce goes through
+//! the transports; [`SharedBuf::is_shared`] tells which.
+
+use crate::dtype::Element;
+use crate::error::{Error, ErrorKind, Result};
+use crate::executor::WaitPolicy;
+use crate::reduce::{reduce_slice, ReduceOp};
+use crate::schedule::chunk_span;
+use crate::transport::shm::arrival::{Arrival, Waited};
+use crate::transport::shm::segment::{self, Segment};
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+/// Bytes before the data in each rank's segment: its arrival line, padded to a page.
+const DATA_AT: usize = 4096;
+
+/// Elements reduced and copied out per block: small enough to stay in cache between the two.
+const BLOCK_BYTES: usize = 64 << 10;
+
+/// What every rank's segment name is made of.
+pub(crate) struct SharedScope {
+    /// Whether every rank of the group is on this host and may share memory.
+    pub(crate) allowed: bool,
+    /// The job id (segment names carry it).
+    pub(crate) job_id: String,
+    /// The group's prefix (segment names carry it).
+    pub(crate) prefix: String,
+    /// Allocations made so far: every rank allocates in the same order, so the same number.
+    pub(crate) next: std::sync::atomic::AtomicU64,
+}
+
+impl SharedScope {
+    /// A scope where nothing is shared.
+    pub(crate) fn private() -> SharedScope {
+        SharedScope {
+            allowed: false,
+            job_id: String::new(),
+            prefix: String::new(),
+            next: Default::default(),
+        }
+    }
+
+    /// The segment of `rank` for allocation `id`.
+    pub(crate) fn name(&self, id: u64, rank: usize) -> String {
+        segment::name_for(
+            &self.job_id,
+            &format!("{}/shared{id}", self.prefix),
+            rank,
+            rank,
+        )
+    }
+}
+
+/// A buffer of `T` that every rank of a group on one host can read and write: made by
+/// [`crate::Group::alloc_shared`], all-reduced in place by [`crate::Group::all_reduce_shared`].
+/// Otherwise an ordinary slice (it dereferences to `[T]`).
+pub struct SharedBuf<T: Element> {
+    inner: Inner<T>,
+}
+
+enum Inner<T: Element> {
+    Private(Vec<T>),
+    Mapped(Mapped<T>),
+}
+
+/// The shared form: this rank's segment and every peer's.
+pub(crate) struct Mapped<T: Element> {
+    rank: usize,
+    len: usize,
+    /// Every rank's segment, this rank's included, by rank.
+    segments: Vec<Segment>,
+    /// The last arrival epoch.
+    epoch: u32,
+    /// Why the buffer cannot be used any more, after a failed call.
+    failed: Option<String>,
+    _type: PhantomData<T>,
+}
+
+impl<T: Element> SharedBuf<T> {
+    pub(crate) fn private(len: usize) -> SharedBuf<T> {
+        SharedBuf {
+            inner: Inner::Private(vec![T::zeroed(); len]),
+        }
+    }
+
+    pub(crate) fn mapped(rank: usize, len: usize, segments: Vec<Segment>) -> SharedBuf<T> {
+        SharedBuf {
+            inner: Inner::Mapped(Mapped {
+                rank,
+                len,
+                segments,
+                epoch: 0,
+                failed: None,
+                _type: PhantomData,
+            }),
+        }
+    }
+
+    /// Whether the buffer lives in memory the group's ranks share (all-reduces on it are then
+    /// zero-copy); false where the group cannot share memory.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.inner, Inner::Mapped(_))
+    }
+
+    pub(crate) fn mapped_mut(&mut self) -> Option<&mut Mapped<T>> {
+        match &mut self.inner {
+            Inner::Mapped(m) => Some(m),
+            Inner::Private(_) => None,
+        }
+    }
+}
+
+/// Bytes of the segment holding `len` elements of `T` after the arrival page.
+pub(crate) fn segment_len<T: Element>(len: usize) -> Option<usize> {
+    len.checked_mul(std::mem::size_of::<T>())?
+        .checked_add(DATA_AT)?
+        .checked_next_multiple_of(4096)
+}
+
+/// The arrival line at the start of a segment.
+pub(crate) fn arrival(seg: &Segment) -> &Arrival {
+    // SAFETY: every shared-buffer segment is at least `DATA_AT` bytes (`segment_len`), page
+    // aligned, and zero-filled at creation; `Arrival` is 64 bytes of atomics, valid for any bytes;
+    // the borrow keeps the mapping alive.
+    unsafe { &*seg.as_ptr().cast::<Arrival>() }
+}
+
+impl<T: Element> std::ops::Deref for SharedBuf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.inner {
+            Inner::Private(v) => v,
+            Inner::Mapped(m) => m.slice(m.rank),
+        }
+    }
+}
+
+impl<T: Element> std::ops::DerefMut for SharedBuf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.inner {
+            Inner::Private(v) => v,
+            Inner::Mapped(m) => {
+                let rank = m.rank;
+                m.slice_mut(rank)
+            }
+        }
+    }
+}
+
+impl<T: Element> Mapped<T> {
+    fn data(&self, rank: usize) -> *mut T {
+        // SAFETY: every segment is `segment_len::<T>(len)` bytes (checked when it was opened), so
+        // the data starts `DATA_AT` bytes in, inside the mapping, page aligned (aligned for `T`).
+        unsafe { self.segments[rank].as_ptr().add(DATA_AT).cast::<T>() }
+    }
+
+    fn slice(&self, rank: usize) -> &[T] {
+        // SAFETY: `len` elements of `T` fit after `DATA_AT` (segment_len), the memory is
+        // initialised (zero-filled, and `T: Pod` accepts any bytes) and mapped while `self` lives.
+        // Other ranks write this buffer only inside `all_reduce_shared`, which holds `&mut self`
+        // on every rank, so no write by them overlaps this shared borrow.
+        unsafe { std::slice::from_raw_parts(self.data(rank), self.len) }
+    }
+
+    fn slice_mut(&mut self, rank: usize) -> &mut [T] {
+        // SAFETY: as in `slice`; `&mut self` makes this the only borrow in this process, and other
+        // ranks touch this memory only inside a collective call this rank is also in.
+        unsafe { std::slice::from_raw_parts_mut(self.data(rank), self.len) }
+    }
+
+    /// Arrives at the next epoch with `(kind, count)` and waits for every peer to arrive; then
+    /// checks they called the same thing.
+    fn meet(&mut self, kind: u32, what: &str, wait: WaitPolicy, deadline: Instant) -> Result<()> {
+        let epoch = self.epoch.wrapping_add(1);
+        arrival(&self.segments[self.rank]).arrive(epoch, kind, self.len as u64);
+        for (peer, seg) in self.segments.iter().enumerate() {
+            if peer == self.rank {
+                continue;
+            }
+            let line = arrival(seg);
+            let problem = match line.wait_for(epoch, wait.poll, wait.spin, deadline) {
+                Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
+                Waited::Arrived => Error::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "{what} on shared buffers: rank {peer} made a different call on its shared buffer (every rank must call the same collective with the same op on its buffer of the same allocation)"
+                    ),
+                ),
+                Waited::Gone => Error::new(
+                    ErrorKind::PeerLost,
+                    format!(
+                        "{what} on shared buffers on rank {}: rank {peer} (process {}) exited before arriving; check its output",
+                        self.rank,
+                        line.pid()
+                    ),
+                ),
+                Waited::TimedOut => Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{what} on shared buffers on rank {}: timed out waiting for rank {peer} to arrive; it may be stuck or in a different call (PSY_TIMEOUT raises the limit)",
+                        self.rank
+                    ),
+                ),
+            };
+            self.failed = Some(problem.to_string());
+            return Err(problem);
+        }
+        self.epoch = epoch;
+        Ok(())
+    }
+
+    /// The in-place all-reduce over every rank's buffer.
+    pub(crate) fn all_reduce(
+        &mut self,
+        op: ReduceOp,
+        size: usize,
+        wait: WaitPolicy,
+        timeout: Duration,
+    ) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::new(
+                ErrorKind::Aborted,
+                format!("this shared buffer is unusable after an earlier failure: {why}"),
+            ));
+        }
+        op.check(T::DTYPE)?;
+        let deadline = Instant::now() + timeout;
+        let kind = 1 << 16 | u32::from(T::DTYPE as u8) << 8 | u32::from(op as u8);
+        self.meet(kind, "all_reduce", wait, deadline)?;
+        let mine = chunk_span(self.len, size, self.rank);
+        let block = (BLOCK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+        let mut at = mine.start;
+        while at < mine.end {
+            let end = (at + block).min(mine.end);
+            let n = end - at;
+            // SAFETY: `[at, end)` lies inside chunk `rank` of every buffer, which only this rank
+            // touches between the two arrivals (see the module docs): the owner of each buffer
+            // touches only its own chunk, and has handed the rest to the other ranks until the
+            // second arrival. Each slice below is therefore the only live access to its bytes; this
+            // rank's own chunk is borrowed mutably once, the peers' chunks one at a time.
+            let own = unsafe { std::slice::from_raw_parts_mut(self.data(self.rank).add(at), n) };
+            for peer in (0..size).filter(|&p| p != self.rank) {
+                // SAFETY: as above; a peer's chunk `rank` is read here and nowhere else now.
+                let theirs = unsafe { std::slice::from_raw_parts(self.data(peer).add(at), n) };
+                reduce_slice(op, own, theirs);
+            }
+            if op == ReduceOp::Avg {
+                for x in own.iter_mut() {
+                    *x = x.div_count(size);
+                }
+            }
+            for peer in (0..size).filter(|&p| p != self.rank) {
+                // SAFETY: as above; a peer's chunk `rank` is written here and nowhere else now,
+                // and it cannot overlap `own` (another mapping).
+                let theirs = unsafe { std::slice::from_raw_parts_mut(self.data(peer).add(at), n) };
+                theirs.copy_from_slice(own);
+            }
+            at = end;
+        }
+        self.meet(kind, "all_reduce", wait, deadline)
+    }
+}
+
+/// Allocation, run by every rank: create this rank's segment, let every rank create its own
+/// (`sync` is a collective that every rank calls and that returns the minimum of their flags),
+/// open the others, and unlink this rank's name once everyone has mapped it.
+pub(crate) fn allocate<T: Element>(
+    scope: &SharedScope,
+    rank: usize,
+    size: usize,
+    len: usize,
+    mut sync: impl FnMut(bool) -> Result<bool>,
+) -> Result<Option<Vec<Segment>>> {
+    let id = scope.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let bytes = segment_len::<T>(len)
+        .ok_or_else(|| Error::invalid(format!("alloc_shared: {len} elements is too many")))?;
+    let own_name = scope.name(id, rank);
+    let own = match Segment::create(&own_name, bytes) {
+        Ok(seg) => {
+            arrival(&seg).claim();
+            Some(seg)
+        }
+        Err(e) => {
+            eprintln!(
+                "psyne: rank {rank}: cannot create a shared buffer ({e}); using private memory"
+            );
+            None
+        }
+    };
+    // Past this point the name must go again whatever happens.
+    struct Unlink(Option<String>);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            if let Some(name) = self.0.take() {
+                let _ = segment::unlink(&name);
+            }
+        }
+    }
+    let _unlink = Unlink(own.as_ref().map(|_| own_name));
+    if !sync(own.is_some())? {
+        return Ok(None);
+    }
+    let mut segments = Vec::with_capacity(size);
+    let mut own = own;
+    let mut opened = true;
+    for peer in 0..size {
+        if peer == rank {
+            segments.extend(own.take());
+            continue;
+        }
+        match Segment::open(&scope.name(id, peer), bytes) {
+            Ok(seg) => segments.push(seg),
+            Err(e) => {
+                eprintln!("psyne: rank {rank}: cannot map rank {peer}'s shared buffer ({e}); using private memory");
+                opened = false;
+                break;
+            }
+        }
+    }
+    if !sync(opened)? {
+        return Ok(None);
+    }
+    Ok(Some(segments))
+}

@@ -1,0 +1,245 @@
+//! Single-copy transfer of large messages between processes of one host (cross-memory attach).
+//!
+//! Small messages go through a link's byte ring: the sender copies in, the receiver copies out.
+//! For a large slice that is two copies of every byte. Instead the sender publishes a *pull
+//! descriptor* (its process's address and length of the slice, and the stream position the bytes
+//! belong at) in a [`PullSlot`] beside the ring, and the receiver copies the bytes straight from
+//! the sender's memory into its destination with `process_vm_readv(2)`: one copy, done by the
+//! kernel. The sender reports the bytes as sent only once the receiver has pulled them (the
+//! slot's `pulled` counter), so its buffer is not modified or freed while they are read.
+//!
+//! Protocol (one slot per direction, one descriptor outstanding at a time):
+//!
+//! ```text
+//! writer                                        reader
+//! (ring holds inline bytes up to `at`)
+//! addr, len, at = ...; pulled = 0   (Relaxed)
+//! seq += 1                          (SeqCst)    s = seq (SeqCst); if s > done and head == at:
+//! wake_reader                                       copy from (pid, addr + p) into dest
+//!                                                   pulled = p + n     (SeqCst)
+//! p = pulled (SeqCst); report p - reported          wake_writer; if p + n == len: done = s
+//! when p == len: the slot is free again
+//! ```
+//!
+//! The writer writes nothing into the ring while a descriptor is outstanding, so every inline byte
+//! in the ring precedes the descriptor; the reader drains the ring up to `at`, pulls, then goes on
+//! with the ring. Whether a receiver can pull from its peer (same user, no Yama or seccomp rule
+//! against it) is tested once, when the link is set up ([`probe`]); the sender only posts
+//! descriptors to a receiver that said it can.
+//!
+//! A peer process can only make this side read the peer's own memory (the kernel checks every
+//! address against the peer's mappings) into a destination this side chose and clamped: a hostile
+//! or corrupt peer causes wrong data or an error, never a write out of bounds.
+
+use std::io;
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// With single-copy transfers on, slices shorter than this go through the ring unless
+/// `PSY_SHM_CMA_MIN` says otherwise.
+pub const DEFAULT_MIN_PULL: usize = 64 << 10;
+
+/// The smallest slice sent by pull descriptor, or `None` when single-copy transfers are off.
+///
+/// They are off unless `PSY_SHM_CMA=1` or `PSY_SHM_CMA_MIN=BYTES` is set: on the machine psyne is
+/// measured on (2 cores, see `results/shm-psyne-vs-openmpi`), `process_vm_readv` copies at 10-13
+/// GB/s while a copy into and out of a ring that stays in cache runs at 40-57 GB/s, so the
+/// all-reduce was slower with pulls at every size from 1 MiB to 64 MiB. Zero-copy all-reduces
+/// come from [`crate::Group::alloc_shared`] instead. The pull path stays, tested, for hosts where
+/// a second copy costs more than a read across processes (messages far beyond the caches, many
+/// ranks sharing them).
+pub fn min_pull_from_env() -> Option<usize> {
+    let on = std::env::var("PSY_SHM_CMA").ok();
+    let min = std::env::var("PSY_SHM_CMA_MIN")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    match (on.as_deref().map(str::trim), min) {
+        (Some("0" | "off" | "no"), _) => None,
+        (Some(_), m) | (None, m @ Some(_)) => Some(m.map_or(DEFAULT_MIN_PULL, |v| v.max(1))),
+        (None, None) => None,
+    }
+}
+
+/// One direction's pull descriptor, in the segment's header page (64-byte aligned).
+#[repr(C, align(64))]
+pub struct PullSlot {
+    /// Descriptors ever posted; the writer bumps it to publish one.
+    seq: AtomicU64,
+    /// The stream position (ring bytes written before it) where the pulled bytes belong.
+    at: AtomicU64,
+    /// The address of the bytes in the writer's process.
+    addr: AtomicU64,
+    /// How many bytes.
+    len: AtomicU64,
+    _pad: [u64; 4],
+    /// Bytes of the current descriptor the reader has pulled (its own cache line).
+    pulled: AtomicU64,
+}
+
+/// One side's facts for its peer, in the segment's header page.
+#[repr(C, align(64))]
+pub struct SideInfo {
+    /// The process id.
+    pub pid: AtomicU64,
+    /// An address in this side's process holding [`PROBE_WORD`], for the peer's [`probe`].
+    pub probe_addr: AtomicU64,
+    /// 1 once this side has checked that it can pull from the peer: the peer may post
+    /// descriptors to it.
+    pub can_pull: AtomicU32,
+}
+
+/// The word [`probe`] expects to read from a peer.
+pub const PROBE_WORD: u64 = u64::from_le_bytes(*b"PSYPULL1");
+
+/// Where, in the segment's header page, each side's info and each direction's slot live.
+pub mod offsets {
+    /// The lower rank's [`super::SideInfo`].
+    pub const SIDE_LOWER: usize = 64;
+    /// The higher rank's [`super::SideInfo`].
+    pub const SIDE_HIGHER: usize = 128;
+    /// The slot of ring A (lower rank → higher).
+    pub const SLOT_A: usize = 1024;
+    /// The slot of ring B (higher rank → lower).
+    pub const SLOT_B: usize = 2048;
+}
+
+const _: () = {
+    assert!(size_of::<PullSlot>() == 128);
+    assert!(offset_of!(PullSlot, pulled) == 64);
+    assert!(size_of::<SideInfo>() == 64);
+    assert!(offsets::SIDE_HIGHER - offsets::SIDE_LOWER >= size_of::<SideInfo>());
+    assert!(offsets::SLOT_B - offsets::SLOT_A >= size_of::<PullSlot>());
+    assert!(offsets::SLOT_B + size_of::<PullSlot>() <= 4096);
+};
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+impl PullSlot {
+    /// Writer: publishes a descriptor for `len` bytes at `addr` (in this process), belonging at
+    /// stream position `at`; returns its sequence number. The previous descriptor must be fully
+    /// pulled.
+    pub fn post(&self, at: u64, addr: u64, len: u64) -> u64 {
+        self.addr.store(addr, Relaxed);
+        self.len.store(len, Relaxed);
+        self.at.store(at, Relaxed);
+        self.pulled.store(0, Relaxed);
+        // SeqCst: a Release store (the fields above are visible to whoever sees the new number)
+        // and ordered before the writer's check whether the reader sleeps (the ring's wake-up
+        // protocol, see `Ring::wait_readable_or`).
+        let seq = self.seq.load(Relaxed) + 1;
+        self.seq.store(seq, SeqCst);
+        seq
+    }
+
+    /// Writer: bytes of the current descriptor pulled so far.
+    pub fn pulled(&self) -> u64 {
+        self.pulled.load(SeqCst)
+    }
+
+    /// Reader: the newest descriptor, if one after `done` was posted: (seq, at, addr, len).
+    pub fn pending(&self, done: u64) -> Option<(u64, u64, u64, u64)> {
+        let seq = self.seq.load(SeqCst);
+        (seq > done).then(|| {
+            (
+                seq,
+                self.at.load(Relaxed),
+                self.addr.load(Relaxed),
+                self.len.load(Relaxed),
+            )
+        })
+    }
+
+    /// Reader: whether a descriptor after `done` was posted (for sleep conditions).
+    pub fn has_pending(&self, done: u64) -> bool {
+        self.seq.load(SeqCst) > done
+    }
+
+    /// Reader: records that `n` bytes of the current descriptor have been pulled in total.
+    pub fn set_pulled(&self, n: u64) {
+        self.pulled.store(n, SeqCst);
+    }
+}
+
+/// Copies `dst.len()` bytes from address `addr` of process `pid` into `dst` (one
+/// `process_vm_readv`); returns how many it copied (fewer on a partial read).
+pub fn pull(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+    if dst.is_empty() {
+        return Ok(0);
+    }
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr().cast(),
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: dst.len(),
+    };
+    // SAFETY: `local` describes `dst`, a live exclusive borrow of `dst.len()` writable bytes, for
+    // the whole call; the kernel writes at most that many bytes there. `remote` is only an address
+    // in the other process, which the kernel checks against that process's mappings (a bad one
+    // gives EFAULT, never an access in ours). One iovec each, flags 0.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Checks that this process may read the memory of process `pid`, by reading [`PROBE_WORD`] at
+/// `addr` there. Errors say why not (for instance `EPERM` under Yama's `ptrace_scope` or a
+/// container's seccomp profile).
+pub fn probe(pid: i32, addr: u64) -> io::Result<()> {
+    let mut word = [0u8; 8];
+    let n = pull(pid, addr, &mut word)?;
+    if n != 8 || u64::from_ne_bytes(word) != PROBE_WORD {
+        return Err(io::Error::other(format!(
+            "read {n} bytes that are not the probe word from process {pid}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_reads_this_process_and_reports_bad_addresses() {
+        let src: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        let pid = std::process::id() as i32;
+        let n = pull(pid, src.as_ptr() as u64, &mut dst).expect("process_vm_readv on self");
+        assert_eq!(n, src.len());
+        assert_eq!(dst, src);
+        assert!(
+            pull(pid, 8, &mut dst[..8]).is_err(),
+            "address 8 is never mapped"
+        );
+        let word = PROBE_WORD;
+        probe(pid, &word as *const u64 as u64).expect("probe of self");
+        let other = 7u64;
+        assert!(probe(pid, &other as *const u64 as u64).is_err());
+    }
+
+    #[test]
+    fn a_slot_publishes_descriptors_in_order() {
+        let slot = PullSlot {
+            seq: AtomicU64::new(0),
+            at: AtomicU64::new(0),
+            addr: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            _pad: [0; 4],
+            pulled: AtomicU64::new(0),
+        };
+        assert!(slot.pending(0).is_none());
+        let s = slot.post(40, 0x1000, 300);
+        assert_eq!(slot.pending(0), Some((s, 40, 0x1000, 300)));
+        assert!(slot.has_pending(0));
+        slot.set_pulled(300);
+        assert_eq!(slot.pulled(), 300);
+        assert!(slot.pending(s).is_none());
+        let s2 = slot.post(80, 0x2000, 10);
+        assert_eq!(s2, s + 1);
+        assert_eq!(slot.pulled(), 0);
+    }
+}

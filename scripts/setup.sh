@@ -13,6 +13,7 @@ packages=(
   openssh-server    # sshd in each host of the test cluster (scripts/cluster.sh)
   openssh-client    # ssh, to reach them
   iproute2          # ip netns, veth, bridge
+  libhwloc15        # hwloc, which psyrun loads at run time to bind ranks to cores
 )
 
 missing=()

@@ -1,6 +1,7 @@
 //! Why psyrun could not run a job at all (as opposed to a job whose rank failed, which is an
 //! [`crate::Outcome`]). Each error knows its exit code from [`crate::exit`].
 
+use crate::binding::BindError;
 use crate::exit;
 use crate::placement::PlacementError;
 use crate::program::LookupError;
@@ -15,6 +16,19 @@ pub enum Error {
     /// The ranks could not be placed.
     #[error(transparent)]
     Placement(#[from] PlacementError),
+    /// The command line asks for something this machine cannot give (an unset `-x VAR`, a
+    /// missing `--wdir`); nothing was started.
+    #[error("{0}")]
+    Usage(String),
+    /// The ranks cannot be bound as asked.
+    #[error("binding ranks on {host}: {source}")]
+    Binding {
+        /// The host.
+        host: String,
+        /// Why.
+        #[source]
+        source: BindError,
+    },
     /// The job's store (or its secret) could not be set up.
     #[error("setting up the job's store: {0}")]
     Store(#[from] psyne::Error),
@@ -70,7 +84,12 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Lookup(e) => e.exit_code(),
-            Error::Placement(_) => exit::USAGE,
+            Error::Placement(_) | Error::Usage(_) => exit::USAGE,
+            Error::Binding {
+                source: BindError::Hwloc(_),
+                ..
+            } => exit::LAUNCH_FAILED,
+            Error::Binding { .. } => exit::USAGE,
             Error::Store(_) | Error::Io { .. } => exit::LAUNCH_FAILED,
             Error::Spawn { source, .. } => match (source.kind(), source.raw_os_error()) {
                 (std::io::ErrorKind::NotFound, _) => exit::NOT_FOUND,

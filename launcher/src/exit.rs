@@ -4,9 +4,9 @@
 //! |---|---|
 //! | `0` | every rank exited with code 0 |
 //! | `1`–`255` | the first rank that failed exited with this code (it is passed through unchanged, so it can coincide with the codes below; psyrun's message on stderr names the rank and what happened) |
-//! | `2` ([`USAGE`]) | bad command line: unknown flag, `-n 0`, missing program; nothing was started |
+//! | `2` ([`USAGE`]) | bad command line: unknown flag, `-n 0`, missing program, an unset `-x VAR`, a missing `--wdir`, a binding this machine cannot give; nothing was started |
 //! | `124` ([`TIMEOUT`]) | `--timeout` expired; psyrun stopped the job |
-//! | `125` ([`LAUNCH_FAILED`]) | psyrun itself failed: could not serve the store, create `--output-dir`, or start a rank |
+//! | `125` ([`LAUNCH_FAILED`]) | psyrun itself failed: could not serve the store, create `--output-dir`, load hwloc for binding, or start a rank |
 //! | `126` ([`NOT_EXECUTABLE`]) | the program exists but cannot be executed (no `x` bit: `chmod +x`; a directory; a bad format) |
 //! | `127` ([`NOT_FOUND`]) | the program was not found (in `PATH`, or beside the psyrun executable) |
 //! | `128+N` ([`SIGNALED_BASE`]` + N`) | the first failing rank was killed by signal N (`137`: SIGKILL), or psyrun received signal N and stopped the job (`129` SIGHUP, `130` SIGINT, `143` SIGTERM) |
@@ -16,12 +16,13 @@
 
 /// Every rank exited with code 0.
 pub const SUCCESS: u8 = 0;
-/// Bad command line (unknown flag, `-n 0`, no program); nothing was started.
+/// Bad command line (unknown flag, `-n 0`, no program, an unset `-x VAR`, a missing `--wdir`, a
+/// binding this machine cannot give); nothing was started.
 pub const USAGE: u8 = 2;
 /// `--timeout` expired and psyrun stopped the job (as `timeout(1)` does).
 pub const TIMEOUT: u8 = 124;
-/// psyrun itself failed: the store, the output directory, or starting a rank (as `timeout(1)`'s
-/// 125).
+/// psyrun itself failed: the store, the output directory, hwloc, or starting a rank (as
+/// `timeout(1)`'s 125).
 pub const LAUNCH_FAILED: u8 = 125;
 /// The program exists but cannot be executed (as a shell's 126).
 pub const NOT_EXECUTABLE: u8 = 126;
@@ -43,9 +44,10 @@ Exit codes:
   0        every rank exited with code 0
   1-255    the first failing rank's own exit code, passed through unchanged
            (stderr names the rank; it may coincide with the codes below)
-  2        bad command line (unknown flag, -n 0, no program); nothing was started
+  2        bad command line (unknown flag, -n 0, no program, unset -x VAR, missing
+           --wdir, a binding this machine cannot give); nothing was started
   124      --timeout expired; psyrun stopped the job
-  125      psyrun itself failed (store, --output-dir, starting a rank)
+  125      psyrun itself failed (store, --output-dir, hwloc, starting a rank)
   126      the program is not executable (chmod +x it)
   127      the program was not found (in PATH or beside psyrun)
   128+N    the first failing rank was killed by signal N (137: SIGKILL), or psyrun

@@ -55,6 +55,18 @@ pub fn free_port(ip: IpAddr, avoid: &[u16]) -> std::io::Result<u16> {
     ))
 }
 
+/// This machine's host name (`gethostname`), or `localhost` if it has none.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable and its length is passed, so gethostname writes within it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if rc != 0 || end == 0 {
+        return "localhost".into();
+    }
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 /// The environment of every rank: one [`RankEnv`] per placement, in rank order.
 pub fn rank_envs(placements: &[Placement], job: &JobInfo) -> Vec<RankEnv> {
     placements

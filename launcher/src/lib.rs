@@ -1,26 +1,34 @@
 //! # psyrun
 //!
 //! Starts N ranks of a program on this machine, gives each the environment of the psyne launch
-//! contract ([`psyne::contract`]), serves the job's key-value store, forwards the ranks' output
-//! line by line, and tears the whole job down when one rank fails, psyrun gets a signal, or the
-//! job runs too long. `psyrun -n 4 train --epochs 3`.
+//! contract ([`psyne::contract`]) plus any `-x` variables, binds them to cores, serves the job's
+//! key-value store, forwards the ranks' output line by line, and tears the whole job down when
+//! one rank fails, psyrun gets a signal, or the job runs too long. `psyrun -n 4 train --epochs 3`;
+//! several programs in one world: `psyrun -n 1 ./server : -n 4 ./worker`.
 //!
 //! The binary is a thin shell over [`cli_main`]; the work is split by purpose:
 //!
 //! | module | purpose |
 //! |---|---|
-//! | [`args`] | the command line, parsed into a checked [`Options`] before anything is done |
+//! | [`args`] | the command line, parsed into a checked [`Launch`] before anything is done |
 //! | [`program`] | finding the program (PATH, then beside psyrun) |
 //! | [`placement`] | which rank goes on which host (pure) |
 //! | [`hosts`] | host lists from `-H`, hostfiles and Slurm, and placing ranks on them (pure) |
+//! | [`binding`] | which CPUs each rank gets: a pure plan from the hwloc topology |
 //! | [`job`] | the job id, secret, store and master addresses, each rank's environment |
-//! | [`spawn`] | starting a rank in its own process group with a parent-death signal; signalling groups |
+//! | [`spawn`] | starting a rank (bound, in its own process group, with a parent-death signal); signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
 //! | [`supervise`] | waiting for ranks, signals and deadlines; stopping the job (SIGTERM, grace, SIGKILL) |
 //! | [`exit`] | the exit-code table |
 //! | [`error`] | failures of psyrun itself |
+//!
+//! A launch runs in two steps: [`prepare`] turns the [`Launch`] into a [`JobPlan`] (programs
+//! found, `-x` values read, working directories checked, ranks placed and bindings planned;
+//! nothing started), then [`run_plan`] starts and supervises it. `--dry-run` prints the plan
+//! ([`JobPlan::describe`]) instead of running it.
 
 pub mod args;
+pub mod binding;
 pub mod error;
 pub mod exit;
 pub mod hosts;
@@ -31,17 +39,22 @@ pub mod program;
 pub mod spawn;
 pub mod supervise;
 
-pub use args::Options;
+pub use args::{Launch, Options};
 pub use error::Error;
 pub use supervise::{Cause, Outcome, RankReport, Termination};
 
+use args::EnvVar;
+use binding::RankBinding;
 use output::{Console, Sink, Stream};
 use placement::{HostSlots, Placement};
 use psyne::auth::Secret;
 use psyne::bootstrap::StoreServer;
-use std::ffi::OsString;
+use spawn::RankCommand;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
+use std::io::Write;
 use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -55,22 +68,35 @@ pub const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 /// Stack size of psyrun's helper threads (they only copy bytes or wait for a process).
 const HELPER_STACK: usize = 256 * 1024;
 
-/// Parses `args` (as from `std::env::args_os()`), runs the job, reports problems on stderr
-/// prefixed `psyrun: `, and returns the exit code (see [`exit`]).
+/// Parses `args` (as from `std::env::args_os()`), runs the job (or, with `--dry-run`, prints
+/// it), reports problems on stderr prefixed `psyrun: `, and returns the exit code (see [`exit`]).
 pub fn cli_main<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let options = match Options::parse_from(args) {
-        Ok(options) => options,
+    let launch = match Launch::parse_from(args) {
+        Ok(launch) => launch,
         Err(e) => {
             e.print();
             return e.exit_code();
         }
     };
-    match run(&options) {
-        Ok(outcome) => outcome.exit_code(),
+    let result = prepare(&launch).and_then(|plan| {
+        if launch.dry_run {
+            let mut out = std::io::stdout().lock();
+            // A closed stdout loses the listing; there is nowhere else to put it.
+            let _ = out.write_all(plan.describe(&launch).as_bytes());
+            let _ = out.flush();
+            return Ok(None);
+        }
+        let console =
+            Console::stdio().map_err(|e| Error::io("duplicating psyrun's stdout and stderr", e))?;
+        run_plan(&launch, &plan, Arc::new(console)).map(Some)
+    });
+    match result {
+        Ok(Some(outcome)) => outcome.exit_code(),
+        Ok(None) => exit::SUCCESS,
         Err(e) => {
             eprintln!("psyrun: {e}");
             e.exit_code()
@@ -78,14 +104,285 @@ where
     }
 }
 
-/// Runs a local job: finds the program, places `options.ranks` ranks on this machine, and
-/// supervises them (see [`run_placed`]). Nothing is started if the program cannot be found.
+/// Runs a local single-program job described by `options` (the library's entry point; psybench
+/// uses it): as [`launch`] with every other setting at its default.
 pub fn run(options: &Options) -> Result<Outcome, Error> {
-    let program = program::resolve_here(&options.program)?;
-    let placements = placement::place(&[HostSlots::local(options.ranks)], options.ranks)?;
+    launch(&Launch::from(options.clone()))
+}
+
+/// Prepares and runs `launch` on this machine, forwarding output to psyrun's stdout and stderr.
+/// Nothing is started if the job cannot be prepared (see [`prepare`]).
+pub fn launch(launch: &Launch) -> Result<Outcome, Error> {
+    let plan = prepare(launch)?;
     let console =
         Console::stdio().map_err(|e| Error::io("duplicating psyrun's stdout and stderr", e))?;
-    run_placed(options, &program, &placements, Arc::new(console))
+    run_plan(launch, &plan, Arc::new(console))
+}
+
+/// One rank of a prepared job: where and how it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankPlan {
+    /// Its place: rank, host, local rank.
+    pub placement: Placement,
+    /// Index of its program in [`Launch::apps`].
+    pub app: usize,
+    /// The program, found.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Its `-x` variables with their values, in order (later ones of a name win).
+    pub env: Vec<(OsString, OsString)>,
+    /// Its working directory if `--wdir` was given (else psyrun's).
+    pub wdir: Option<PathBuf>,
+    /// Its CPUs, if bound.
+    pub binding: Option<RankBinding>,
+}
+
+/// A job ready to start: every rank's plan, in rank order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPlan {
+    /// The name of the host the ranks run on (this machine).
+    pub host: String,
+    /// The ranks.
+    pub ranks: Vec<RankPlan>,
+    /// Why the default binding left the ranks unbound, if it did.
+    pub binding_note: Option<String>,
+}
+
+/// Prepares `launch` without starting anything: finds every program, reads each `-x VAR` from
+/// psyrun's environment (an unset one is an error naming it), checks every `--wdir`, places the
+/// ranks on this machine and plans their bindings (reading the topology with hwloc unless
+/// `--bind-to none`).
+pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
+    let world = launch.world_size();
+    let cwd = std::env::current_dir().ok();
+    struct Resolved {
+        program: PathBuf,
+        env: Vec<(OsString, OsString)>,
+        wdir: Option<PathBuf>,
+    }
+    let mut resolved = Vec::with_capacity(launch.apps.len());
+    for app in &launch.apps {
+        let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(app.env.len());
+        for var in &app.env {
+            let value = match var {
+                EnvVar::Set(_, v) => v.clone(),
+                EnvVar::Forward(name) => std::env::var_os(name).ok_or_else(|| {
+                    Error::Usage(format!(
+                        "-x {name}: {name} is not set in psyrun's environment; set it, or give \
+                         its value with -x {name}=VALUE"
+                    ))
+                })?,
+            };
+            let name = OsString::from(var.name());
+            env.retain(|(k, _)| *k != name);
+            env.push((name, value));
+        }
+        if let Some(dir) = &app.wdir {
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::Usage(format!(
+                        "--wdir {}: not a directory",
+                        dir.display()
+                    )))
+                }
+                Err(e) => {
+                    return Err(Error::Usage(format!(
+                        "--wdir {}: {e}; give an existing directory",
+                        dir.display()
+                    )))
+                }
+            }
+        }
+        let mut program = program::resolve_here(&app.program)?;
+        // A relative path means relative to where psyrun was started, also with --wdir.
+        if app.wdir.is_some() && program.is_relative() {
+            if let Some(cwd) = &cwd {
+                program = cwd.join(program);
+            }
+        }
+        resolved.push(Resolved {
+            program,
+            env,
+            wdir: app.wdir.clone(),
+        });
+    }
+    let placements = placement::place(&[HostSlots::local(world)], world)?;
+    let host = job::hostname();
+    let binding =
+        binding::plan_here(placements.len(), &launch.binding).map_err(|source| Error::Binding {
+            host: host.clone(),
+            source,
+        })?;
+    let apps: Vec<usize> = launch
+        .apps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| std::iter::repeat(i).take(a.ranks))
+        .collect();
+    let ranks = placements
+        .iter()
+        .zip(apps)
+        .map(|(p, app)| {
+            let r = &resolved[app];
+            RankPlan {
+                placement: *p,
+                app,
+                program: r.program.clone(),
+                args: launch.apps[app].args.clone(),
+                env: r.env.clone(),
+                wdir: r.wdir.clone(),
+                binding: binding.ranks.get(p.local_rank).cloned().flatten(),
+            }
+        })
+        .collect();
+    Ok(JobPlan {
+        host,
+        ranks,
+        binding_note: binding.note,
+    })
+}
+
+impl JobPlan {
+    /// The CPUs rank `r` will run on and how, for `--report-bindings` and `--dry-run`:
+    /// `0-1 (bound to cores 0-1)`, or psyrun's own CPUs `(not bound)`.
+    pub fn cpus_of(&self, rank: &RankPlan) -> String {
+        match &rank.binding {
+            Some(b) => format!("{} (bound to {})", b.cpus, b.what),
+            None => {
+                let own = binding::own_cpus().map_or("unknown".into(), |c| c.to_string());
+                format!("{own} (not bound)")
+            }
+        }
+    }
+
+    /// What `--report-bindings` prints (each line without the `psyrun: ` prefix): the default's
+    /// note, if any, then one line per rank: `HOST rank R: cpus LIST (bound to core 0)`.
+    pub fn binding_report(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(note) = &self.binding_note {
+            lines.push(format!("{}: {note}", self.host));
+        }
+        for r in &self.ranks {
+            lines.push(format!(
+                "{} rank {}: cpus {}",
+                self.host,
+                r.placement.rank,
+                self.cpus_of(r)
+            ));
+        }
+        lines
+    }
+
+    /// The `--dry-run` listing: for each rank its host, working directory, binding, command
+    /// line (shell-quoted) and environment. The secret is shown as `<secret>`, values chosen
+    /// only at launch (store port, job id) as placeholders, and `-x VAR` values taken from
+    /// psyrun's environment by name only (they may be secrets too).
+    pub fn describe(&self, launch: &Launch) -> String {
+        use psyne::contract as c;
+        let cwd = std::env::current_dir().map_or_else(
+            |_| "(psyrun's working directory)".into(),
+            |d| d.display().to_string(),
+        );
+        let n = self.ranks.len();
+        let programs = launch.apps.len();
+        let mut out = format!(
+            "psyrun: dry run: {n} rank{} of {programs} program{} on {}; nothing was started\n",
+            if n == 1 { "" } else { "s" },
+            if programs == 1 { "" } else { "s" },
+            self.host
+        );
+        if let Some(note) = &self.binding_note {
+            out.push_str(&format!("binding: {note}\n"));
+        }
+        if let Some(dir) = &launch.output_dir {
+            out.push_str(&format!(
+                "output files: {}/rank.N.stdout and rank.N.stderr\n",
+                dir.display()
+            ));
+        }
+        let info = job::JobInfo {
+            job_id: "<job-id>".into(),
+            secret_hex: "<secret>".into(),
+            store: format!("{}:<port>", job::LOCAL_ADDR),
+            master_addr: job::LOCAL_ADDR.to_string(),
+            master_port: 0,
+        };
+        let placements: Vec<Placement> = self.ranks.iter().map(|r| r.placement).collect();
+        let envs = job::rank_envs(&placements, &info);
+        for (r, env) in self.ranks.iter().zip(&envs) {
+            let app = &launch.apps[r.app];
+            out.push_str(&format!("rank {} on {}\n", r.placement.rank, self.host));
+            let wdir = r
+                .wdir
+                .as_ref()
+                .map_or_else(|| cwd.clone(), |d| d.display().to_string());
+            out.push_str(&format!("  cwd:     {wdir}\n"));
+            out.push_str(&format!("  binding: cpus {}\n", self.cpus_of(r)));
+            let command: Vec<String> = std::iter::once(r.program.as_os_str())
+                .chain(r.args.iter().map(OsString::as_os_str))
+                .map(shell_quote)
+                .collect();
+            out.push_str(&format!("  command: {}\n", command.join(" ")));
+            let vars: Vec<String> = env
+                .to_vars()
+                .into_iter()
+                .map(|(k, v)| match k {
+                    // Chosen at launch, or secret: shown as placeholders.
+                    c::JOB_SECRET => format!("{k}=<secret>"),
+                    c::STORE => format!("{k}={}:<port>", job::LOCAL_ADDR),
+                    c::JOB_ID => format!("{k}=<job-id>"),
+                    "MASTER_PORT" => format!("{k}=<port>"),
+                    _ => format!("{k}={}", shell_quote(OsStr::new(&v))),
+                })
+                .collect();
+            out.push_str(&format!("  env:     {}\n", vars.join(" ")));
+            if !app.env.is_empty() {
+                let mut shown: Vec<String> = Vec::new();
+                for (name, value) in &r.env {
+                    let forwarded = app.env.iter().rev().find(|v| OsStr::new(v.name()) == name);
+                    shown.push(match forwarded {
+                        Some(EnvVar::Forward(_)) => {
+                            format!("{}=<from psyrun's environment>", name.to_string_lossy())
+                        }
+                        _ => format!("{}={}", name.to_string_lossy(), shell_quote(value)),
+                    });
+                }
+                out.push_str(&format!("  -x:      {}\n", shown.join(" ")));
+            }
+        }
+        out
+    }
+}
+
+/// `text` as a POSIX shell word: unchanged when it needs no quoting, in single quotes when it is
+/// printable text, else as `$'...'` with escapes (so newlines and non-UTF-8 bytes show exactly).
+pub fn shell_quote(text: &OsStr) -> String {
+    let bytes = text.as_bytes();
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
+    if !bytes.is_empty() && bytes.iter().all(|&b| plain(b)) {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.chars().any(char::is_control) => format!("'{}'", s.replace('\'', r"'\''")),
+        _ => {
+            let mut out = String::from("$'");
+            for &b in bytes {
+                match b {
+                    b'\n' => out.push_str(r"\n"),
+                    b'\t' => out.push_str(r"\t"),
+                    b'\r' => out.push_str(r"\r"),
+                    b'\\' => out.push_str(r"\\"),
+                    b'\'' => out.push_str(r"\'"),
+                    0x20..=0x7e => out.push(b as char),
+                    _ => out.push_str(&format!(r"\x{b:02x}")),
+                }
+            }
+            out.push('\'');
+            out
+        }
+    }
 }
 
 /// The `--output-dir` files of one rank: stdout's and stderr's.
@@ -108,19 +405,15 @@ fn open_output_files(dir: Option<&Path>, n: usize) -> Result<Vec<RankFiles>, Err
         .collect()
 }
 
-/// Runs `program` as the ranks in `placements` (all on this machine), supervises them and
-/// returns how the job ended. Sets up the store and the secret, starts each rank with its
-/// environment, forwards output to `console`, and stops the job as [`supervise`] describes.
-/// The calling thread forks the ranks, and their parent-death signal is tied to that thread
-/// (see [`spawn`]): it stays in this function until the ranks are gone. Returns an error if a
-/// rank could not be started, after stopping the ones that were.
-pub fn run_placed(
-    options: &Options,
-    program: &Path,
-    placements: &[Placement],
-    console: Arc<Console>,
-) -> Result<Outcome, Error> {
-    let mut files = open_output_files(options.output_dir.as_deref(), placements.len())?;
+/// Runs a prepared job (see [`prepare`]) on this machine, supervises it and returns how it
+/// ended. Sets up the store and the secret, prints the bindings if asked, starts each rank with
+/// its environment, forwards output to `console` (as `launch` says: tags, timestamps, shown
+/// ranks, files), and stops the job as [`supervise`] describes. The calling thread forks the
+/// ranks, and their parent-death signal is tied to that thread (see [`spawn`]): it stays in this
+/// function until the ranks are gone. Returns an error if a rank could not be started, after
+/// stopping the ones that were.
+pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Result<Outcome, Error> {
+    let mut files = open_output_files(launch.output_dir.as_deref(), plan.ranks.len())?;
     let secret = Secret::generate()?;
     // Refused connections are reported through the console, so the line never splits a rank's.
     let store_console = console.clone();
@@ -138,7 +431,13 @@ pub fn run_placed(
         master_addr: job::LOCAL_ADDR.to_string(),
         master_port,
     };
-    let envs = job::rank_envs(placements, &info);
+    let placements: Vec<Placement> = plan.ranks.iter().map(|r| r.placement).collect();
+    let envs = job::rank_envs(&placements, &info);
+    if launch.binding.report {
+        for line in plan.binding_report() {
+            console.message(&line);
+        }
+    }
 
     let (events_tx, events_rx) = mpsc::channel();
     let signals = SignalWatch::start(events_tx.clone())
@@ -147,22 +446,40 @@ pub fn run_placed(
     let mut supervisor = Supervisor::new(
         &console,
         ProcessGroups,
-        options.grace,
-        options.timeout,
+        launch.grace,
+        launch.timeout,
         events_rx,
     );
     let mut pids = Vec::with_capacity(envs.len());
     let mut streams = 0;
     let mut launch_error = None;
-    for (env, files) in envs.iter().zip(files.iter_mut()) {
+    for ((env, files), rank_plan) in envs.into_iter().zip(files.iter_mut()).zip(&plan.ranks) {
         let rank = env.rank;
+        let command = RankCommand {
+            program: rank_plan.program.clone(),
+            args: rank_plan.args.clone(),
+            contract: env,
+            env: rank_plan.env.clone(),
+            cwd: rank_plan.wdir.clone(),
+            cpus: rank_plan.binding.as_ref().map(|b| b.cpus.clone()),
+        };
+        let look = Look {
+            prefix: if launch.tag_output {
+                format!("[{}][{rank}] ", plan.host)
+            } else {
+                String::new()
+            },
+            timestamp: launch.timestamp_output,
+            show: launch
+                .show_ranks
+                .as_ref()
+                .map_or(true, |s| s.contains(rank)),
+        };
         let started = start_rank(
             rank,
-            program,
-            &options.args,
-            env,
+            &command,
             files,
-            options.tag_output,
+            look,
             &console,
             &events_tx,
             &drained_tx,
@@ -221,26 +538,33 @@ pub fn run_placed(
     }
 }
 
+/// How one rank's lines look on the console.
+struct Look {
+    /// `[host][rank] ` or empty.
+    prefix: String,
+    /// Stamp lines with the time they were read.
+    timestamp: bool,
+    /// Show them at all.
+    show: bool,
+}
+
 /// Starts one rank, its two output forwarders and its waiter. Returns its pid and the number of
 /// forwarders started, or the error with the pid if the process was started.
-#[allow(clippy::too_many_arguments)]
 fn start_rank(
     rank: usize,
-    program: &Path,
-    args: &[OsString],
-    env: &psyne::contract::RankEnv,
+    command: &RankCommand,
     files: &mut RankFiles,
-    tag_output: bool,
+    look: Look,
     console: &Arc<Console>,
     events: &Sender<Event>,
     drained: &Sender<usize>,
 ) -> Result<(u32, usize), (Option<u32>, Error)> {
-    let mut child = spawn::spawn(program, args, env).map_err(|source| {
+    let mut child = spawn::spawn(command).map_err(|source| {
         (
             None,
             Error::Spawn {
                 rank,
-                program: program.to_path_buf(),
+                program: command.program.clone(),
                 source,
             },
         )
@@ -251,11 +575,6 @@ fn start_rank(
             Some(pid),
             Error::io(format!("starting the thread that {what} rank {rank}"), e),
         )
-    };
-    let prefix = if tag_output {
-        format!("[{rank}] ")
-    } else {
-        String::new()
     };
     let readers: [(Option<Box<dyn std::io::Read + Send>>, Stream); 2] = [
         (
@@ -278,10 +597,11 @@ fn start_rank(
         let Some(reader) = reader else { continue };
         let (console, prefix, file, drained) = (
             console.clone(),
-            prefix.clone(),
+            look.prefix.clone(),
             file.take(),
             drained.clone(),
         );
+        let (timestamp, show) = (look.timestamp, look.show);
         std::thread::Builder::new()
             .name(format!("psyrun-{rank}-{}", stream.name()))
             .stack_size(HELPER_STACK)
@@ -292,6 +612,8 @@ fn start_rank(
                         console: &console,
                         stream,
                         prefix,
+                        timestamp,
+                        show,
                         file,
                     },
                 );

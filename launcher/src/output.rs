@@ -85,8 +85,13 @@ pub struct Sink<'a> {
     pub console: &'a Console,
     /// Which console stream.
     pub stream: Stream,
-    /// The prefix of every console line (`[3] ` with `--tag-output`, else empty).
+    /// The prefix of every console line (`[host][3] ` with `--tag-output`, else empty).
     pub prefix: String,
+    /// Put the time each line was read before the prefix (`--timestamp-output`).
+    pub timestamp: bool,
+    /// Show the lines on the console at all (`--ranks` leaves some ranks out); the file, if
+    /// any, gets them either way.
+    pub show: bool,
     /// The `--output-dir` file, if any, and its path for messages.
     pub file: Option<(File, std::path::PathBuf)>,
 }
@@ -135,13 +140,53 @@ fn emit(line: &[u8], out: &mut Vec<u8>, sink: &mut Sink<'_>) {
             sink.file = None;
         }
     }
+    if !sink.show {
+        return;
+    }
     out.clear();
+    if sink.timestamp {
+        out.extend_from_slice(timestamp(std::time::SystemTime::now()).as_bytes());
+        out.push(b' ');
+    }
     out.extend_from_slice(sink.prefix.as_bytes());
     out.extend_from_slice(line);
     if line.last() != Some(&b'\n') {
         out.push(b'\n');
     }
     let _ = sink.console.write(sink.stream, out);
+}
+
+/// `time` as ISO 8601 in UTC with microseconds: `2026-11-21T10:00:00.123456Z`. Times before
+/// 1970 print as 1970-01-01T00:00:00.000000Z.
+pub fn timestamp(time: std::time::SystemTime) -> String {
+    let since = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_micros()
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
 }
 
 #[cfg(test)]
@@ -170,6 +215,8 @@ mod tests {
                 console: &console,
                 stream: Stream::Stderr,
                 prefix: prefix.into(),
+                timestamp: false,
+                show: true,
                 file: None,
             },
         );
@@ -183,6 +230,61 @@ mod tests {
         assert_eq!(out, "");
         assert_eq!(err, "[7] a\n[7] \n[7] bc\n[7] last\n");
         assert_eq!(run(b"", "[0] ").1, "");
+    }
+
+    #[test]
+    fn timestamps_are_iso_8601_utc_with_microseconds() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let at =
+            |s: u64, us: u64| timestamp(UNIX_EPOCH + Duration::from_micros(s * 1_000_000 + us));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(at(951_782_400, 1), "2000-02-29T00:00:00.000001Z");
+        assert_eq!(at(1_795_255_200, 123_456), "2026-11-21T10:00:00.123456Z");
+        assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999999Z");
+        assert_eq!(at(253_402_300_799, 0), "9999-12-31T23:59:59.000000Z");
+        assert_eq!(
+            timestamp(UNIX_EPOCH - Duration::from_secs(5)),
+            "1970-01-01T00:00:00.000000Z"
+        );
+    }
+
+    #[test]
+    fn hidden_lines_still_reach_the_file_and_stamps_come_first() {
+        let dir = std::env::temp_dir().join(format!("psyrun-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let (out, err) = (Shared::default(), Shared::default());
+        let console = Console::new(Box::new(out.clone()), Box::new(err.clone()));
+        forward(
+            &b"one\ntwo"[..],
+            Sink {
+                console: &console,
+                stream: Stream::Stdout,
+                prefix: "[h][1] ".into(),
+                timestamp: false,
+                show: false,
+                file: Some((File::create(&path).unwrap(), path.clone())),
+            },
+        );
+        assert!(out.0.lock().unwrap().is_empty());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo");
+        forward(
+            &b"x\n"[..],
+            Sink {
+                console: &console,
+                stream: Stream::Stdout,
+                prefix: "[h][1] ".into(),
+                timestamp: true,
+                show: true,
+                file: None,
+            },
+        );
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let (stamp, rest) = text.split_once(' ').unwrap();
+        assert_eq!(rest, "[h][1] x\n");
+        assert_eq!(stamp.len(), "2026-11-21T10:00:00.123456Z".len(), "{stamp}");
+        assert!(stamp.starts_with("20") && stamp.ends_with('Z'), "{stamp}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -217,6 +319,8 @@ mod tests {
                             console: &console,
                             stream: Stream::Stdout,
                             prefix: format!("[{r}] "),
+                            timestamp: false,
+                            show: true,
                             file: None,
                         },
                     );

@@ -7,28 +7,72 @@
 //! That request is tied to the thread that forks the child: spawn every rank from a thread that
 //! outlives it (psyrun uses the thread that runs the job). The kernel clears it in a rank's own
 //! children, so a rank's descendants are only covered while psyrun is alive to signal the group.
+//!
+//! A bound rank sets its own CPU affinity in the same pre-exec hook (`sched_setaffinity` with a
+//! mask computed by psyrun before the fork, see [`crate::binding`]), so the program runs bound
+//! from its first instruction, and so does everything it starts.
 
+use crate::binding::CpuSet;
 use psyne::contract::RankEnv;
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-/// The command that starts one rank: `program args...` with the rank's environment, stdin from
-/// /dev/null, stdout and stderr piped to psyrun, in a new process group, with SIGKILL as its
-/// parent-death signal.
-pub fn command(program: &Path, args: &[OsString], env: &RankEnv) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .envs(env.to_vars())
+/// Everything needed to start one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankCommand {
+    /// The program (resolved: a path).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// The launch contract's variables.
+    pub contract: RankEnv,
+    /// Further variables (`-x`), set before the contract's (which psyrun refuses to override).
+    pub env: Vec<(OsString, OsString)>,
+    /// The working directory; psyrun's own if `None`.
+    pub cwd: Option<PathBuf>,
+    /// The CPUs to bind to; unbound if `None`.
+    pub cpus: Option<CpuSet>,
+}
+
+/// The command that starts one rank: `program args...` with psyrun's environment plus the
+/// rank's, stdin from /dev/null, stdout and stderr piped to psyrun, in a new process group, with
+/// SIGKILL as its parent-death signal, and bound to its CPUs if it has any.
+pub fn command(rank: &RankCommand) -> Command {
+    let mut cmd = Command::new(&rank.program);
+    cmd.args(&rank.args)
+        .envs(rank.env.iter().map(|(k, v)| (k, v)))
+        .envs(rank.contract.to_vars())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if let Some(dir) = &rank.cwd {
+        cmd.current_dir(dir);
+    }
     // pid_t is i32 on Linux; process ids always fit.
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
+    // Built here, in the parent: the child may not allocate between fork and exec.
+    let mask: Option<Vec<libc::c_ulong>> = rank.cpus.as_ref().map(CpuSet::to_mask);
     let hook = move || -> io::Result<()> {
+        if let Some(mask) = &mask {
+            // SAFETY: sched_setaffinity(0, len, mask) reads `len` bytes from `mask`, which is
+            // a live Vec of exactly that many bytes; pid 0 is this (child) process. It is a
+            // plain system call, async-signal-safe.
+            let set = unsafe {
+                libc::syscall(
+                    libc::SYS_sched_setaffinity,
+                    0 as libc::c_long,
+                    std::mem::size_of_val(mask.as_slice()),
+                    mask.as_ptr(),
+                )
+            };
+            if set == -1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
         // SAFETY: prctl(PR_SET_PDEATHSIG, sig) takes plain integers and touches no memory of
         // ours; the unused arguments are passed as zero as the man page asks.
         let set = unsafe {
@@ -52,8 +96,9 @@ pub fn command(program: &Path, args: &[OsString], env: &RankEnv) -> Command {
         Ok(())
     };
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe calls
-    // are allowed. It makes two system calls (prctl, getppid), builds io::Errors from errno
-    // values without allocating, takes no lock and touches no shared state.
+    // are allowed. It makes at most three system calls (sched_setaffinity, prctl, getppid),
+    // reads a mask allocated before the fork, builds io::Errors from errno values without
+    // allocating, takes no lock and touches no shared state.
     unsafe {
         cmd.pre_exec(hook);
     }
@@ -61,8 +106,8 @@ pub fn command(program: &Path, args: &[OsString], env: &RankEnv) -> Command {
 }
 
 /// Starts one rank (see [`command`]).
-pub fn spawn(program: &Path, args: &[OsString], env: &RankEnv) -> io::Result<Child> {
-    command(program, args, env).spawn()
+pub fn spawn(rank: &RankCommand) -> io::Result<Child> {
+    command(rank).spawn()
 }
 
 /// Sends `signal` to the process group `pgid` (a rank's pid). A group that no longer exists is

@@ -187,6 +187,12 @@ fn success_exits_0_and_help_shows_the_exit_codes() {
         "--timeout",
         "--tag-output",
         "--output-dir",
+        "--timestamp-output",
+        "--ranks",
+        "--wdir",
+        "--bind-to",
+        "--report-bindings",
+        "--dry-run",
     ] {
         assert!(
             done.stdout.contains(want),
@@ -194,4 +200,90 @@ fn success_exits_0_and_help_shows_the_exit_codes() {
             done.stdout
         );
     }
+}
+
+#[test]
+fn dry_run_prints_every_rank_and_starts_nothing_nor_shows_the_secret() {
+    let dir = TempDir::new("dry");
+    let mut cmd = psyrun(&dir);
+    cmd.current_dir(dir.path())
+        .env("PSYT_TOKEN", "do-not-print-me")
+        .args(["--dry-run", "-n", "2", "-x", "PSYT_TOKEN", "-x", "MODE=a b"])
+        .args(["--bind-to", "none", "sh", "-c", MARK])
+        .args([":", "-n", "1", "--wdir", "/", "sh", "-c", MARK, "it's"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert!(nothing_started(&dir));
+    assert_eq!(done.stderr, "");
+    let out = &done.stdout;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let here = std::fs::canonicalize(dir.path()).unwrap();
+    assert!(
+        out.starts_with("psyrun: dry run: 3 ranks of 2 programs on "),
+        "{out}"
+    );
+    let blocks: Vec<&str> = out.split("\nrank ").skip(1).collect();
+    assert_eq!(blocks.len(), 3, "{out}");
+    for (r, block) in blocks.iter().enumerate() {
+        assert!(
+            block.starts_with(&format!("{r} on {}\n", host.trim())),
+            "{block}"
+        );
+        let cwd = if r < 2 {
+            here.display().to_string()
+        } else {
+            "/".into()
+        };
+        assert!(block.contains(&format!("  cwd:     {cwd}\n")), "{block}");
+        assert!(
+            block.contains("  binding: cpus ") && block.contains("(not bound)"),
+            "{block}"
+        );
+        assert!(
+            block.contains(&format!("  command: /usr/bin/sh -c '{MARK}'"))
+                || block.contains(&format!("  command: /bin/sh -c '{MARK}'")),
+            "{block}"
+        );
+        for var in [
+            format!("PSY_RANK={r} "),
+            "PSY_WORLD_SIZE=3 ".into(),
+            format!("PSY_LOCAL_RANK={r} "),
+            "PSY_NODE_RANK=0 ".into(),
+            "PSY_STORE=127.0.0.1:<port> ".into(),
+            "PSY_JOB_ID=<job-id> ".into(),
+            "PSY_JOB_SECRET=<secret> ".into(),
+            format!("RANK={r} "),
+            "MASTER_ADDR=127.0.0.1 ".into(),
+        ] {
+            assert!(block.contains(&var), "{var} missing: {block}");
+        }
+        assert!(
+            block.contains("-x:      PSYT_TOKEN=<from psyrun's environment> MODE='a b'"),
+            "{block}"
+        );
+    }
+    assert!(blocks[2].contains(r#" 'it'\''s'"#), "{}", blocks[2]);
+    assert!(!out.contains("do-not-print-me"), "{out}");
+    // Nothing that looks like a secret (a long run of hex digits) is printed.
+    let longest_hex = out
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    assert!(longest_hex < 16, "{out}");
+}
+
+#[test]
+fn dry_run_still_refuses_what_a_run_would_refuse() {
+    let dir = TempDir::new("dry-bad");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["--dry-run", "-n", "1", "no-such-program-psyrun-dry"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(127), "{}", done.stderr);
+    let mut cmd = psyrun(&dir);
+    cmd.env_remove("PSYT_UNSET")
+        .args(["--dry-run", "-n", "1", "-x", "PSYT_UNSET", "true"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert_eq!(done.stdout, "");
 }

@@ -20,6 +20,22 @@ const SPEW: &str = r#"awk -v r="$PSY_RANK" -v n=300 'BEGIN {
   }
 }'"#;
 
+/// This machine's name, as `--tag-output` shows it.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Splits a `--tag-output` line `[HOST][RANK] rest` into its parts.
+fn split_tag(line: &str) -> Option<(&str, usize, &str)> {
+    let rest = line.strip_prefix('[')?;
+    let (host, rest) = rest.split_once("][")?;
+    let (rank, rest) = rest.split_once("] ")?;
+    Some((host, rank.parse().ok()?, rest))
+}
+
 /// Checks that every line is one whole line of SPEW (after `prefix(rank)`), and that each rank's
 /// lines all arrived, in order.
 fn check_lines(text: &str, kind: char, tagged: bool) {
@@ -48,12 +64,8 @@ fn check_mixed_lines(text: &str, kind: char, skip: Option<char>, tagged: bool) {
         };
         let mut rest = line;
         if tagged {
-            let (tag, after) = rest.split_once("] ").unwrap_or_else(|| panic!("{}", bad()));
-            let tag_rank: usize = tag
-                .strip_prefix('[')
-                .unwrap_or_else(|| panic!("{}", bad()))
-                .parse()
-                .unwrap();
+            let (host, tag_rank, after) = split_tag(line).unwrap_or_else(|| panic!("{}", bad()));
+            assert_eq!(host, this_host(), "{}", bad());
             assert!(
                 after.starts_with(&format!("R{tag_rank} ")),
                 "tag [{tag_rank}] on another rank's line: {}",
@@ -169,4 +181,135 @@ fn output_dir_holds_each_ranks_streams_and_the_last_partial_line_is_kept() {
         assert!(done.stderr.contains(&format!("err {r}\n")));
     }
     assert_eq!(done.stdout.lines().count(), 9);
+}
+
+#[test]
+fn ranks_shows_only_the_ranks_listed_and_output_dir_still_gets_all() {
+    let dir = TempDir::new("ranks");
+    let out = dir.path().join("out");
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        "6",
+        "--ranks",
+        "0,3-4",
+        "--tag-output",
+        "--output-dir",
+    ])
+    .arg(&out)
+    .args([
+        "sh",
+        "-c",
+        r#"echo "out $PSY_RANK"; echo "err $PSY_RANK" >&2"#,
+    ]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    let host = this_host();
+    let mut lines: Vec<&str> = done.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [0, 3, 4].map(|r| format!("[{host}][{r}] out {r}")),
+        "{}",
+        done.stdout
+    );
+    let mut lines: Vec<&str> = done.stderr.lines().collect();
+    lines.sort();
+    assert_eq!(lines, [0, 3, 4].map(|r| format!("[{host}][{r}] err {r}")));
+    for r in 0..6 {
+        let read = |s: &str| std::fs::read_to_string(out.join(format!("rank.{r}.{s}"))).unwrap();
+        assert_eq!(read("stdout"), format!("out {r}\n"));
+        assert_eq!(read("stderr"), format!("err {r}\n"));
+    }
+}
+
+#[test]
+fn bad_rank_lists_are_usage_errors_that_say_why() {
+    let dir = TempDir::new("badranks");
+    for (list, want) in [
+        ("0,5", "--ranks names rank 5, but the job has 3 ranks (0-2)"),
+        ("2-1", "runs backwards; write 1-2"),
+        ("a", "not a rank number"),
+        ("0,,1", "empty item"),
+    ] {
+        let mut cmd = psyrun(&dir);
+        cmd.args([
+            "-n",
+            "3",
+            "--ranks",
+            list,
+            "sh",
+            "-c",
+            r#"touch "$D/started""#,
+        ]);
+        let done = run(cmd, &dir);
+        assert_eq!(done.code(), Some(2), "--ranks {list}: {}", done.stderr);
+        assert!(
+            done.stderr.contains(want),
+            "--ranks {list}: {}",
+            done.stderr
+        );
+        assert!(!dir.path().join("started").exists());
+    }
+}
+
+/// Parses `2026-11-21T10:00:00.123456Z` into microseconds since the epoch.
+fn parse_stamp(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 27 || b[4] != b'-' || b[10] != b'T' || b[19] != b'.' || b[26] != b'Z' {
+        return None;
+    }
+    let num = |a: usize, z: usize| s.get(a..z)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (h, mi, sec, us) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 26)?);
+    // Days from civil (Howard Hinnant), for the check only.
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + h * 3600 + mi * 60 + sec) * 1_000_000) + us)
+}
+
+#[test]
+fn timestamps_are_wall_clock_microseconds_taken_when_the_line_is_read() {
+    let dir = TempDir::new("stamps");
+    let now_us = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as i64
+    };
+    let before = now_us();
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        "2",
+        "--timestamp-output",
+        "--tag-output",
+        "sh",
+        "-c",
+        r#"echo "first $PSY_RANK"; sleep 0.3; echo "second $PSY_RANK""#,
+    ]);
+    let done = run(cmd, &dir);
+    let after = now_us();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    let host = this_host();
+    let mut stamps = std::collections::BTreeMap::new();
+    for line in done.stdout.lines() {
+        let (stamp, rest) = line.split_once(' ').unwrap();
+        let t = parse_stamp(stamp).unwrap_or_else(|| panic!("bad stamp in {line:?}"));
+        assert!(before <= t && t <= after, "{line:?} outside the run");
+        let (h, rank, text) = split_tag(rest).unwrap_or_else(|| panic!("no tag in {line:?}"));
+        assert_eq!(h, host);
+        assert!(text.ends_with(&format!(" {rank}")), "{line:?}");
+        stamps.insert(text.to_string(), t);
+    }
+    assert_eq!(stamps.len(), 4, "{}", done.stdout);
+    for r in 0..2 {
+        let gap = stamps[&format!("second {r}")] - stamps[&format!("first {r}")];
+        // Read when written, not when the rank ended: the sleep between the lines shows.
+        assert!(gap >= 250_000, "rank {r}: lines {gap} us apart");
+    }
 }

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::group::{Group, GroupOptions};
 use crate::tuning::Tuning;
 use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Joins the job this process belongs to: under psyrun through `PSY_STORE`; under torchrun or any
@@ -20,7 +21,7 @@ pub fn init() -> Result<Group> {
         Launch::Alone => Ok(Group::alone()),
         Launch::Psyrun(env) => {
             let secret = Secret::from_hex(&env.secret)?;
-            let store = TcpStore::connect(&env.store, &secret, deadline)?;
+            let store = Arc::new(TcpStore::connect(&env.store, &secret, deadline)?);
             let bind_ip = advertised_ip(&store)?;
             let options = GroupOptions {
                 rank: env.rank,
@@ -34,7 +35,7 @@ pub fn init() -> Result<Group> {
                 job_id: env.job_id.clone(),
                 host_key: crate::transport::host_key(),
             };
-            Group::from_store(&store, options)
+            Group::from_shared_store(store, options)
         }
         Launch::Torch {
             rank,
@@ -55,7 +56,7 @@ pub fn init() -> Result<Group> {
             } else {
                 None
             };
-            let store = TcpStore::connect(&master, &secret, deadline)?;
+            let store = Arc::new(TcpStore::connect(&master, &secret, deadline)?);
             let bind_ip = advertised_ip(&store)?;
             let options = GroupOptions {
                 rank,
@@ -72,7 +73,7 @@ pub fn init() -> Result<Group> {
                 ),
                 host_key: crate::transport::host_key(),
             };
-            Group::from_store_serving(&store, options, server)
+            Group::from_shared_store_serving(store, options, server)
         }
     }
 }

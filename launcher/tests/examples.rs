@@ -166,6 +166,11 @@ fn allreduce_on_1_to_4_ranks() {
 }
 
 #[test]
+fn grid_on_1_to_4_ranks() {
+    on_1_to_4_ranks("grid", |n| format!("grid of {} as ", ranks(n)));
+}
+
+#[test]
 fn mean_on_1_to_4_ranks() {
     on_1_to_4_ranks("mean", |n| {
         format!("mean of 100001 values (seed 42) over {}: ", ranks(n))

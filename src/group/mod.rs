@@ -3,6 +3,7 @@
 mod core;
 mod ops;
 mod shared;
+mod split;
 mod work;
 
 pub use shared::SharedBuf;
@@ -87,6 +88,8 @@ pub struct Group {
     algo: Option<Algo>,
     /// What shared buffers of this group are named after, and whether there can be any.
     shared: Arc<SharedScope>,
+    /// The store and options the group was formed with, for [`Group::split`].
+    splitter: Option<Arc<split::Splitter>>,
 }
 
 impl Group {
@@ -110,9 +113,26 @@ impl Group {
     }
 
     /// Connects to the other ranks through `store` (every rank calls this with the same prefix,
-    /// size and secret).
+    /// size and secret). The group cannot [`Group::split`]; [`Group::from_shared_store`] keeps
+    /// the store so that it can.
     pub fn from_store(store: &dyn Store, options: GroupOptions) -> Result<Group> {
         Group::from_store_serving(store, options, None)
+    }
+
+    /// [`Group::from_store`], keeping the store to form subgroups later ([`Group::split`]).
+    pub fn from_shared_store(store: Arc<dyn Store>, options: GroupOptions) -> Result<Group> {
+        Group::from_shared_store_serving(store, options, None)
+    }
+
+    pub(crate) fn from_shared_store_serving(
+        store: Arc<dyn Store>,
+        options: GroupOptions,
+        server: Option<StoreServer>,
+    ) -> Result<Group> {
+        let template = options.clone();
+        let mut group = Group::from_store_serving(&*store, options, server)?;
+        group.splitter = Some(Arc::new(split::Splitter::new(store, template)));
+        Ok(group)
     }
 
     pub(crate) fn from_store_serving(
@@ -208,6 +228,7 @@ impl Group {
             worker: Arc::default(),
             algo: None,
             shared: Arc::new(shared),
+            splitter: None,
         }
     }
 
@@ -248,6 +269,23 @@ impl Group {
             algo: Some(algo),
             ..self.clone()
         }
+    }
+
+    /// Splits the group into subgroups, as `MPI_Comm_split` does: ranks calling with the same
+    /// `color` form one subgroup, ordered by `key` (then by rank in this group); a rank calling
+    /// with `None` joins none and gets `None`. Every rank of this group calls it. Subgroups have
+    /// their own connections, so their collectives run independently of, and concurrently with,
+    /// this group's and each other's (rows and columns of a grid, for example).
+    pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Group>> {
+        let Some(splitter) = &self.splitter else {
+            return Err(crate::Error::invalid(
+                "split: this group was formed without keeping its store (Group::from_store); form it with psyne::init() or Group::from_shared_store",
+            ));
+        };
+        let mine = [color.map_or(-1, i64::from), key];
+        let all = self.all_gather(&mine)?;
+        let pairs: Vec<(i64, i64)> = all.chunks_exact(2).map(|c| (c[0], c[1])).collect();
+        splitter.form(self.rank(), &pairs)
     }
 
     /// Runs `f` in this call's turn.

@@ -51,7 +51,8 @@ pub fn with_wiring<R: Send + 'static>(
                 if wiring == Wiring::Mixed {
                     opts.host_key = format!("fake-host-{}", usize::from(rank >= size / 2));
                 }
-                let group = Group::from_store(&*store, opts).expect("forming the group");
+                let store: Arc<dyn psyne::bootstrap::Store> = store;
+                let group = Group::from_shared_store(store, opts).expect("forming the group");
                 f(group)
             })
         })

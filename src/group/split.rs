@@ -1,0 +1,79 @@
+//! [`crate::Group::split`]: subgroups formed through the parent's store, with their own links.
+
+use super::{Group, GroupOptions};
+use crate::bootstrap::Store;
+use crate::error::Result;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a group keeps to form subgroups: the store it was formed through and its options.
+pub(crate) struct Splitter {
+    store: Arc<dyn Store>,
+    template: GroupOptions,
+    /// Splits so far: every rank splits in the same order, so the same number names the same
+    /// split everywhere.
+    count: AtomicU64,
+}
+
+/// For each rank: its position in its subgroup and the subgroup's size, from every rank's
+/// `(color, key)` (a negative color joins no subgroup). Ordered by key, then by rank.
+pub(crate) fn placement(pairs: &[(i64, i64)], rank: usize) -> Option<(usize, usize)> {
+    let (color, _) = *pairs.get(rank)?;
+    if color < 0 {
+        return None;
+    }
+    let mut members: Vec<(i64, usize)> = pairs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.0 == color)
+        .map(|(r, p)| (p.1, r))
+        .collect();
+    members.sort_unstable();
+    let at = members.iter().position(|m| m.1 == rank)?;
+    Some((at, members.len()))
+}
+
+impl Splitter {
+    pub(crate) fn new(store: Arc<dyn Store>, template: GroupOptions) -> Splitter {
+        Splitter {
+            store,
+            template,
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Forms this rank's subgroup given every rank's `(color, key)`.
+    pub(crate) fn form(&self, rank: usize, pairs: &[(i64, i64)]) -> Result<Option<Group>> {
+        let n = self.count.fetch_add(1, Ordering::SeqCst);
+        let Some((sub_rank, sub_size)) = placement(pairs, rank) else {
+            return Ok(None);
+        };
+        let color = pairs[rank].0;
+        let options = GroupOptions {
+            rank: sub_rank,
+            size: sub_size,
+            prefix: format!("{}/split{n}/{color}", self.template.prefix),
+            ..self.template.clone()
+        };
+        Group::from_shared_store(self.store.clone(), options)
+            .map(Some)
+            .map_err(|e| e.context(format!("forming subgroup {color} of split {n}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placement;
+
+    #[test]
+    fn members_are_ordered_by_key_then_rank_and_negative_colors_join_nothing() {
+        let pairs = [(0, 5), (1, 0), (0, 5), (0, -1), (-1, 0), (1, 3)];
+        assert_eq!(placement(&pairs, 3), Some((0, 3)));
+        assert_eq!(placement(&pairs, 0), Some((1, 3)));
+        assert_eq!(placement(&pairs, 2), Some((2, 3)));
+        assert_eq!(placement(&pairs, 1), Some((0, 2)));
+        assert_eq!(placement(&pairs, 5), Some((1, 2)));
+        assert_eq!(placement(&pairs, 4), None);
+        assert_eq!(placement(&pairs, 9), None);
+    }
+}

@@ -45,7 +45,7 @@ pub mod tuning;
 pub use comm::Communicator;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use group::{hostname, Group, GroupOptions, SharedBuf, Work};
+pub use group::{hostname, Group, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
 pub use half::{bf16, f16};
 pub use init::init;
 pub use reduce::ReduceOp;

@@ -243,7 +243,8 @@ struct SweepArgs {
     #[arg(long)]
     in_place: bool,
     /// All-reduce buffers from Group::alloc_shared with all_reduce_shared (native backend,
-    /// allreduce only; rows show algo `shared`)
+    /// allreduce only; rows of 16 KiB and more show algo `shared`, smaller ones take the
+    /// ordinary path and show its algorithm)
     #[arg(long)]
     shared_buffers: bool,
     /// stream: iterations back to back (nccl-tests); isolated: a barrier before each [default: stream]

@@ -90,7 +90,9 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         case.count
     };
     let algo = match (comm.native(), to_collective(case.coll, case.root)) {
-        (Some(_), _) if shares(comm, case) => "shared".to_string(),
+        (Some(_), _) if shares(comm, case) && count * es >= psyne::MIN_SHARED_BYTES as u64 => {
+            "shared".to_string()
+        }
         (Some(g), Some(c)) => g
             .algorithm_for(c, per_rank_bytes(case.coll, count * es, size))?
             .name()

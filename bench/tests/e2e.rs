@@ -159,7 +159,7 @@ fn shared_buffers_all_reduce_zero_copy_across_processes_and_check_out() {
             "3",
             "allreduce",
             "--sizes",
-            "0,8,4K,1M,3M",
+            "0,8,4K,24K,1M,3M",
             "--iters",
             "5",
         ])
@@ -168,9 +168,11 @@ fn shared_buffers_all_reduce_zero_copy_across_processes_and_check_out() {
         let out = run(cmd, Duration::from_secs(120));
         assert!(out.status.success(), "{}", text(&out));
         let report = read_report(&json).unwrap();
-        assert_eq!(report.records.len(), 5, "{}", text(&out));
+        assert_eq!(report.records.len(), 6, "{}", text(&out));
         for r in &report.records {
-            assert_eq!(r.algo, "shared", "{r:?}");
+            // Below psyne::MIN_SHARED_BYTES the ordinary all-reduce runs.
+            let shared = r.bytes >= psyne::MIN_SHARED_BYTES as u64;
+            assert_eq!(r.algo == "shared", shared, "{r:?}");
             assert_eq!(r.wrong, Some(0), "{r:?}");
         }
     }

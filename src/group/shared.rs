@@ -26,6 +26,13 @@ use std::time::{Duration, Instant};
 /// Bytes before the data in each rank's segment: its arrival line, padded to a page.
 const DATA_AT: usize = 4096;
 
+/// Below this many bytes per rank, [`crate::Group::all_reduce_shared`] runs the ordinary
+/// all-reduce instead: its fixed cost (two arrivals every rank must see) exceeds the copies saved.
+/// Measured with `psybench allreduce --shared-buffers` on 2 and 8 ranks (2 cores,
+/// `results/shm-psyne-vs-openmpi`): the shared path costs about 7 µs at any size up to 8 KiB,
+/// where the node board takes under 1 µs, and wins from 16 KiB on.
+pub const MIN_SHARED_BYTES: usize = 16 << 10;
+
 /// Elements reduced and copied out per block: small enough to stay in cache between the two.
 const BLOCK_BYTES: usize = 64 << 10;
 

@@ -288,3 +288,49 @@ pub fn children(pid: i32) -> Vec<i32> {
         })
         .collect()
 }
+
+/// Runs `cargo build` with `args` (e.g. `["-p", "train"]`) into the target directory and profile
+/// psyrun was built in (psyrun is `<target>/<profile dir>/psyrun`), waiting at most `limit`, and
+/// returns that profile directory: where the binaries built land, beside psyrun. A no-op when
+/// they are fresh, and never a stale binary.
+pub fn cargo_build_beside_psyrun(args: &[&str], limit: Duration) -> Result<PathBuf, String> {
+    let psyrun = psyrun_path();
+    let profile_dir = psyrun.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let target_dir = profile_dir.parent().unwrap_or(Path::new("."));
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.arg("build")
+        .args(args)
+        .args(["--profile", profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {what}: {e}"))?;
+    let stderr = Capture::start(child.stderr.take());
+    let _stdout = Capture::start(child.stdout.take());
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{what} took over {limit:?}\n{}", stderr.text()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(format!("waiting for {what}: {e}")),
+        }
+    };
+    if !status.success() {
+        return Err(format!("{what} failed ({status})\n{}", stderr.finish()));
+    }
+    Ok(profile_dir)
+}

@@ -1,0 +1,272 @@
+//! The `train` program (the `train` package of this workspace) as a user runs it: `psyrun -n N
+//! train`, found by its bare name beside psyrun. `--check` must pass on 1, 2, 3 and 8 ranks
+//! (parameters bitwise identical on every rank, loss curve equal to a 1-rank run within its
+//! tolerance), rank 0 must print one line per epoch, and bad arguments must be a clear error.
+//!
+//! `cargo test` builds psyrun but not the `train` binary (another package), so the first test to
+//! need it runs `cargo build -p train` once with psyrun's profile and target directory, which
+//! puts `train` beside psyrun: a no-op when it is fresh.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The longest one training run may take (generous: unoptimised builds, 8 ranks on a shared
+/// 2-core machine).
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// The longest building `train` may take.
+const BUILD_LIMIT: Duration = Duration::from_secs(900);
+
+/// The `train` binary, built beside the psyrun under test.
+fn train_bin() -> PathBuf {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = match DIR.get_or_init(|| cargo_build_beside_psyrun(&["-p", "train"], BUILD_LIMIT)) {
+        Ok(dir) => dir,
+        Err(e) => panic!("building train: {e}"),
+    };
+    let path = dir.join("train");
+    assert!(
+        path.is_file(),
+        "`train` is not at {} after building it",
+        path.display()
+    );
+    path
+}
+
+/// Runs `psyrun -n N train ARGS` with `train` by its bare name (a PATH without it, so psyrun
+/// finds the one beside itself), to completion.
+fn run_train(n: usize, args: &[&str]) -> Done {
+    train_bin();
+    let dir = TempDir::new(&format!("train-{n}"));
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        &n.to_string(),
+        "--grace",
+        "2",
+        "--timeout",
+        "170",
+        "train",
+    ])
+    .args(args)
+    .env("PATH", "/usr/bin:/bin")
+    .env("PSY_TIMEOUT", "120");
+    Job::start(cmd, &dir).wait(LIMIT)
+}
+
+fn context(done: &Done) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr)
+}
+
+/// Asserts a successful `--check --epochs E` run on `n` ranks: the header, one line per epoch in
+/// order, the summary, and both checks passing.
+fn assert_checked(n: usize, epochs: usize, done: &Done) {
+    let ctx = context(done);
+    assert_eq!(done.code(), Some(0), "{n} ranks: {ctx}");
+    let out = &done.stdout;
+    let ranks = format!("{n} rank{}", if n == 1 { "" } else { "s" });
+    let header: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("train: digits"))
+        .collect();
+    assert_eq!(header.len(), 1, "{ctx}");
+    assert!(header[0].contains(&format!("; {ranks} (")), "{ctx}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("epoch ")).collect();
+    assert_eq!(
+        lines.len(),
+        epochs,
+        "one line per epoch, from rank 0 only: {ctx}"
+    );
+    let mut losses = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let head = format!("epoch {}/{epochs}  train loss ", i + 1);
+        assert!(
+            line.starts_with(&head),
+            "`{line}` should start with `{head}`: {ctx}"
+        );
+        for part in ["train acc", "test acc", "compute", "comm"] {
+            assert!(line.contains(part), "`{line}` lacks `{part}`");
+        }
+        let loss: f64 = line[head.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no loss in `{line}`"));
+        losses.push(loss);
+    }
+    assert!(
+        losses.last() < losses.first(),
+        "the loss should fall: {losses:?}"
+    );
+    let summary = format!("train: {epochs} epochs on {ranks} in ");
+    assert_eq!(out.matches(&summary).count(), 1, "{ctx}");
+    assert!(
+        out.contains(&format!(
+            "check: parameters bitwise identical on all {n} ranks"
+        )),
+        "{ctx}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| *l == "check: OK").count(),
+        1,
+        "{ctx}"
+    );
+    assert!(!out.contains("FAILED"), "{ctx}");
+}
+
+fn assert_curve_matches(done: &Done) {
+    let line = done
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("check: loss curve vs a 1-rank run of global batch"))
+        .unwrap_or_else(|| panic!("no loss-curve check in:\n{}", done.stdout));
+    assert!(line.ends_with("; tolerance 1e-4): OK"), "{line}");
+}
+
+#[test]
+fn check_passes_on_1_rank() {
+    let done = run_train(1, &["--check", "--epochs", "3"]);
+    assert_checked(1, 3, &done);
+    assert_curve_matches(&done);
+}
+
+#[test]
+fn check_passes_on_2_ranks() {
+    let done = run_train(2, &["--check", "--epochs", "3"]);
+    assert_checked(2, 3, &done);
+    assert_curve_matches(&done);
+}
+
+#[test]
+fn check_passes_on_3_ranks() {
+    let done = run_train(3, &["--check", "--epochs", "3"]);
+    assert_checked(3, 3, &done);
+    assert_curve_matches(&done);
+}
+
+#[test]
+fn check_passes_on_8_ranks() {
+    let done = run_train(8, &["--check", "--epochs", "3"]);
+    assert_checked(8, 3, &done);
+    assert_curve_matches(&done);
+}
+
+#[test]
+fn buckets_per_tensor_without_overlap_and_small_buckets_pass_the_check() {
+    let done = run_train(
+        3,
+        &[
+            "--check",
+            "--epochs",
+            "2",
+            "--bucket-mb",
+            "0",
+            "--no-overlap",
+        ],
+    );
+    assert_checked(3, 2, &done);
+    assert_curve_matches(&done);
+    assert!(
+        done.stdout.contains("all-reduced in 4 buckets of at most 0 MiB [b2 40 B, W2 2560 B, b1 256 B, W1 16384 B], overlap off"),
+        "{}",
+        context(&done)
+    );
+
+    let done = run_train(2, &["--check", "--epochs", "2", "--bucket-mb", "0.004"]);
+    assert_checked(2, 2, &done);
+    assert!(
+        done.stdout.contains("all-reduced in 2 buckets of at most 0.004 MiB [b2+W2+b1 2856 B, W1 16384 B], overlap on"),
+        "{}",
+        context(&done)
+    );
+}
+
+#[test]
+fn local_sgd_checks_the_parameters_only_and_says_so() {
+    let done = run_train(3, &["--check", "--epochs", "2", "--sync-every", "5"]);
+    assert_checked(3, 2, &done);
+    assert!(
+        done.stdout
+            .contains("local SGD: parameters averaged every 5 steps"),
+        "{}",
+        context(&done)
+    );
+    assert!(
+        done.stdout
+            .contains("check: loss curve not compared: with --sync-every 5 (local SGD)"),
+        "{}",
+        context(&done)
+    );
+}
+
+#[test]
+fn quiet_prints_the_summary_but_no_epochs() {
+    let done = run_train(2, &["--epochs", "2", "--quiet"]);
+    assert_eq!(done.code(), Some(0), "{}", context(&done));
+    assert!(
+        !done.stdout.lines().any(|l| l.starts_with("epoch ")),
+        "{}",
+        context(&done)
+    );
+    assert!(
+        done.stdout.contains("train: 2 epochs on 2 ranks in "),
+        "{}",
+        context(&done)
+    );
+    assert!(done.stdout.contains("test accuracy"), "{}", context(&done));
+}
+
+#[test]
+fn bad_arguments_are_a_clear_error_and_exit_code_2() {
+    for (args, want) in [
+        (
+            &["--sync-every", "0"][..],
+            "train: --sync-every must be at least 1",
+        ),
+        (
+            &["--batch", "5000"],
+            "train: --batch must be between 1 and the 1500 training samples, not 5000",
+        ),
+        (
+            &["--bucket-mb", "-1"],
+            "train: --bucket-mb must be a number of MiB",
+        ),
+        (
+            &["--epochs", "many"],
+            "invalid value 'many' for '--epochs <N>'",
+        ),
+    ] {
+        let done = run_train(2, args);
+        assert_eq!(done.code(), Some(2), "{args:?}: {}", context(&done));
+        assert!(done.stderr.contains(want), "{args:?}: {}", context(&done));
+        assert!(!done.stdout.contains("epoch "), "{}", context(&done));
+    }
+}
+
+#[test]
+fn help_lists_every_flag() {
+    let out = std::process::Command::new(train_bin())
+        .arg("--help")
+        .output()
+        .expect("running train --help");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--epochs",
+        "--lr",
+        "--batch",
+        "--hidden",
+        "--seed",
+        "--bucket-mb",
+        "--no-overlap",
+        "--sync-every",
+        "--check",
+        "--quiet",
+    ] {
+        assert!(text.contains(flag), "`{flag}` missing from:\n{text}");
+    }
+}

@@ -21,6 +21,23 @@ fn psyrun_check(dir: &TempDir, n: usize, extra: &[&str]) -> std::process::Comman
     cmd
 }
 
+/// The job exited 0 and each of its `n` ranks reported that every collective matched the oracle.
+fn assert_every_rank_matched(done: &Done, n: usize) {
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("matches the oracle").count(),
+        n,
+        "{}",
+        done.stdout
+    );
+}
+
 #[test]
 fn every_collective_matches_the_oracle_in_4_processes() {
     let dir = TempDir::new("check4");
@@ -47,19 +64,7 @@ fn every_collective_matches_the_oracle_in_4_processes() {
 fn every_collective_matches_the_oracle_in_5_oversubscribed_processes() {
     let dir = TempDir::new("check5");
     let done = run(psyrun_check(&dir, 5, &["--counts", "0,4,6,777"]), &dir);
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        done.stdout,
-        done.stderr
-    );
-    assert_eq!(
-        done.stdout.matches("matches the oracle").count(),
-        5,
-        "{}",
-        done.stdout
-    );
+    assert_every_rank_matched(&done, 5);
 }
 
 #[test]
@@ -277,19 +282,7 @@ fn single_copy_pulls_between_processes_match_the_oracle() {
         .env("PSY_SHM_CMA", "1")
         .env("PSY_SHM_CMA_MIN", "1024");
     let done = run(cmd, &dir);
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        done.stdout,
-        done.stderr
-    );
-    assert_eq!(
-        done.stdout.matches("matches the oracle").count(),
-        3,
-        "{}",
-        done.stdout
-    );
+    assert_every_rank_matched(&done, 3);
 }
 
 #[test]
@@ -298,17 +291,5 @@ fn eight_ranks_on_two_cores_complete_every_collective_over_shared_memory() {
     let mut cmd = psyrun_check(&dir, 8, &["--counts", "0,9,1001"]);
     cmd.env("PSY_TRANSPORT", "shm");
     let done = run(cmd, &dir);
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        done.stdout,
-        done.stderr
-    );
-    assert_eq!(
-        done.stdout.matches("matches the oracle").count(),
-        8,
-        "{}",
-        done.stdout
-    );
+    assert_every_rank_matched(&done, 8);
 }

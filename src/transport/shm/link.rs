@@ -224,14 +224,19 @@ impl ShmLink {
 
 impl Link for ShmLink {
     fn write_some(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        // Bytes the peer pulled before it closed were delivered: report them first (a peer that
+        // pulls the last bytes of a job and exits must not fail the sender's last send).
+        if self.outstanding.is_some() {
+            match self.outstanding_progress(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.rx.is_closed() => {}
+                progress => return progress,
+            }
+        }
         if self.rx.is_closed() {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "the peer closed its side of the shared-memory link (it exited or gave up the group)",
             ));
-        }
-        if self.outstanding.is_some() {
-            return self.outstanding_progress(bufs);
         }
         // Slices before the first large one go through the ring; the large one by descriptor once
         // they are all in.

@@ -28,6 +28,9 @@ pub struct ShmLink {
     min_pull: Option<usize>,
     /// Whether the peer said it can pull from this process (cached once true).
     peer_pulls: bool,
+    /// Whether this side said it can pull from the peer: only then can descriptors arrive, so
+    /// only then do reads and waits look at the receiving slot.
+    accepts_pulls: bool,
     /// The peer's process id, once known.
     peer_pid: i32,
     /// The descriptor this side posted and the peer has not fully pulled yet.
@@ -67,10 +70,20 @@ impl ShmLink {
         lower: bool,
     ) -> io::Result<ShmLink> {
         liveness.set_nonblocking(true)?;
-        let (tx_at, rx_at, peer_at) = if lower {
-            (offsets::SLOT_A, offsets::SLOT_B, offsets::SIDE_HIGHER)
+        let (tx_at, rx_at, peer_at, own_at) = if lower {
+            (
+                offsets::SLOT_A,
+                offsets::SLOT_B,
+                offsets::SIDE_HIGHER,
+                offsets::SIDE_LOWER,
+            )
         } else {
-            (offsets::SLOT_B, offsets::SLOT_A, offsets::SIDE_LOWER)
+            (
+                offsets::SLOT_B,
+                offsets::SLOT_A,
+                offsets::SIDE_LOWER,
+                offsets::SIDE_HIGHER,
+            )
         };
         let at = |off: usize| {
             if segment.len() < 4096 {
@@ -85,6 +98,12 @@ impl ShmLink {
             at(rx_at)?.cast::<PullSlot>(),
             at(peer_at)?.cast::<SideInfo>(),
         );
+        // SAFETY: as for `peer`: a 64-byte aligned `SideInfo` of atomics in the header page,
+        // read once here while `segment` is alive. This side wrote it before the link was made.
+        let accepts_pulls = unsafe { at(own_at)?.cast::<SideInfo>().as_ref() }
+            .can_pull
+            .load(Ordering::SeqCst)
+            == 1;
         let mut link = ShmLink {
             tx,
             rx,
@@ -93,6 +112,7 @@ impl ShmLink {
             peer,
             min_pull: cma::min_pull_from_env(),
             peer_pulls: false,
+            accepts_pulls,
             peer_pid: 0,
             outstanding: None,
             rx_done: 0,
@@ -120,14 +140,8 @@ impl ShmLink {
         unsafe { self.peer.as_ref() }
     }
 
-    /// Whether slices of `len` bytes go by pull descriptor.
-    fn pulls(&mut self, len: usize) -> bool {
-        let Some(min) = self.min_pull else {
-            return false;
-        };
-        if len < min {
-            return false;
-        }
+    /// Whether the peer may be sent pull descriptors.
+    fn peer_pulls(&mut self) -> bool {
         if !self.peer_pulls {
             self.peer_pulls = self.peer_info().can_pull.load(Ordering::SeqCst) == 1;
         }
@@ -240,11 +254,13 @@ impl Link for ShmLink {
         }
         // Slices before the first large one go through the ring; the large one by descriptor once
         // they are all in.
-        let min = self.min_pull.unwrap_or(usize::MAX);
-        let big = bufs
-            .iter()
-            .position(|b| !b.is_empty() && b.len() >= min)
-            .filter(|&i| self.pulls(bufs[i].len()));
+        let big = match self.min_pull {
+            None => None, // the default: no scan on the hot path
+            Some(min) => bufs
+                .iter()
+                .position(|b| !b.is_empty() && b.len() >= min)
+                .filter(|_| self.peer_pulls()),
+        };
         let inline = &bufs[..big.unwrap_or(bufs.len())];
         let want: usize = inline.iter().map(|b| b.len()).sum();
         let written = if want > 0 { self.tx.write(inline) } else { 0 };
@@ -267,7 +283,7 @@ impl Link for ShmLink {
     }
 
     fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if !buf.is_empty() {
+        if self.accepts_pulls && !buf.is_empty() {
             if let Some(pulled) = self.pull_pending(buf) {
                 return pulled;
             }
@@ -293,7 +309,7 @@ impl Link for ShmLink {
         if read {
             let done = self.rx_done;
             self.rx
-                .wait_readable_or(t, || self.rx_slot().has_pending(done));
+                .wait_readable_or(t, || self.accepts_pulls && self.rx_slot().has_pending(done));
         }
         if write {
             match &self.outstanding {
@@ -310,7 +326,9 @@ impl Link for ShmLink {
 
     fn pending(&self) -> bool {
         self.probe_peer();
-        self.rx.readable() > 0 || self.rx.is_closed() || self.rx_slot().has_pending(self.rx_done)
+        self.rx.readable() > 0
+            || self.rx.is_closed()
+            || (self.accepts_pulls && self.rx_slot().has_pending(self.rx_done))
     }
 
     fn close_write(&mut self) {

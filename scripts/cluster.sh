@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A cluster of test hosts on this machine: one network namespace per host, joined by a bridge in
-# the root namespace, each running a real OpenSSH server that accepts a generated user key.
+# the root namespace, each running a real OpenSSH server that accepts a generated user key, in
+# its own UTS namespace named after the host (psyh1, psyh2, ...).
 # Addresses come from 10.213.0.0/24, a private range used only inside these namespaces; before
 # anything is sent, every host address must route through our own bridge, or the script stops
 # and tears everything down. Run as root.
@@ -107,7 +108,9 @@ UsePAM no
 AcceptEnv PSY_*
 EOF
     /usr/sbin/sshd -t -f "$dir/sshd-$i.conf"
-    ip netns exec "$ns" /usr/sbin/sshd -f "$dir/sshd-$i.conf" -E "$dir/sshd-$i.log"
+    # Its own UTS namespace too, so the host has its own name (psyne tells hosts apart by
+    # name and boot id); sessions inherit both namespaces from sshd.
+    ip netns exec "$ns" unshare --uts sh -c "hostname $ns && exec /usr/sbin/sshd -f '$dir/sshd-$i.conf' -E '$dir/sshd-$i.log'"
   done
   # Wait (bounded) until every sshd has written its pid file.
   for i in $(seq 1 "$n"); do

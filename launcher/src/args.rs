@@ -43,8 +43,54 @@ world, numbered in order:
 )]
 pub struct Cli {
     /// Number of ranks to start (at least 1).
-    #[arg(short = 'n', long = "np", value_name = "N", value_parser = parse_ranks)]
-    pub ranks: usize,
+    #[arg(short = 'n', long = "np", value_name = "N", value_parser = parse_ranks,
+        required_unless_present = "check")]
+    pub ranks: Option<usize>,
+
+    /// Hosts to run on, with their slots: `a:4,b:4`, `alice@a:2`, `[fe80::1]:2`; a host without
+    /// `:N` takes as many ranks as it has cores. Repeatable. Ranks fill hosts in order.
+    #[arg(short = 'H', long = "host", value_name = "HOSTS", action = clap::ArgAction::Append)]
+    pub hosts: Vec<String>,
+
+    /// Read hosts from FILE: Open MPI's `node01 slots=8` (`max_slots=`, `port=`, `user@node`,
+    /// `#` comments) or MPICH's `node01:8`.
+    #[arg(long, visible_alias = "machinefile", value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+
+    /// How the agents on other hosts are started: ssh, local (every host's agent on this
+    /// machine; a test of the multi-host path), slurm (srun, inside an allocation), or auto
+    /// (slurm when the hosts come from a Slurm allocation, a local child for localhost, else ssh).
+    #[arg(long, value_name = "HOW", value_enum, default_value = "auto")]
+    pub launcher: crate::remote::LauncherKind,
+
+    /// Private key for SSH, tried before the configuration's IdentityFile and the default keys
+    /// (~/.ssh/id_ed25519, id_ecdsa, id_rsa); an SSH agent (SSH_AUTH_SOCK) is tried last.
+    #[arg(long, value_name = "FILE")]
+    pub ssh_key: Option<PathBuf>,
+
+    /// SSH client configuration to honour (HostName, User, Port, IdentityFile, ConnectTimeout,
+    /// StrictHostKeyChecking, UserKnownHostsFile). Default: ~/.ssh/config.
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Give up on a host that does not accept the connection within SECS seconds (default: the
+    /// SSH configuration's ConnectTimeout, else 10).
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    pub connect_timeout: Option<Duration>,
+
+    /// The psyrun executable on the other hosts. Default: this psyrun's own path.
+    #[arg(long, value_name = "PATH")]
+    pub remote_psyrun: Option<PathBuf>,
+
+    /// A host silent for SECS seconds is lost (psyrun and its agents say something every
+    /// second): the job stops, naming it.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_timeout)]
+    pub heartbeat_timeout: Duration,
+
+    /// Only check the hosts: connect to each (in parallel), start psyrun's agent there, print a
+    /// verdict per host, start no rank. Exit 0 if all answered, else 125.
+    #[arg(long)]
+    pub check: bool,
 
     /// Set VAR in every rank: `-x VAR=VALUE` to that value (byte for byte: spaces, quotes,
     /// newlines and `=` are kept), `-x VAR` to its value in psyrun's environment (an error if
@@ -118,11 +164,50 @@ pub struct Cli {
     /// Everything from PROGRAM on goes to the program, flags included, up to a lone `:`.
     #[arg(
         value_name = "PROGRAM",
-        required = true,
+        required_unless_present = "check",
         num_args = 1..,
         trailing_var_arg = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// Where a job's hosts come from and how psyrun reaches them (all empty for a local job).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteArgs {
+    /// `-H` values, as typed.
+    pub hosts: Vec<String>,
+    /// `--hostfile`.
+    pub hostfile: Option<PathBuf>,
+    /// `--launcher`.
+    pub launcher: crate::remote::LauncherKind,
+    /// `--ssh-key`.
+    pub ssh_key: Option<PathBuf>,
+    /// `--ssh-config`.
+    pub ssh_config: Option<PathBuf>,
+    /// `--connect-timeout`.
+    pub connect_timeout: Option<Duration>,
+    /// `--remote-psyrun`.
+    pub remote_psyrun: Option<PathBuf>,
+    /// `--heartbeat-timeout`.
+    pub heartbeat_timeout: Duration,
+    /// `--check`: only the preflight.
+    pub check: bool,
+}
+
+impl Default for RemoteArgs {
+    fn default() -> Self {
+        RemoteArgs {
+            hosts: Vec::new(),
+            hostfile: None,
+            launcher: crate::remote::LauncherKind::Auto,
+            ssh_key: None,
+            ssh_config: None,
+            connect_timeout: None,
+            remote_psyrun: None,
+            heartbeat_timeout: Duration::from_secs(10),
+            check: false,
+        }
+    }
 }
 
 /// One further program of an MPMD line (after a `:`), as clap parses it.
@@ -335,6 +420,8 @@ pub struct Launch {
     pub binding: BindingRequest,
     /// Print the plan and start nothing.
     pub dry_run: bool,
+    /// Hosts and how to reach them.
+    pub remote: RemoteArgs,
 }
 
 impl Launch {
@@ -384,12 +471,20 @@ impl Launch {
                 .collect()
         };
         let global_env = parse_env(cli.env)?;
-        let mut apps = vec![app(
-            cli.ranks,
-            cli.command,
-            global_env.clone(),
-            cli.wdir.clone(),
-        )];
+        let mut apps = Vec::new();
+        if let (Some(ranks), false) = (cli.ranks, cli.command.is_empty()) {
+            apps.push(app(
+                ranks,
+                cli.command,
+                global_env.clone(),
+                cli.wdir.clone(),
+            ));
+        }
+        if apps.is_empty() && !later.is_empty() {
+            return Err(ArgsError::invalid(
+                "--check takes no program; drop everything after ':'".into(),
+            ));
+        }
         for a in later {
             let mut env = global_env.clone();
             env.extend(parse_env(a.env)?);
@@ -416,6 +511,17 @@ impl Launch {
                 oversubscribe: cli.oversubscribe,
             },
             dry_run: cli.dry_run,
+            remote: RemoteArgs {
+                hosts: cli.hosts,
+                hostfile: cli.hostfile,
+                launcher: cli.launcher,
+                ssh_key: cli.ssh_key,
+                ssh_config: cli.ssh_config,
+                connect_timeout: cli.connect_timeout,
+                remote_psyrun: cli.remote_psyrun,
+                heartbeat_timeout: cli.heartbeat_timeout,
+                check: cli.check,
+            },
         };
         let world = launch.world_size();
         if let Some(max) = launch.show_ranks.as_ref().and_then(RankList::max) {
@@ -465,6 +571,7 @@ impl From<Options> for Launch {
             timeout: o.timeout,
             binding: BindingRequest::default(),
             dry_run: false,
+            remote: RemoteArgs::default(),
         }
     }
 }

@@ -41,6 +41,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Starting the job on other hosts failed (the message names the hosts and causes).
+    #[error("{message}")]
+    Remote {
+        /// What happened where.
+        message: String,
+        /// The exit code.
+        code: u8,
+    },
     /// A rank could not be started.
     #[error("{}", spawn_message(*.rank, .program, .source))]
     Spawn {
@@ -91,6 +99,7 @@ impl Error {
             } => exit::LAUNCH_FAILED,
             Error::Binding { .. } => exit::USAGE,
             Error::Store(_) | Error::Io { .. } => exit::LAUNCH_FAILED,
+            Error::Remote { code, .. } => *code,
             Error::Spawn { source, .. } => match (source.kind(), source.raw_os_error()) {
                 (std::io::ErrorKind::NotFound, _) => exit::NOT_FOUND,
                 (std::io::ErrorKind::PermissionDenied, _) => exit::NOT_EXECUTABLE,

@@ -19,6 +19,7 @@
 //! | [`spawn`] | starting a rank (bound, in its own process group, with a parent-death signal); signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
 //! | [`supervise`] | waiting for ranks, signals and deadlines; stopping the job (SIGTERM, grace, SIGKILL) |
+//! | [`remote`] | jobs on several hosts: SSH, the agent, its protocol, the preflight |
 //! | [`exit`] | the exit-code table |
 //! | [`error`] | failures of psyrun itself |
 //!
@@ -36,6 +37,7 @@ pub mod job;
 pub mod output;
 pub mod placement;
 pub mod program;
+pub mod remote;
 pub mod spawn;
 pub mod supervise;
 
@@ -49,6 +51,8 @@ use output::{Console, Sink, Stream};
 use placement::{HostSlots, Placement};
 use psyne::auth::Secret;
 use psyne::bootstrap::StoreServer;
+use remote::LauncherKind;
+use remote::PreflightSettings;
 use spawn::RankCommand;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -75,6 +79,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).map(OsString::as_os_str) == Some(OsStr::new(remote::agent::AGENT_FLAG)) {
+        return remote::agent::main();
+    }
     let launch = match Launch::parse_from(args) {
         Ok(launch) => launch,
         Err(e) => {
@@ -82,6 +90,20 @@ where
             return e.exit_code();
         }
     };
+    let hosts = match host_list(&launch) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("psyrun: {e}");
+            return e.exit_code();
+        }
+    };
+    if let Some((hosts, settings)) = hosts {
+        return run_on_hosts(&launch, &hosts, &settings);
+    }
+    if launch.remote.check {
+        eprintln!("psyrun: --check needs hosts (-H, --hostfile or a Slurm allocation)");
+        return exit::USAGE;
+    }
     let result = prepare(&launch).and_then(|plan| {
         if launch.dry_run {
             let mut out = std::io::stdout().lock();
@@ -97,6 +119,139 @@ where
     match result {
         Ok(Some(outcome)) => outcome.exit_code(),
         Ok(None) => exit::SUCCESS,
+        Err(e) => {
+            eprintln!("psyrun: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// The hosts of a multi-host job and how to reach them, or `None` for a job on this machine
+/// alone: from `-H` and `--hostfile` (merged), else from a Slurm allocation. One `localhost`
+/// host (with `--launcher auto`) is this machine: checked against its slots, then run locally.
+pub fn host_list(launch: &Launch) -> Result<Option<(hosts::HostList, PreflightSettings)>, Error> {
+    let r = &launch.remote;
+    let usage = |e: hosts::HostsError| Error::Usage(e.to_string());
+    let mut list = hosts::HostList::new();
+    for spec in &r.hosts {
+        for h in hosts::parse_host_spec(spec).map_err(usage)?.iter() {
+            list.add(h.clone()).map_err(usage)?;
+        }
+    }
+    if let Some(file) = &r.hostfile {
+        for h in hosts::read_hostfile(file).map_err(usage)?.iter() {
+            list.add(h.clone()).map_err(usage)?;
+        }
+    }
+    let mut launcher = r.launcher;
+    if list.is_empty() && matches!(launcher, LauncherKind::Auto | LauncherKind::Slurm) {
+        match hosts::from_slurm_env(&|k| std::env::var(k).ok()).map_err(usage)? {
+            Some(slurm) => {
+                list = slurm;
+                launcher = LauncherKind::Slurm;
+            }
+            None if launcher == LauncherKind::Slurm => {
+                return Err(Error::Usage(
+                    "--launcher slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is                      unset); run psyrun inside salloc or sbatch, or name hosts with -H"
+                        .into(),
+                ))
+            }
+            None => {}
+        }
+    }
+    if list.is_empty() {
+        return Ok(None);
+    }
+    if launcher == LauncherKind::Auto
+        && list.len() == 1
+        && list
+            .iter()
+            .all(|h| remote::preflight::is_local_name(&h.name))
+        && !r.check
+    {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        hosts::place(
+            &list,
+            launch.world_size(),
+            |_| cores,
+            launch.binding.oversubscribe,
+        )
+        .map_err(usage)?;
+        return Ok(None);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    let config_path = r
+        .ssh_config
+        .clone()
+        .unwrap_or_else(|| home.join(".ssh").join("config"));
+    if let Some(given) = &r.ssh_config {
+        if !given.is_file() {
+            return Err(Error::Usage(format!(
+                "--ssh-config {}: no such file",
+                given.display()
+            )));
+        }
+    }
+    let config = remote::ssh_config::SshConfig::read(&config_path)
+        .map_err(|e| Error::Usage(format!("SSH configuration {e}")))?;
+    let remote_psyrun = match &r.remote_psyrun {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| Error::io("finding psyrun's own path (give --remote-psyrun)", e))?,
+    };
+    let local_user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| {
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                "root".into()
+            } else {
+                "nobody".into()
+            }
+        });
+    Ok(Some((
+        list,
+        PreflightSettings {
+            launcher,
+            ssh: remote::ssh::SshSettings {
+                key: r.ssh_key.clone(),
+                config,
+                home,
+                connect_timeout: r.connect_timeout,
+                local_user,
+            },
+            remote_psyrun,
+            heartbeat_timeout: r.heartbeat_timeout,
+        },
+    )))
+}
+
+/// `--check`, `--dry-run` or a run on several hosts; returns the exit code.
+fn run_on_hosts(launch: &Launch, hosts: &hosts::HostList, settings: &PreflightSettings) -> u8 {
+    let console = match Console::stdio() {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("psyrun: duplicating psyrun's stdout and stderr: {e}");
+            return exit::LAUNCH_FAILED;
+        }
+    };
+    if launch.remote.check {
+        let pre = remote::preflight::reach_all(hosts, settings);
+        let ok = remote::preflight::report(hosts, &pre, &console);
+        return if ok {
+            exit::SUCCESS
+        } else {
+            exit::LAUNCH_FAILED
+        };
+    }
+    if launch.dry_run {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(remote::describe(launch, hosts, settings).as_bytes());
+        let _ = out.flush();
+        return exit::SUCCESS;
+    }
+    match remote::launch::run(launch, hosts, settings, console) {
+        Ok(outcome) => outcome.exit_code(),
         Err(e) => {
             eprintln!("psyrun: {e}");
             e.exit_code()
@@ -248,13 +403,7 @@ impl JobPlan {
     /// The CPUs rank `r` will run on and how, for `--report-bindings` and `--dry-run`:
     /// `0-1 (bound to cores 0-1)`, or psyrun's own CPUs `(not bound)`.
     pub fn cpus_of(&self, rank: &RankPlan) -> String {
-        match &rank.binding {
-            Some(b) => format!("{} (bound to {})", b.cpus, b.what),
-            None => {
-                let own = binding::own_cpus().map_or("unknown".into(), |c| c.to_string());
-                format!("{own} (not bound)")
-            }
-        }
+        describe_cpus(rank.binding.as_ref())
     }
 
     /// What `--report-bindings` prints (each line without the `psyrun: ` prefix): the default's
@@ -356,6 +505,18 @@ impl JobPlan {
     }
 }
 
+/// A rank's CPUs as reports show them: `0-1 (bound to cores 0-1)`, or this process's own CPUs
+/// `(not bound)`.
+pub fn describe_cpus(binding: Option<&RankBinding>) -> String {
+    match binding {
+        Some(b) => format!("{} (bound to {})", b.cpus, b.what),
+        None => {
+            let own = binding::own_cpus().map_or("unknown".into(), |c| c.to_string());
+            format!("{own} (not bound)")
+        }
+    }
+}
+
 /// `text` as a POSIX shell word: unchanged when it needs no quoting, in single quotes when it is
 /// printable text, else as `$'...'` with escapes (so newlines and non-UTF-8 bytes show exactly).
 pub fn shell_quote(text: &OsStr) -> String {
@@ -386,9 +547,9 @@ pub fn shell_quote(text: &OsStr) -> String {
 }
 
 /// The `--output-dir` files of one rank: stdout's and stderr's.
-type RankFiles = [Option<(File, PathBuf)>; 2];
+pub(crate) type RankFiles = [Option<(File, PathBuf)>; 2];
 
-fn open_output_files(dir: Option<&Path>, n: usize) -> Result<Vec<RankFiles>, Error> {
+pub(crate) fn open_output_files(dir: Option<&Path>, n: usize) -> Result<Vec<RankFiles>, Error> {
     let Some(dir) = dir else {
         return Ok((0..n).map(|_| [None, None]).collect());
     };
@@ -458,8 +619,16 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         let command = RankCommand {
             program: rank_plan.program.clone(),
             args: rank_plan.args.clone(),
-            contract: env,
-            env: rank_plan.env.clone(),
+            env: rank_plan
+                .env
+                .iter()
+                .cloned()
+                .chain(
+                    env.to_vars()
+                        .into_iter()
+                        .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+                )
+                .collect(),
             cwd: rank_plan.wdir.clone(),
             cpus: rank_plan.binding.as_ref().map(|b| b.cpus.clone()),
         };

@@ -100,9 +100,17 @@ pub struct Sink<'a> {
 /// errors (a closed stdout) are ignored so the rank never blocks on a full pipe; a failing file
 /// is reported once and then no longer written.
 pub fn forward(reader: impl Read, mut sink: Sink<'_>) {
+    let mut out: Vec<u8> = Vec::new();
+    for_each_line(reader, |line| {
+        emit(line, std::time::SystemTime::now(), &mut out, &mut sink)
+    });
+}
+
+/// Calls `f` with each line read from `reader` (newline included; a last line without one as
+/// it is; pieces of at most [`MAX_LINE`] bytes), until end of file or a read error.
+pub fn for_each_line(reader: impl Read, mut f: impl FnMut(&[u8])) {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut line: Vec<u8> = Vec::new();
-    let mut out: Vec<u8> = Vec::new();
     loop {
         let buf = match reader.fill_buf() {
             Ok(buf) => buf,
@@ -121,16 +129,18 @@ pub fn forward(reader: impl Read, mut sink: Sink<'_>) {
         line.extend_from_slice(&buf[..take]);
         reader.consume(take);
         if (complete && line.last() == Some(&b'\n')) || line.len() >= MAX_LINE {
-            emit(&line, &mut out, &mut sink);
+            f(&line);
             line.clear();
         }
     }
     if !line.is_empty() {
-        emit(&line, &mut out, &mut sink);
+        f(&line);
     }
 }
 
-fn emit(line: &[u8], out: &mut Vec<u8>, sink: &mut Sink<'_>) {
+/// Writes one line read at `time` to `sink`: to its file, and (unless hidden) to the console
+/// with the timestamp and prefix, a newline added if it had none. `out` is scratch space.
+pub fn emit(line: &[u8], time: std::time::SystemTime, out: &mut Vec<u8>, sink: &mut Sink<'_>) {
     if let Some((file, path)) = &mut sink.file {
         if let Err(e) = file.write_all(line) {
             sink.console.message(&format!(
@@ -145,7 +155,7 @@ fn emit(line: &[u8], out: &mut Vec<u8>, sink: &mut Sink<'_>) {
     }
     out.clear();
     if sink.timestamp {
-        out.extend_from_slice(timestamp(std::time::SystemTime::now()).as_bytes());
+        out.extend_from_slice(timestamp(time).as_bytes());
         out.push(b' ');
     }
     out.extend_from_slice(sink.prefix.as_bytes());

@@ -13,7 +13,6 @@
 //! from its first instruction, and so does everything it starts.
 
 use crate::binding::CpuSet;
-use psyne::contract::RankEnv;
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -27,9 +26,8 @@ pub struct RankCommand {
     pub program: PathBuf,
     /// Its arguments.
     pub args: Vec<OsString>,
-    /// The launch contract's variables.
-    pub contract: RankEnv,
-    /// Further variables (`-x`), set before the contract's (which psyrun refuses to override).
+    /// Variables to set on top of psyrun's environment, in order (a later one of a name wins):
+    /// the `-x` ones, then the launch contract's (see [`psyne::contract::RankEnv::to_vars`]).
     pub env: Vec<(OsString, OsString)>,
     /// The working directory; psyrun's own if `None`.
     pub cwd: Option<PathBuf>,
@@ -44,7 +42,6 @@ pub fn command(rank: &RankCommand) -> Command {
     let mut cmd = Command::new(&rank.program);
     cmd.args(&rank.args)
         .envs(rank.env.iter().map(|(k, v)| (k, v)))
-        .envs(rank.contract.to_vars())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

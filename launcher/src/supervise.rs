@@ -93,6 +93,13 @@ pub enum Cause {
     Timeout(Duration),
     /// psyrun could not start every rank (the error is returned separately).
     LaunchFailed,
+    /// The link to a host was lost while ranks ran there.
+    HostLost {
+        /// The host, as named on the command line.
+        host: String,
+        /// What was seen.
+        why: String,
+    },
 }
 
 impl Cause {
@@ -102,7 +109,7 @@ impl Cause {
             Cause::RankFailed { termination, .. } => termination.exit_code(),
             Cause::Signal(sig) => exit::for_signal(*sig),
             Cause::Timeout(_) => exit::TIMEOUT,
-            Cause::LaunchFailed => exit::LAUNCH_FAILED,
+            Cause::LaunchFailed | Cause::HostLost { .. } => exit::LAUNCH_FAILED,
         }
     }
 }
@@ -118,6 +125,8 @@ pub struct RankReport {
     pub termination: Option<Termination>,
     /// psyrun stopped it (it was running when the job was being stopped).
     pub stopped: bool,
+    /// The host it ran on, for a multi-host job (messages name it).
+    pub host: Option<String>,
 }
 
 /// The end of a job.
@@ -127,6 +136,16 @@ pub struct Outcome {
     pub cause: Option<Cause>,
     /// Every rank that was started, in rank order.
     pub ranks: Vec<RankReport>,
+}
+
+impl RankReport {
+    /// `3 (pid 1234)`, or `3 on node2 (pid 1234)` in a multi-host job.
+    pub fn name(&self) -> String {
+        match &self.host {
+            Some(h) => format!("{} on {h} (pid {})", self.rank, self.pid),
+            None => format!("{} (pid {})", self.rank, self.pid),
+        }
+    }
 }
 
 impl Outcome {
@@ -148,6 +167,13 @@ pub enum Event {
     },
     /// psyrun received a signal.
     Signal(i32),
+    /// The link to a host was lost: its ranks are out of reach.
+    HostLost {
+        /// The host.
+        host: String,
+        /// Why.
+        why: String,
+    },
 }
 
 /// Delivers signals to ranks.
@@ -205,11 +231,7 @@ fn count(n: usize) -> String {
 }
 
 fn list(ranks: &[&RankReport]) -> String {
-    let shown: Vec<String> = ranks
-        .iter()
-        .take(8)
-        .map(|r| format!("{} (pid {})", r.rank, r.pid))
-        .collect();
+    let shown: Vec<String> = ranks.iter().take(8).map(|r| r.name()).collect();
     let more = ranks.len().saturating_sub(shown.len());
     let tail = if more > 0 {
         format!(" and {more} more")
@@ -244,11 +266,17 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
 
     /// Adds a started rank. Ranks must be added in rank order, before [`Supervisor::run`].
     pub fn add_rank(&mut self, rank: usize, pid: u32) {
+        self.add_rank_on(rank, pid, None);
+    }
+
+    /// Adds a started rank that runs on `host` (a multi-host job), as [`Supervisor::add_rank`].
+    pub fn add_rank_on(&mut self, rank: usize, pid: u32, host: Option<String>) {
         self.ranks.push(RankReport {
             rank,
             pid,
             termination: None,
             stopped: false,
+            host,
         });
     }
 
@@ -331,6 +359,10 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                     true
                 }
                 Ok(Event::Signal(sig)) => self.on_signal(sig),
+                Ok(Event::HostLost { host, why }) => {
+                    self.on_host_lost(&host, &why);
+                    true
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     deadline.is_some_and(|d| Instant::now() < d) || self.on_deadline()
                 }
@@ -361,20 +393,52 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             return;
         }
         let pid = self.ranks[i].pid;
+        let name = self.ranks[i].name();
         let others = self.running().count();
         let stopping = match others {
             0 => String::new(),
             1 => "; stopping the other rank".to_string(),
             n => format!("; stopping the other {n} ranks"),
         };
-        self.console.message(&format!(
-            "rank {rank} (pid {pid}) {}{stopping}",
-            termination.describe()
-        ));
+        self.console
+            .message(&format!("rank {name} {}{stopping}", termination.describe()));
         self.stop(Cause::RankFailed {
             rank,
             pid,
             termination,
+        });
+    }
+
+    /// The ranks on `host` are out of reach: they count as ended, and if any was still running
+    /// the job stops (the host is named as the cause).
+    fn on_host_lost(&mut self, host: &str, why: &str) {
+        let mut lost = Vec::new();
+        for r in &mut self.ranks {
+            if r.termination.is_none() && r.host.as_deref() == Some(host) {
+                r.termination = Some(Termination::Unknown(format!(
+                    "lost with the link to {host}: {why}"
+                )));
+                lost.push(r.rank);
+            }
+        }
+        if lost.is_empty() || self.phase != Phase::Running {
+            return;
+        }
+        let others = self.running().count();
+        let stopping = match others {
+            0 => String::new(),
+            1 => "; stopping the other rank".to_string(),
+            n => format!("; stopping the other {n} ranks"),
+        };
+        let ranks: Vec<String> = lost.iter().map(ToString::to_string).collect();
+        self.console.message(&format!(
+            "lost the link to host {host} ({why}) with rank{} {} running there{stopping}",
+            if lost.len() == 1 { "" } else { "s" },
+            ranks.join(", ")
+        ));
+        self.stop(Cause::HostLost {
+            host: host.to_string(),
+            why: why.to_string(),
         });
     }
 

@@ -1,0 +1,579 @@
+//! The agent: `psyrun --agent`, which psyrun starts on every host of a multi-host job (over SSH,
+//! or as a local child) and talks to over the agent's stdin and stdout ([`super::wire`]).
+//!
+//! It says hello (version, host name, cores, a free port), receives its host's part of the job,
+//! checks it (programs found, directories present, bindings planned on this host with hwloc)
+//! and says ready or why not, and on Start spawns its ranks exactly as a local psyrun does
+//! ([`crate::spawn`]: own process group, bound before exec, SIGKILL when the agent dies). It
+//! streams their output back line by line stamped with the time it was read here, reports
+//! their pids and how they end, and signals them when psyrun asks.
+//!
+//! The agent never outlives its link: end of file on stdin, a broken stdout, a garbled message,
+//! or no word from psyrun for the heartbeat timeout makes it stop its ranks itself (SIGTERM,
+//! the job's grace period, SIGKILL), remove the job's shared memory on this host, and exit. So a
+//! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
+
+use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
+use crate::binding::{self, BindTo, BindingRequest, MapBy};
+use crate::output::for_each_line;
+use crate::spawn::{self, RankCommand};
+use crate::supervise::{Termination, KILL_WAIT};
+use crate::{exit, program, Error, OUTPUT_DRAIN};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often each side says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Silence after which a link counts as lost, unless the job says otherwise.
+pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The hidden flag that makes psyrun an agent.
+pub const AGENT_FLAG: &str = "--agent";
+
+const HELPER_STACK: usize = 256 * 1024;
+
+/// The agent's stdout, where frames go: one writer at a time, and once broken, broken for good.
+struct Out {
+    file: Mutex<File>,
+    broken: AtomicBool,
+}
+
+impl Out {
+    /// Writes one frame; false if the link is gone.
+    fn send(&self, msg: &FromAgent) -> bool {
+        if self.broken.load(Ordering::Relaxed) {
+            return false;
+        }
+        let frame = msg.encode();
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let ok = f.write_all(&frame).and_then(|()| f.flush()).is_ok();
+        if !ok {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+        ok
+    }
+}
+
+/// What the agent's main loop reacts to.
+enum Input {
+    Msg(ToAgent),
+    Lost(String),
+    Exited { rank: u32, ended: Ended },
+    Drained,
+}
+
+struct Rank {
+    rank: u32,
+    pid: u32,
+    ended: bool,
+}
+
+/// Runs the agent until its job is finished or its link is lost; returns its exit code.
+pub fn main() -> u8 {
+    let stdout = match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => File::from(fd),
+        Err(e) => {
+            eprintln!("psyrun agent: cannot use stdout: {e}");
+            return exit::LAUNCH_FAILED;
+        }
+    };
+    let out = Arc::new(Out {
+        file: Mutex::new(stdout),
+        broken: AtomicBool::new(false),
+    });
+    let hello = FromAgent::Hello {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        hostname: crate::job::hostname(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        free_port: crate::job::free_port(std::net::Ipv4Addr::UNSPECIFIED.into(), &[]).unwrap_or(0),
+    };
+    if !out.send(&hello) {
+        return exit::LAUNCH_FAILED;
+    }
+    let (tx, rx) = mpsc::channel();
+    let timeout_ms = Arc::new(AtomicU64::new(DEFAULT_HEARTBEAT_TIMEOUT.as_millis() as u64));
+    let started = spawn_helper("psyrun-agent-in", {
+        let (tx, timeout_ms) = (tx.clone(), timeout_ms.clone());
+        move || read_stdin(&tx, &timeout_ms)
+    })
+    .and_then(|_| {
+        spawn_helper("psyrun-agent-ping", {
+            let out = out.clone();
+            move || {
+                while out.send(&FromAgent::Ping) {
+                    std::thread::sleep(HEARTBEAT);
+                }
+            }
+        })
+    });
+    if let Err(e) = started {
+        eprintln!("psyrun agent: cannot start its threads: {e}");
+        return exit::LAUNCH_FAILED;
+    }
+    let mut agent = Agent {
+        out,
+        tx,
+        rx,
+        timeout_ms,
+        job: None,
+        commands: Vec::new(),
+        ranks: Vec::new(),
+        streams: 0,
+    };
+    agent.run()
+}
+
+fn spawn_helper(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(HELPER_STACK)
+        .spawn(f)
+        .map(|_| ())
+}
+
+/// Reads frames from stdin, with the heartbeat deadline, until the link ends.
+fn read_stdin(tx: &Sender<Input>, timeout_ms: &AtomicU64) {
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd().as_raw_fd();
+    let mut reader = FrameReader::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut input = stdin.lock();
+    let mut heard = Instant::now();
+    let why = loop {
+        let limit = Duration::from_millis(timeout_ms.load(Ordering::Relaxed));
+        let left = limit.saturating_sub(heard.elapsed());
+        if left.is_zero() {
+            break format!("no word from psyrun for {limit:?} (its host or the network is gone)");
+        }
+        if !readable(fd, left.min(HEARTBEAT)) {
+            continue;
+        }
+        let n = match input.read(&mut buf) {
+            Ok(0) => break "psyrun closed the connection".to_string(),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break format!("reading from psyrun failed: {e}"),
+        };
+        heard = Instant::now();
+        reader.feed(&buf[..n]);
+        loop {
+            match reader.next_frame() {
+                Ok(Some(body)) => match ToAgent::decode(&body) {
+                    Ok(ToAgent::Ping) => {}
+                    Ok(msg) => {
+                        if tx.send(Input::Msg(msg)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Input::Lost(e.to_string()));
+                        return;
+                    }
+                },
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.send(Input::Lost(e.to_string()));
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tx.send(Input::Lost(why));
+}
+
+/// Waits up to `limit` for `fd` to be readable (or closed).
+pub(crate) fn readable(fd: i32, limit: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(limit.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfd` is one valid pollfd that lives across the call; nfds is 1.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    rc > 0
+}
+
+struct Agent {
+    out: Arc<Out>,
+    tx: Sender<Input>,
+    rx: Receiver<Input>,
+    timeout_ms: Arc<AtomicU64>,
+    job: Option<JobSpec>,
+    commands: Vec<RankCommand>,
+    ranks: Vec<Rank>,
+    streams: usize,
+}
+
+impl Agent {
+    fn run(&mut self) -> u8 {
+        loop {
+            let input = match self.rx.recv() {
+                Ok(i) => i,
+                Err(_) => return self.lost("its input thread ended"),
+            };
+            match input {
+                Input::Msg(ToAgent::Job(job)) => {
+                    self.timeout_ms
+                        .store(job.heartbeat_timeout_ms.max(1), Ordering::Relaxed);
+                    let reply = match self.prepare(&job) {
+                        Ok(bindings) => FromAgent::Ready { bindings },
+                        Err(e) => FromAgent::Refused {
+                            message: e.to_string(),
+                            code: e.exit_code(),
+                        },
+                    };
+                    self.job = Some(job);
+                    self.out.send(&reply);
+                }
+                Input::Msg(ToAgent::Start) => self.start(),
+                Input::Msg(ToAgent::Signal { rank, signal }) => {
+                    for r in &self.ranks {
+                        if !r.ended && (rank == ALL_RANKS || rank == r.rank) {
+                            let _ = spawn::signal_group(r.pid, signal);
+                        }
+                    }
+                }
+                Input::Msg(ToAgent::Finish) => return self.finish(),
+                Input::Msg(ToAgent::Ping) => {}
+                Input::Exited { rank, ended } => {
+                    if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+                        r.ended = true;
+                    }
+                    self.out.send(&FromAgent::Exited { rank, ended });
+                }
+                Input::Drained => self.streams = self.streams.saturating_sub(1),
+                Input::Lost(why) => return self.lost(&why),
+            }
+        }
+    }
+
+    /// Checks the job and builds each rank's command; returns the binding report lines.
+    fn prepare(&mut self, job: &JobSpec) -> Result<Vec<String>, Error> {
+        let cwd = PathBuf::from(OsString::from_vec(job.cwd.clone()));
+        let cwd = if cwd.is_dir() {
+            cwd
+        } else {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|h| h.is_dir())
+                .unwrap_or_else(|| PathBuf::from("/"))
+        };
+        std::env::set_current_dir(&cwd)
+            .map_err(|e| Error::io(format!("entering {}", cwd.display()), e))?;
+        let request = binding_request(job.binding);
+        let host = crate::job::hostname();
+        let plan = binding::plan_here(job.ranks.len(), &request)
+            .map_err(|source| Error::Binding { host, source })?;
+        let mut commands = Vec::with_capacity(job.ranks.len());
+        let mut lines = Vec::with_capacity(job.ranks.len() + 1);
+        for (spec, bound) in job.ranks.iter().zip(&plan.ranks) {
+            let wdir = spec
+                .wdir
+                .as_ref()
+                .map(|d| PathBuf::from(OsString::from_vec(d.clone())));
+            if let Some(dir) = &wdir {
+                if !dir.is_dir() {
+                    return Err(Error::Usage(format!(
+                        "--wdir {}: no such directory on this host; create it or give one that \
+                         exists on every host",
+                        dir.display()
+                    )));
+                }
+            }
+            let mut program = program::resolve_here(std::ffi::OsStr::from_bytes(&spec.program))?;
+            if wdir.is_some() && program.is_relative() {
+                program = cwd.join(program);
+            }
+            lines.push(format!(
+                "rank {}: cpus {}",
+                spec.rank,
+                crate::describe_cpus(bound.as_ref())
+            ));
+            commands.push(RankCommand {
+                program,
+                args: spec
+                    .args
+                    .iter()
+                    .map(|a| OsString::from_vec(a.clone()))
+                    .collect(),
+                env: spec
+                    .env
+                    .iter()
+                    .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone())))
+                    .collect(),
+                cwd: wdir,
+                cpus: bound.as_ref().map(|b| b.cpus.clone()),
+            });
+        }
+        if let Some(note) = plan.note {
+            lines.push(note);
+        }
+        self.commands = commands;
+        Ok(lines)
+    }
+
+    /// Starts every prepared rank; the first that cannot start is reported and ends the start.
+    fn start(&mut self) {
+        let Some(job) = &self.job else { return };
+        let specs: Vec<u32> = job.ranks.iter().map(|r| r.rank).collect();
+        for (command, rank) in std::mem::take(&mut self.commands).iter().zip(specs) {
+            match self.start_one(rank, command) {
+                Ok(pid) => {
+                    self.ranks.push(Rank {
+                        rank,
+                        pid,
+                        ended: false,
+                    });
+                    self.out.send(&FromAgent::Started { rank, pid });
+                }
+                Err(e) => {
+                    self.out.send(&FromAgent::Failed {
+                        rank,
+                        message: e.to_string(),
+                        code: e.exit_code(),
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    fn start_one(&mut self, rank: u32, command: &RankCommand) -> Result<u32, Error> {
+        let mut child = spawn::spawn(command).map_err(|source| Error::Spawn {
+            rank: rank as usize,
+            program: command.program.clone(),
+            source,
+        })?;
+        let pid = child.id();
+        let readers: [(Option<Box<dyn Read + Send>>, u8); 2] = [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(|r| Box::new(r) as Box<dyn Read + Send>),
+                0,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(|r| Box::new(r) as Box<dyn Read + Send>),
+                1,
+            ),
+        ];
+        let thread_error = |e: std::io::Error| {
+            let _ = spawn::signal_group(pid, libc::SIGKILL);
+            Error::io(format!("starting a thread for rank {rank}"), e)
+        };
+        for (reader, stream) in readers {
+            let Some(reader) = reader else { continue };
+            let (out, tx) = (self.out.clone(), self.tx.clone());
+            spawn_helper("psyrun-agent-out", move || {
+                for_each_line(reader, |line| {
+                    out.send(&FromAgent::Output {
+                        rank,
+                        stream,
+                        time_us: now_us(),
+                        bytes: line.to_vec(),
+                    });
+                });
+                let _ = tx.send(Input::Drained);
+            })
+            .map_err(thread_error)?;
+            self.streams += 1;
+        }
+        let tx = self.tx.clone();
+        spawn_helper("psyrun-agent-wait", move || {
+            let ended = match child.wait() {
+                Ok(status) => match Termination::from_status(status) {
+                    Termination::Exited(c) => Ended::Exited(c),
+                    Termination::Signaled(s) => Ended::Signaled(s),
+                    Termination::Unknown(w) => Ended::Unknown(w),
+                },
+                Err(e) => Ended::Unknown(format!("waiting for it failed: {e}")),
+            };
+            let _ = tx.send(Input::Exited { rank, ended });
+        })
+        .map_err(thread_error)?;
+        Ok(pid)
+    }
+
+    /// The job is over: kill whatever is left in the ranks' groups, let the output drain,
+    /// remove shared memory, say Done.
+    fn finish(&mut self) -> u8 {
+        for r in &self.ranks {
+            let _ = spawn::signal_group(r.pid, libc::SIGKILL);
+        }
+        let deadline = Instant::now() + KILL_WAIT;
+        while self.ranks.iter().any(|r| !r.ended) && Instant::now() < deadline {
+            self.pump(deadline);
+        }
+        let deadline = Instant::now() + OUTPUT_DRAIN;
+        while self.streams > 0 && Instant::now() < deadline {
+            self.pump(deadline);
+        }
+        self.clean_shm();
+        self.out.send(&FromAgent::Done);
+        exit::SUCCESS
+    }
+
+    /// The link is gone: stop the ranks on our own (SIGTERM, grace, SIGKILL) and exit.
+    fn lost(&mut self, why: &str) -> u8 {
+        let running = self.ranks.iter().filter(|r| !r.ended).count();
+        if running > 0 {
+            eprintln!(
+                "psyrun agent on {}: {why}; stopping {running} rank(s)",
+                crate::job::hostname()
+            );
+        }
+        let grace = Duration::from_millis(self.job.as_ref().map_or(0, |j| j.grace_ms));
+        for r in self.ranks.iter().filter(|r| !r.ended) {
+            let _ = spawn::signal_group(r.pid, libc::SIGTERM);
+            let _ = spawn::signal_group(r.pid, libc::SIGCONT);
+        }
+        let deadline = Instant::now() + grace;
+        while self.ranks.iter().any(|r| !r.ended) && Instant::now() < deadline {
+            self.pump(deadline);
+        }
+        for r in &self.ranks {
+            let _ = spawn::signal_group(r.pid, libc::SIGKILL);
+        }
+        let deadline = Instant::now() + KILL_WAIT;
+        while self.ranks.iter().any(|r| !r.ended) && Instant::now() < deadline {
+            self.pump(deadline);
+        }
+        self.clean_shm();
+        if running > 0 {
+            exit::LAUNCH_FAILED
+        } else {
+            exit::SUCCESS
+        }
+    }
+
+    /// Handles ends and drains until `deadline` or one input (messages are ignored now).
+    fn pump(&mut self, deadline: Instant) {
+        match self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            Ok(Input::Exited { rank, ended }) => {
+                if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+                    r.ended = true;
+                }
+                self.out.send(&FromAgent::Exited { rank, ended });
+            }
+            Ok(Input::Drained) => self.streams = self.streams.saturating_sub(1),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+
+    fn clean_shm(&self) {
+        if let Some(job) = &self.job {
+            let prefix = psyne::transport::shm::segment::job_prefix(&job.job_id);
+            let _ = psyne::transport::shm::segment::remove_job_segments(&prefix);
+        }
+    }
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The wire form of a binding request (see [`BindingSpec`]).
+pub fn binding_spec(req: &BindingRequest) -> BindingSpec {
+    BindingSpec {
+        bind_to: match req.bind_to {
+            None => 0,
+            Some(BindTo::Core) => 1,
+            Some(BindTo::Numa) => 2,
+            Some(BindTo::Socket) => 3,
+            Some(BindTo::None) => 4,
+        },
+        map_by: match req.map_by {
+            None => 0,
+            Some(MapBy::Core) => 1,
+            Some(MapBy::Numa) => 2,
+            Some(MapBy::Socket) => 3,
+            Some(MapBy::Node) => 4,
+        },
+        cpus_per_rank: req
+            .cpus_per_rank
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        oversubscribe: req.oversubscribe,
+    }
+}
+
+/// The binding request a [`BindingSpec`] stands for (unknown numbers mean "not given").
+pub fn binding_request(spec: BindingSpec) -> BindingRequest {
+    BindingRequest {
+        bind_to: match spec.bind_to {
+            1 => Some(BindTo::Core),
+            2 => Some(BindTo::Numa),
+            3 => Some(BindTo::Socket),
+            4 => Some(BindTo::None),
+            _ => None,
+        },
+        map_by: match spec.map_by {
+            1 => Some(MapBy::Core),
+            2 => Some(MapBy::Numa),
+            3 => Some(MapBy::Socket),
+            4 => Some(MapBy::Node),
+            _ => None,
+        },
+        cpus_per_rank: (spec.cpus_per_rank > 0).then_some(spec.cpus_per_rank as usize),
+        report: false,
+        oversubscribe: spec.oversubscribe,
+    }
+}
+
+/// `path` as wire bytes.
+pub fn path_bytes(path: &Path) -> Vec<u8> {
+    path.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_requests_survive_the_wire() {
+        for bind_to in [
+            None,
+            Some(BindTo::Core),
+            Some(BindTo::Numa),
+            Some(BindTo::Socket),
+            Some(BindTo::None),
+        ] {
+            for map_by in [
+                None,
+                Some(MapBy::Core),
+                Some(MapBy::Node),
+                Some(MapBy::Socket),
+            ] {
+                for cpus_per_rank in [None, Some(2)] {
+                    let req = BindingRequest {
+                        bind_to,
+                        map_by,
+                        cpus_per_rank,
+                        report: false,
+                        oversubscribe: cpus_per_rank.is_some(),
+                    };
+                    assert_eq!(binding_request(binding_spec(&req)), req);
+                }
+            }
+        }
+    }
+}

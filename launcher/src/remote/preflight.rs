@@ -1,0 +1,335 @@
+//! Reaching every host of a job before anything starts: one connection per host, all in
+//! parallel, each bounded by the connect timeout, each ending in the agent's hello or a reason.
+//! `psyrun --check` prints the verdicts; a launch goes on only if every host answered.
+
+use super::agent::AGENT_FLAG;
+use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent};
+use super::ssh::{self, SshSettings};
+use super::wire::FromAgent;
+use crate::hosts::{Host, HostList};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+/// How the agents are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LauncherKind {
+    /// SSH for other hosts, a local child for this one (`localhost`, `127.0.0.1`, `::1`); Slurm
+    /// (srun) inside an allocation when the hosts come from it.
+    Auto,
+    /// SSH to every host, this one included.
+    Ssh,
+    /// Every host's agent runs on this machine (a test of the multi-host path without SSH).
+    Local,
+    /// `srun` starts each host's agent (inside a Slurm allocation).
+    Slurm,
+}
+
+/// What a preflight needs besides the hosts.
+#[derive(Debug, Clone)]
+pub struct PreflightSettings {
+    /// How agents are started.
+    pub launcher: LauncherKind,
+    /// SSH settings.
+    pub ssh: SshSettings,
+    /// The psyrun to run on the hosts (`--remote-psyrun`, default this one's path).
+    pub remote_psyrun: PathBuf,
+    /// Silence after which a link counts as lost.
+    pub heartbeat_timeout: Duration,
+}
+
+/// A host that answered.
+#[derive(Debug)]
+pub struct Reached {
+    /// Its link.
+    pub link: AgentLink,
+    /// Its agent's version.
+    pub version: String,
+    /// Its own host name.
+    pub hostname: String,
+    /// Its cores.
+    pub cores: usize,
+    /// A port free there.
+    pub free_port: u16,
+    /// Its address as psyrun reached it (`None` for a local agent: loopback).
+    pub peer: Option<IpAddr>,
+    /// psyrun's address on that link: where ranks on that host find the store.
+    pub local: Option<IpAddr>,
+    /// How it was reached: `ssh root@10.0.0.1:22`, `local`, `srun`.
+    pub via: String,
+    /// Time from the start of the preflight to its hello.
+    pub took: Duration,
+}
+
+/// The verdict on every host, in host order, and the channel their links report on.
+pub struct Preflight {
+    /// One entry per host: reached, or why not.
+    pub hosts: Vec<Result<Reached, String>>,
+    /// Where every link's events arrive.
+    pub events: Receiver<HostEvent>,
+    /// A sender on that channel (kept so it stays open).
+    pub sender: Sender<HostEvent>,
+}
+
+impl std::fmt::Debug for Preflight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preflight")
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `name` is this machine by its name alone.
+pub fn is_local_name(name: &str) -> bool {
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// Whether `host` gets a local child agent under `kind`.
+fn runs_locally(host: &Host, kind: LauncherKind) -> bool {
+    match kind {
+        LauncherKind::Local => true,
+        LauncherKind::Auto => is_local_name(&host.name),
+        LauncherKind::Ssh | LauncherKind::Slurm => false,
+    }
+}
+
+/// How host `host` would be reached, in words (for `--dry-run`).
+pub fn describe_route(host: &Host, s: &PreflightSettings) -> String {
+    let agent = format!(
+        "{} {AGENT_FLAG}",
+        crate::shell_quote(s.remote_psyrun.as_os_str())
+    );
+    if runs_locally(host, s.launcher) {
+        return format!("local child: {agent}");
+    }
+    if s.launcher == LauncherKind::Slurm {
+        return format!("{} {agent}", srun_args(&host.name).join(" "));
+    }
+    let t = ssh::target(host, &s.ssh);
+    format!(
+        "ssh {}@{}:{} (key {}): {}",
+        t.user,
+        t.address,
+        t.port,
+        t.identities
+            .first()
+            .map_or("none".into(), |p| p.display().to_string()),
+        ssh::agent_command(&s.remote_psyrun)
+    )
+}
+
+/// The `srun` words that start one task on `node` inside the current allocation.
+pub fn srun_args(node: &str) -> Vec<String> {
+    [
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--overlap",
+        "--kill-on-bad-exit=1",
+        "--quiet",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .chain([format!("--nodelist={node}")])
+    .collect()
+}
+
+/// Connects to every host in parallel and waits (each host up to its connect timeout plus a
+/// few seconds for the agent to start) for each agent's hello.
+pub fn reach_all(hosts: &HostList, s: &PreflightSettings) -> Preflight {
+    let started = Instant::now();
+    let (tx, rx) = mpsc::channel::<HostEvent>();
+    let n = hosts.len();
+    // Connections are made on one thread per host; each sends its link (or failure) back.
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Opened, String>)>();
+    let mut limit = Duration::ZERO;
+    for (i, host) in hosts.iter().enumerate() {
+        let (host, s, tx, link_tx) = (host.clone(), s.clone(), tx.clone(), done_tx.clone());
+        let local = runs_locally(&host, s.launcher);
+        let timeout = if local {
+            Duration::from_secs(5)
+        } else {
+            ssh::target(&host, &s.ssh).connect_timeout
+        };
+        limit = limit.max(timeout);
+        let spawned = std::thread::Builder::new()
+            .name(format!("psyrun-connect-{i}"))
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                let result = open(i, &host, &s, local, tx);
+                let _ = link_tx.send((i, result));
+            });
+        if let Err(e) = spawned {
+            let _ = done_tx.send((i, Err(format!("cannot start a thread to connect: {e}"))));
+        }
+    }
+    drop(done_tx);
+    // Every agent has this long after the slowest connect timeout to say hello.
+    let deadline = started + limit + Duration::from_secs(10);
+    let mut links: Vec<Option<Opened>> = (0..n).map(|_| None).collect();
+    let mut results: Vec<Option<Result<Reached, String>>> = (0..n).map(|_| None).collect();
+    let mut diagnostics: Vec<Vec<String>> = vec![Vec::new(); n];
+    let mut connecting = n;
+    while connecting > 0 {
+        match done_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((i, Ok(link))) => {
+                links[i] = Some(link);
+                connecting -= 1;
+            }
+            Ok((i, Err(why))) => {
+                results[i] = Some(Err(why));
+                connecting -= 1;
+            }
+            Err(_) => break,
+        }
+    }
+    let mut pending: usize = links.iter().filter(|l| l.is_some()).count();
+    let mut buffered = Vec::new();
+    while pending > 0 {
+        let event = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(e) => e,
+            Err(_) => break,
+        };
+        let i = event.host;
+        if results[i].is_some() || links[i].is_none() {
+            buffered.push(event);
+            continue;
+        }
+        match event.event {
+            LinkEvent::Frame(FromAgent::Hello {
+                version,
+                hostname,
+                cores,
+                free_port,
+            }) => {
+                if let Some((link, via, addrs)) = links[i].take() {
+                    results[i] = Some(Ok(Reached {
+                        link,
+                        version,
+                        hostname,
+                        cores: cores.max(1) as usize,
+                        free_port,
+                        peer: addrs.map(|a| a.0),
+                        local: addrs.map(|a| a.1),
+                        via,
+                        took: started.elapsed(),
+                    }));
+                }
+                pending -= 1;
+            }
+            LinkEvent::Diagnostic(line) => diagnostics[i].push(line),
+            LinkEvent::Closed { why, status } => {
+                let said = diagnostics[i].join("; ");
+                let what = match status {
+                    Some(127) => format!(
+                        "psyrun was not found on the host at {} ({said}); install psyrun there \
+                         at the same path, or give its path with --remote-psyrun",
+                        s.remote_psyrun.display()
+                    ),
+                    Some(126) => format!(
+                        "psyrun at {} cannot be executed on the host ({said})",
+                        s.remote_psyrun.display()
+                    ),
+                    _ if said.is_empty() => format!("the agent ended before saying hello: {why}"),
+                    _ => format!("the agent ended before saying hello: {why}: {said}"),
+                };
+                results[i] = Some(Err(what));
+                links[i] = None;
+                pending -= 1;
+            }
+            LinkEvent::Frame(other) => {
+                results[i] = Some(Err(format!(
+                    "the agent spoke out of turn ({other:?}); is it the same psyrun version?"
+                )));
+                links[i] = None;
+                pending -= 1;
+            }
+        }
+    }
+    let hosts_out = results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| {
+                Err(if links[i].is_some() {
+                    "connected, but the agent did not say hello in time".to_string()
+                } else {
+                    format!("no answer within {:?}", limit + Duration::from_secs(10))
+                })
+            })
+        })
+        .collect();
+    // Anything else that arrived early goes back on the channel, in order.
+    for e in buffered {
+        let _ = tx.send(e);
+    }
+    Preflight {
+        hosts: hosts_out,
+        events: rx,
+        sender: tx,
+    }
+}
+
+type Opened = (AgentLink, String, Option<(IpAddr, IpAddr)>);
+
+/// Starts host `i`'s agent: as a local child, through srun, or over SSH.
+fn open(
+    i: usize,
+    host: &Host,
+    s: &PreflightSettings,
+    local: bool,
+    events: Sender<HostEvent>,
+) -> Result<Opened, String> {
+    if local || s.launcher == LauncherKind::Slurm {
+        let (command, via) = if local {
+            let mut c = Command::new(&s.remote_psyrun);
+            c.arg(AGENT_FLAG);
+            (c, "local".to_string())
+        } else {
+            let words = srun_args(&host.name);
+            let mut c = Command::new(&words[0]);
+            c.args(&words[1..]).arg(&s.remote_psyrun).arg(AGENT_FLAG);
+            (c, "srun".to_string())
+        };
+        let link = spawn_child(i, command, events).map_err(|e| {
+            format!(
+                "cannot start {via} agent {}: {e}",
+                s.remote_psyrun.display()
+            )
+        })?;
+        return Ok((link, via, None));
+    }
+    let t = ssh::target(host, &s.ssh);
+    let conn = ssh::connect(&t, &ssh::agent_command(&s.remote_psyrun))?;
+    let addrs = (conn.peer.ip(), conn.local.ip());
+    let via = format!("ssh {}@{}", t.user, conn.peer);
+    let link = ssh::run_link(i, conn, events, s.heartbeat_timeout)
+        .map_err(|e| format!("cannot start the link thread: {e}"))?;
+    Ok((link, via, Some(addrs)))
+}
+
+/// Prints the verdict per host (`psyrun --check`) and returns whether all answered.
+pub fn report(hosts: &HostList, pre: &Preflight, console: &crate::output::Console) -> bool {
+    let mut ok = true;
+    for (host, verdict) in hosts.iter().zip(&pre.hosts) {
+        match verdict {
+            Ok(r) => console.message(&format!(
+                "{}: ok ({}, psyrun {}, host name {}, {} core{}, {:.0} ms)",
+                host.name,
+                r.via,
+                r.version,
+                r.hostname,
+                r.cores,
+                if r.cores == 1 { "" } else { "s" },
+                r.took.as_secs_f64() * 1e3
+            )),
+            Err(why) => {
+                ok = false;
+                console.message(&format!("{}: FAILED: {why}", host.name));
+            }
+        }
+    }
+    ok
+}

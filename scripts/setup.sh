@@ -14,6 +14,8 @@ packages=(
   openssh-client    # ssh, to reach them
   iproute2          # ip netns, veth, bridge
   libhwloc15        # hwloc, which psyrun loads at run time to bind ranks to cores
+  libssl-dev        # OpenSSL, which the ssh2 crate's bundled libssh2 is built against
+  util-linux        # unshare, for the test cluster's per-host names
 )
 
 missing=()

@@ -1,0 +1,427 @@
+//! psyrun across hosts, over real SSH: each test brings up a cluster of network namespaces with
+//! their own sshd and host name (`scripts/cluster.sh`), runs psyrun from inside the first host,
+//! and tears the cluster down even when it fails. Needs root (CI runs as root); skipped, saying
+//! so, otherwise. One cluster at a time (the script's bridge and subnet are fixed).
+
+mod common;
+
+use common::{eventually, gone, psyrun_path, wait_for_pids, Job, TempDir, RECORD_PID};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static ONE_CLUSTER: Mutex<()> = Mutex::new(());
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster.sh")
+}
+
+/// A running test cluster of hosts psyh1..psyhN; down on drop.
+struct Cluster {
+    dir: PathBuf,
+    _one: MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    /// Brings up `n` hosts, or returns `None` (after saying why) when not root.
+    fn up(n: usize, tag: &str) -> Option<Cluster> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: the SSH test cluster needs root (CI runs as root)");
+            return None;
+        }
+        let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = std::env::temp_dir().join(format!("psyne-mh-{tag}-{}", std::process::id()));
+        let c = Cluster { dir, _one: one };
+        let out = Command::new("timeout")
+            .arg("120")
+            .arg(script())
+            .args(["up", &n.to_string()])
+            .arg(&c.dir)
+            .output()
+            .expect("running cluster.sh");
+        assert!(
+            out.status.success(),
+            "cluster.sh up failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(c)
+    }
+
+    fn ssh_config(&self) -> PathBuf {
+        self.dir.join("ssh_config")
+    }
+
+    /// psyrun, run from inside psyh1 with the cluster's SSH configuration (unless `args` give
+    /// another), `$D` set to `dir`.
+    fn psyrun(&self, dir: &TempDir, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", "psyh1"]).arg(psyrun_path());
+        if !args.contains(&"--ssh-config") {
+            cmd.arg("--ssh-config").arg(self.ssh_config());
+        }
+        cmd.args(args)
+            .env("D", dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// The pids of host `i`'s sshd: the listener and every sshd below it.
+    fn sshd_pids(&self, i: usize) -> Vec<i32> {
+        let listener: i32 = std::fs::read_to_string(self.dir.join(format!("sshd-{i}.pid")))
+            .expect("reading an sshd pid file")
+            .trim()
+            .parse()
+            .expect("an sshd pid");
+        let mut all = vec![listener];
+        let mut k = 0;
+        while k < all.len() {
+            for c in common::children(all[k]) {
+                let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
+                if comm.trim() == "sshd" {
+                    all.push(c);
+                }
+            }
+            k += 1;
+        }
+        all
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("timeout")
+            .arg("60")
+            .arg(script())
+            .arg("down")
+            .arg(&self.dir)
+            .output();
+    }
+}
+
+fn psyne_check() -> &'static str {
+    env!("CARGO_BIN_EXE_psyne-check")
+}
+
+const FOUR_HOSTS: &str = "psyh1:2,psyh2:2,psyh3:2,psyh4:2";
+
+#[test]
+fn eight_ranks_on_four_hosts_run_every_collective_right() {
+    let Some(c) = Cluster::up(4, "coll") else {
+        return;
+    };
+    let dir = TempDir::new("mh-coll");
+    let done = common::run(
+        c.psyrun(
+            &dir,
+            &["-H", FOUR_HOSTS, "-n", "8", "--tag-output", psyne_check()],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    for rank in 0..8 {
+        let host = rank / 2 + 1;
+        let line = format!("[psyh{host}][{rank}] rank {rank}/8: every collective");
+        assert!(
+            done.stdout.contains(&line),
+            "missing {line:?} in:\n{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
+fn ranks_run_on_their_hosts_with_the_contract_and_bindings_match_proc() {
+    let Some(c) = Cluster::up(2, "bind") else {
+        return;
+    };
+    let dir = TempDir::new("mh-bind");
+    let done = common::run(
+        c.psyrun(
+            &dir,
+            &[
+                "-H",
+                "psyh1:2,psyh2:2",
+                "-n",
+                "4",
+                "--bind-to",
+                "core",
+                "--report-bindings",
+                "sh",
+                "-c",
+                "echo \"rank $PSY_RANK on $(hostname) local $PSY_LOCAL_RANK/$PSY_LOCAL_SIZE node \
+                 $PSY_NODE_RANK world $PSY_WORLD_SIZE cpus $(grep Cpus_allowed_list \
+                 /proc/self/status | cut -f2)\"",
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    for rank in 0..4 {
+        let (host, local) = (rank / 2 + 1, rank % 2);
+        let prefix = format!(
+            "rank {rank} on psyh{host} local {local}/2 node {} world 4 cpus ",
+            host - 1
+        );
+        let line = done
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in:\n{}", done.stdout));
+        let actual = &line[prefix.len()..];
+        let report = format!("psyrun: psyh{host} rank {rank}: cpus {actual} (bound to ");
+        assert!(
+            done.stderr.contains(&report),
+            "binding report {report:?} missing or different from /proc:\n{}",
+            done.stderr
+        );
+    }
+}
+
+#[test]
+fn awkward_values_of_x_arrive_byte_for_byte_on_other_hosts() {
+    let Some(c) = Cluster::up(2, "env") else {
+        return;
+    };
+    let dir = TempDir::new("mh-env");
+    let values = [
+        "two  spaces and a tab\there",
+        "it's \"quoted\" $HOME `id` \\ back",
+        "line one\nline two\n",
+        "=starts with equals=",
+        "ünïcödé ✓",
+        "",
+    ];
+    let mut args: Vec<String> = vec![
+        "-H".into(),
+        "psyh1:1,psyh2:1".into(),
+        "-n".into(),
+        "2".into(),
+    ];
+    args.extend(["-x".into(), "D".into()]);
+    for (i, v) in values.iter().enumerate() {
+        args.push("-x".into());
+        args.push(format!("V{i}={v}"));
+    }
+    args.extend([
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "for i in $(seq 0 {}); do eval \"printf %s \\\"\\$V$i\\\"\" > \"$D/v$i.$PSY_RANK\"; done",
+            values.len() - 1
+        ),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let done = common::run(c.psyrun(&dir, &args), &dir);
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    for rank in 0..2 {
+        for (i, v) in values.iter().enumerate() {
+            let got = std::fs::read(dir.path().join(format!("v{i}.{rank}"))).unwrap();
+            assert_eq!(got, v.as_bytes(), "V{i} on rank {rank}");
+        }
+    }
+}
+
+/// Starts 8 ranks on 4 hosts that record their pids and sleep; returns the job and the pids.
+fn sleeping_job(c: &Cluster, dir: &TempDir, extra: &[&str]) -> (Job, Vec<i32>) {
+    let body = format!("{RECORD_PID}; exec sleep 60");
+    let mut args = vec!["-H", FOUR_HOSTS, "-n", "8", "-x", "D", "--grace", "1"];
+    args.extend_from_slice(extra);
+    args.extend(["sh", "-c", &body]);
+    let job = Job::start(c.psyrun(dir, &args), dir);
+    let pids = wait_for_pids(dir, 8);
+    (job, pids)
+}
+
+fn all_gone(pids: &[i32], limit: Duration, what: &str) {
+    eventually(limit, what, || pids.iter().all(|&p| gone(p)));
+}
+
+#[test]
+fn ctrl_c_stops_every_rank_on_every_host() {
+    let Some(c) = Cluster::up(4, "int") else {
+        return;
+    };
+    let dir = TempDir::new("mh-int");
+    let (job, pids) = sleeping_job(&c, &dir, &[]);
+    job.signal(libc::SIGINT);
+    let done = job.wait(Duration::from_secs(20));
+    assert_eq!(done.code(), Some(130), "{}", done.stderr);
+    assert!(done.stderr.contains("received SIGINT"), "{}", done.stderr);
+    all_gone(
+        &pids,
+        Duration::from_secs(10),
+        "every rank on every host to end",
+    );
+}
+
+#[test]
+fn a_host_whose_sshd_dies_fails_the_job_naming_it_and_nothing_is_left() {
+    let Some(c) = Cluster::up(4, "sshd") else {
+        return;
+    };
+    let dir = TempDir::new("mh-sshd");
+    let (job, pids) = sleeping_job(&c, &dir, &["--heartbeat-timeout", "3"]);
+    let t0 = Instant::now();
+    for pid in c.sshd_pids(3) {
+        // SAFETY: kill takes plain integers; these are the sshd processes of our own test host
+        // (its pid file and the sshd children under it).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let done = job.wait(Duration::from_secs(30));
+    assert_eq!(done.code(), Some(125), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("lost the link to host psyh3"),
+        "{}",
+        done.stderr
+    );
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    all_gone(
+        &pids,
+        Duration::from_secs(15),
+        "every rank, psyh3's too, to end",
+    );
+}
+
+#[test]
+fn a_host_cut_off_the_network_fails_the_job_within_the_heartbeat_and_stops_itself() {
+    let Some(c) = Cluster::up(4, "cut") else {
+        return;
+    };
+    let dir = TempDir::new("mh-cut");
+    let (job, pids) = sleeping_job(&c, &dir, &["--heartbeat-timeout", "3"]);
+    let t0 = Instant::now();
+    let cut = Command::new("ip")
+        .args(["link", "set", "psyv3", "down"])
+        .status()
+        .expect("ip link");
+    assert!(cut.success());
+    let done = job.wait(Duration::from_secs(30));
+    let took = t0.elapsed();
+    assert_eq!(done.code(), Some(125), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("lost the link to host psyh3") && done.stderr.contains("no word"),
+        "{}",
+        done.stderr
+    );
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    // psyh3's ranks: their agent hears nothing for 3 s, then stops them (grace 1 s).
+    all_gone(
+        &pids,
+        Duration::from_secs(15),
+        "every rank, psyh3's too, to end",
+    );
+}
+
+fn preflight_fails(c: &Cluster, dir: &TempDir, args: &[&str], expect: &[&str]) {
+    let marker = dir.path().join("started");
+    let body = format!("touch {}", marker.display());
+    let mut all = args.to_vec();
+    all.extend(["-n", "2", "sh", "-c", &body]);
+    let t0 = Instant::now();
+    let done = common::run(c.psyrun(dir, &all), dir);
+    assert_eq!(done.code(), Some(125), "{}", done.stderr);
+    for e in expect {
+        assert!(done.stderr.contains(e), "{e:?} not in:\n{}", done.stderr);
+    }
+    assert!(t0.elapsed() < Duration::from_secs(12), "{:?}", t0.elapsed());
+    assert!(
+        !marker.exists(),
+        "a rank started although the preflight failed"
+    );
+}
+
+#[test]
+fn an_unreachable_host_a_wrong_key_and_a_missing_psyrun_fail_the_preflight() {
+    let Some(c) = Cluster::up(2, "pre") else {
+        return;
+    };
+    let dir = TempDir::new("mh-pre");
+    // An address of the cluster's subnet that no host has: it routes through our bridge only.
+    let route = Command::new("ip")
+        .args(["route", "get", "10.213.0.99"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&route.stdout).contains("dev psybr0"),
+        "10.213.0.99 must route through the test bridge"
+    );
+    preflight_fails(
+        &c,
+        &dir,
+        &["-H", "psyh1:1,10.213.0.99:1", "--connect-timeout", "2"],
+        &["10.213.0.99: cannot connect", "nothing was started"],
+    );
+    // A key the hosts do not accept.
+    let wrong = dir.path().join("wrong_key");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", ""])
+        .arg("-f")
+        .arg(&wrong)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let config = dir.path().join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Host psyh1\n HostName 10.213.0.11\nHost psyh2\n HostName 10.213.0.12\nHost *\n \
+             User root\n IdentityFile {}\n StrictHostKeyChecking no\n",
+            wrong.display()
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    preflight_fails(
+        &c,
+        &dir,
+        &["--ssh-config", &config, "-H", "psyh1:1,psyh2:1"],
+        &[
+            "psyh1: psyh1 refused to log in root@",
+            "psyh2: psyh2 refused",
+        ],
+    );
+    // No psyrun at that path on the hosts.
+    preflight_fails(
+        &c,
+        &dir,
+        &[
+            "-H",
+            "psyh1:1,psyh2:1",
+            "--remote-psyrun",
+            "/nonexistent/psyrun",
+        ],
+        &["psyrun was not found on the host at /nonexistent/psyrun"],
+    );
+    // --check prints a verdict per host.
+    let done = common::run(
+        c.psyrun(
+            &dir,
+            &[
+                "--check",
+                "-H",
+                "psyh1,psyh2,10.213.0.99",
+                "--connect-timeout",
+                "2",
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(125), "{}", done.stderr);
+    for line in [
+        "psyrun: psyh1: ok (ssh root@10.213.0.11:22",
+        "host name psyh1, 2 cores",
+        "psyrun: psyh2: ok",
+        "psyrun: 10.213.0.99: FAILED: cannot connect",
+    ] {
+        assert!(
+            done.stderr.contains(line),
+            "{line:?} not in:\n{}",
+            done.stderr
+        );
+    }
+}

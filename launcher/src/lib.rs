@@ -235,6 +235,7 @@ fn run_on_hosts(launch: &Launch, hosts: &hosts::HostList, settings: &PreflightSe
             return exit::LAUNCH_FAILED;
         }
     };
+    raise_open_files_limit();
     if launch.remote.check {
         let pre = remote::preflight::reach_all(hosts, settings);
         let ok = remote::preflight::report(hosts, &pre, &console);
@@ -256,6 +257,23 @@ fn run_on_hosts(launch: &Launch, hosts: &hosts::HostList, settings: &PreflightSe
             eprintln!("psyrun: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// Raises psyrun's soft limit on open files to the hard limit: each host's link holds a socket
+/// and a wake-up pair, so the usual soft limit of 1024 would stop a launch at about 300 hosts.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`, which is valid and writable.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < lim.rlim_max
+    {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit reads one valid rlimit; raising the soft limit up to the hard one is
+        // always permitted. Failure leaves the old limit, which is only a smaller ceiling.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     }
 }
 

@@ -169,41 +169,52 @@ pub fn run(
     let mut refusals = Vec::new();
     let deadline = Instant::now() + READY_WAIT;
     let mut early = Vec::new();
-    while used.iter().any(|&h| ready[h].is_none()) && refusals.is_empty() {
+    let mut answered = vec![false; hosts.len()];
+    while used.iter().any(|&h| !answered[h]) {
         let Ok(e) = events.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
-            let late: Vec<&str> = used
-                .iter()
-                .filter(|&&h| ready[h].is_none())
-                .map(|&h| names[h].as_str())
-                .collect();
-            refusals.push((
-                format!(
-                    "{}: did not confirm its part of the job within {READY_WAIT:?}",
-                    late.join(", ")
-                ),
-                crate::exit::LAUNCH_FAILED,
-            ));
+            for &h in used.iter().filter(|&&h| !answered[h]) {
+                refusals.push((
+                    h,
+                    format!(
+                        "{}: did not confirm its part of the job within {READY_WAIT:?}",
+                        names[h]
+                    ),
+                    crate::exit::LAUNCH_FAILED,
+                ));
+            }
             break;
         };
         match e.event {
-            LinkEvent::Frame(FromAgent::Ready { bindings }) => ready[e.host] = Some(bindings),
-            LinkEvent::Frame(FromAgent::Refused { message, code }) => {
-                refusals.push((format!("{}: {message}", names[e.host]), code));
+            LinkEvent::Frame(FromAgent::Ready { bindings }) => {
+                ready[e.host] = Some(bindings);
+                answered[e.host] = true;
             }
-            LinkEvent::Closed { why, .. } => refusals.push((
-                format!(
-                    "{}: the link closed before the job started: {why}",
-                    names[e.host]
-                ),
-                crate::exit::LAUNCH_FAILED,
-            )),
+            LinkEvent::Frame(FromAgent::Refused { message, code }) => {
+                refusals.push((e.host, format!("{}: {message}", names[e.host]), code));
+                answered[e.host] = true;
+            }
+            LinkEvent::Closed { why, .. } => {
+                refusals.push((
+                    e.host,
+                    format!(
+                        "{}: the link closed before the job started: {why}",
+                        names[e.host]
+                    ),
+                    crate::exit::LAUNCH_FAILED,
+                ));
+                answered[e.host] = true;
+            }
             LinkEvent::Diagnostic(line) => console.message(&format!("{}: {line}", names[e.host])),
             _ => early.push(e),
         }
     }
-    if let Some((message, code)) = refusals.into_iter().next() {
+    if !refusals.is_empty() {
+        // In host order, so the first host's reason (and exit code) leads.
+        refusals.sort_by_key(|r| r.0);
+        let code = refusals[0].2;
+        let lines: Vec<String> = refusals.into_iter().map(|r| r.1).collect();
         return Err(Error::Remote {
-            message: format!("{message}\n(nothing was started on any host)"),
+            message: format!("{}\n(nothing was started on any host)", lines.join("\n")),
             code,
         });
     }

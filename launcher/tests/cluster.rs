@@ -1,6 +1,8 @@
 //! The SSH test cluster (`scripts/cluster.sh`) comes up, every host answers over real SSH from
 //! inside another host's namespace, and it goes away leaving no namespace, link or daemon.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -46,6 +48,7 @@ fn three_hosts_answer_over_ssh_and_leave_nothing_behind() {
     }
     let dir = std::env::temp_dir().join(format!("psyne-cluster-test-{}", std::process::id()));
     let d = dir.to_string_lossy().into_owned();
+    let _machine = common::ClusterLock::take();
     let guard = Down(dir.clone());
     let (ok, text) = run(&["up", "3", &d]);
     assert!(ok, "{text}");

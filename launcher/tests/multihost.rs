@@ -21,6 +21,7 @@ fn script() -> PathBuf {
 struct Cluster {
     dir: PathBuf,
     _one: MutexGuard<'static, ()>,
+    _machine: common::ClusterLock,
 }
 
 impl Cluster {
@@ -33,7 +34,11 @@ impl Cluster {
         }
         let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
         let dir = std::env::temp_dir().join(format!("psyne-mh-{tag}-{}", std::process::id()));
-        let c = Cluster { dir, _one: one };
+        let c = Cluster {
+            dir,
+            _one: one,
+            _machine: common::ClusterLock::take(),
+        };
         let out = Command::new("timeout")
             .arg("120")
             .arg(script())

@@ -334,3 +334,29 @@ pub fn cargo_build_beside_psyrun(args: &[&str], limit: Duration) -> Result<PathB
     }
     Ok(profile_dir)
 }
+
+/// An exclusive lock on the SSH test cluster's fixed names (bridge, subnet, namespaces), held
+/// until dropped, across every test process on this machine (flock on a file in /tmp).
+pub struct ClusterLock(std::fs::File);
+
+impl ClusterLock {
+    /// Waits (at most five minutes) for the lock.
+    pub fn take() -> ClusterLock {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open("/tmp/psyne-cluster.lock")
+            .expect("opening the cluster lock file");
+        eventually(
+            Duration::from_secs(300),
+            "the SSH test cluster lock",
+            || {
+                // SAFETY: flock takes a descriptor we own (alive for the call) and plain flags.
+                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+            },
+        );
+        ClusterLock(file)
+    }
+}

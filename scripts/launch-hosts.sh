@@ -15,6 +15,9 @@ command -v hyperfine >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get inst
 cargo build --release -q -p psyrun
 psyrun=$PWD/target/release/psyrun
 dir=/tmp/psyne-launch-hosts
+# One SSH test cluster at a time on this machine (its bridge and subnet are fixed).
+exec 9>/tmp/psyne-cluster.lock
+flock -w 300 9 || { echo "launch-hosts.sh: the test cluster is in use" >&2; exit 1; }
 trap 'scripts/cluster.sh down "$dir" >/dev/null 2>&1 || true' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_plm_rsh_args="-F $dir/ssh_config"

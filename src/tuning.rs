@@ -6,7 +6,7 @@
 //! machine) can replace them without touching the selection logic.
 
 use crate::error::{Error, Result};
-use crate::schedule::{Algo, Collective};
+use crate::schedule::{Algo, Collective, Hosts};
 use std::mem::discriminant;
 
 /// Message-size boundaries, in bytes of one rank's buffer.
@@ -20,6 +20,14 @@ pub struct Thresholds {
     pub broadcast_binomial_max: usize,
     /// Scatter and gather up to this total size use a binomial tree; larger go direct (linear).
     pub scatter_gather_binomial_max: usize,
+    /// All-reduce of at least this size goes hierarchical on groups that span hosts
+    /// ([`Tuning::prefers_hier`]).
+    pub allreduce_hier_min: usize,
+    /// Broadcast of at least this size goes hierarchical on groups that span hosts.
+    pub broadcast_hier_min: usize,
+    /// All-gather of at least this size (one rank's chunk) goes hierarchical on groups that span
+    /// hosts.
+    pub allgather_hier_min: usize,
 }
 
 /// The defaults: first guesses from the usual alpha-beta reasoning, to be replaced by measurement.
@@ -28,7 +36,13 @@ pub const DEFAULT_THRESHOLDS: Thresholds = Thresholds {
     allreduce_rabenseifner_max: 512 << 10,
     broadcast_binomial_max: 64 << 10,
     scatter_gather_binomial_max: 64 << 10,
+    allreduce_hier_min: HIER_MIN,
+    broadcast_hier_min: HIER_MIN,
+    allgather_hier_min: HIER_MIN,
 };
+
+/// The hierarchical thresholds' default (see [`Tuning::prefers_hier`]).
+const HIER_MIN: usize = 64 << 10;
 
 /// The algorithm policy of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,11 +136,44 @@ impl Tuning {
             .map(|(_, a)| *a)
     }
 
-    /// The algorithm for `coll` when one rank's buffer is `bytes` long in a group of `size`.
+    /// The algorithm for `coll` when one rank's buffer is `bytes` long in a group of `size`: the
+    /// forced one, else [`Tuning::by_size`].
     pub fn choose(&self, coll: Collective, bytes: usize, size: usize) -> Algo {
-        if let Some(a) = self.forced(coll) {
-            return a;
-        }
+        self.forced(coll)
+            .unwrap_or_else(|| self.by_size(coll, bytes, size))
+    }
+
+    /// Whether a group spread over `hosts` should run `coll` of `bytes` per rank hierarchically
+    /// ([`Algo::Hier`]) when nothing is forced.
+    ///
+    /// The rule: all-reduce, broadcast or all-gather; at least two hosts and at least two ranks on
+    /// some host ([`Hosts::is_hierarchical`]); ranks on a host talk over shared memory (no rank
+    /// has `PSY_TRANSPORT=tcp`); and the message at least the collective's `*_hier_min`
+    /// threshold. Below it the flat recursive doubling / binomial tree cross hosts in about as
+    /// few rounds as the leaders do, and the hierarchy only adds the two rounds inside hosts.
+    /// Above it, flat algorithms push the whole buffer through every host boundary of their ring
+    /// or chain (2(p-1)/p of it per boundary for a ring all-reduce), while the leaders move
+    /// 2(h-1)/h of it across the network once per host and the rest goes over shared memory.
+    pub fn prefers_hier(
+        &self,
+        coll: Collective,
+        bytes: usize,
+        hosts: &Hosts,
+        shm_inside: bool,
+    ) -> bool {
+        let min = match coll {
+            Collective::AllReduce => self.thresholds.allreduce_hier_min,
+            Collective::Broadcast { .. } => self.thresholds.broadcast_hier_min,
+            Collective::AllGather => self.thresholds.allgather_hier_min,
+            _ => return false,
+        };
+        shm_inside && hosts.is_hierarchical() && bytes >= min
+    }
+
+    /// The flat algorithm for `coll` of `bytes` per rank in a group of `size`, by size alone
+    /// (overrides ignored): what runs when nothing is forced, and what the phases of a
+    /// hierarchical collective run.
+    pub fn by_size(&self, coll: Collective, bytes: usize, size: usize) -> Algo {
         // The thresholds do not depend on the world size yet; `size` is there for the tuning step
         // that will make them (see DEFAULT_THRESHOLDS).
         let (t, _) = (&self.thresholds, size);

@@ -26,10 +26,14 @@
 mod algo;
 mod algorithms;
 mod chunks;
+mod hier;
+mod hosts;
 pub mod simulate;
 
 pub use algo::{Algo, Collective, Layout};
 pub use chunks::chunk_span;
+pub use hier::{build_hier, HierAlgos};
+pub use hosts::Hosts;
 
 use std::ops::Range;
 

@@ -111,22 +111,29 @@ fn large_odd_counts_match_the_oracle() {
 }
 
 #[test]
-fn the_automatic_rule_picks_hier_for_large_messages_across_hosts_with_shared_memory() {
-    let all_reduce = Collective::AllReduce;
+fn the_automatic_rule_picks_hier_across_hosts_with_shared_memory() {
     let t = psyne::tuning::DEFAULT_THRESHOLDS;
-    let at = |wiring: Wiring, size: usize, bytes: usize| {
+    let at = |wiring: Wiring, size: usize, coll: Collective, bytes: usize| {
         common::with_wiring(size, wiring, T, move |g| {
-            g.algorithm_for(all_reduce, bytes).unwrap()
+            g.algorithm_for(coll, bytes).unwrap()
         })
     };
+    let (ar, ag, bc) = (
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::Broadcast { root: 0 },
+    );
+    let hier = |algos: Vec<Algo>| algos.iter().all(|&a| a == Algo::Hier);
     let big = t.allreduce_hier_min;
-    assert!(at(Wiring::Mixed, 4, big).iter().all(|&a| a == Algo::Hier));
-    assert!(at(Wiring::Hosts(&[3, 1, 2]), 6, big)
-        .iter()
-        .all(|&a| a == Algo::Hier));
-    assert!(at(Wiring::Mixed, 4, big - 1)
-        .iter()
-        .all(|&a| a != Algo::Hier));
+    assert!(hier(at(Wiring::Mixed, 4, ar, big)));
+    assert!(hier(at(Wiring::Hosts(&[3, 1, 2]), 6, ar, big)));
+    assert!(!hier(at(Wiring::Mixed, 4, ar, big - 1)));
+    assert!(hier(at(Wiring::Mixed, 4, ag, 1024)));
+    assert!(!hier(at(Wiring::Mixed, 4, bc, 1024)));
+    // Interleaved hosts: every size, broadcast too.
+    let dealt = Wiring::HostOf(&[0, 1, 0, 1]);
+    assert!(hier(at(dealt, 4, ar, 8)));
+    assert!(hier(at(dealt, 4, bc, 64 << 20)));
     // One host, one rank per host, or no shared memory: nothing to gain.
     for (wiring, size) in [
         (Wiring::Shm, 4),
@@ -134,7 +141,9 @@ fn the_automatic_rule_picks_hier_for_large_messages_across_hosts_with_shared_mem
         (Wiring::Hosts(&[1, 1, 1]), 3),
     ] {
         assert!(
-            at(wiring, size, 64 << 20).iter().all(|&a| a == Algo::Ring),
+            at(wiring, size, ar, 64 << 20)
+                .iter()
+                .all(|&a| a == Algo::Ring),
             "{wiring:?}"
         );
     }
@@ -144,7 +153,7 @@ fn the_automatic_rule_picks_hier_for_large_messages_across_hosts_with_shared_mem
         Wiring::Mixed,
         T,
         Tuning::parse("allreduce:rabenseifner").unwrap(),
-        move |g| g.algorithm_for(all_reduce, big).unwrap(),
+        move |g| g.algorithm_for(ar, big).unwrap(),
     );
     assert!(forced.iter().all(|&a| a == Algo::Rabenseifner));
 }

@@ -1,5 +1,6 @@
 //! Schedules: pure functions from (collective, algorithm, rank, world size, count) to the steps a
-//! rank takes. No I/O, no clocks. The executor runs them over real links; [`simulate`] runs all
+//! rank takes. No I/O, no clocks. Hierarchical schedules ([`build_hier`]) also take which ranks
+//! share a host ([`Hosts`]). The executor runs them over real links; [`simulate`] runs all
 //! ranks of one in memory, which is how they are tested against the sequential oracle.
 //!
 //! # The model

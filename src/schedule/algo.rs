@@ -234,6 +234,22 @@ impl std::fmt::Display for Algo {
     }
 }
 
+/// Refuses a rank or root outside a world of `size`.
+pub(super) fn check_ranks(coll: Collective, rank: usize, size: usize) -> Result<()> {
+    if size == 0 || rank >= size {
+        return Err(Error::invalid(format!(
+            "rank {rank} is outside a world of {size}"
+        )));
+    }
+    match coll.root() {
+        Some(root) if root >= size => Err(Error::invalid(format!(
+            "{} root {root} is out of range: the group has ranks 0..{size}",
+            coll.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn build(
     coll: Collective,
     algo: Algo,
@@ -241,19 +257,7 @@ pub(super) fn build(
     size: usize,
     count: usize,
 ) -> Result<Schedule> {
-    if size == 0 || rank >= size {
-        return Err(Error::invalid(format!(
-            "rank {rank} is outside a world of {size}"
-        )));
-    }
-    if let Some(root) = coll.root() {
-        if root >= size {
-            return Err(Error::invalid(format!(
-                "{} root {root} is out of range: the group has ranks 0..{size}",
-                coll.name()
-            )));
-        }
-    }
+    check_ranks(coll, rank, size)?;
     if !Algo::for_collective(coll).contains(&algo) {
         let names: Vec<_> = Algo::for_collective(coll)
             .iter()

@@ -61,20 +61,7 @@ pub fn build_hier(
     count: usize,
     algos: HierAlgos,
 ) -> Result<Schedule> {
-    let size = hosts.size();
-    if rank >= size {
-        return Err(Error::invalid(format!(
-            "rank {rank} is outside a world of {size}"
-        )));
-    }
-    if let Some(root) = coll.root() {
-        if root >= size {
-            return Err(Error::invalid(format!(
-                "{} root {root} is out of range: the group has ranks 0..{size}",
-                coll.name()
-            )));
-        }
-    }
+    super::algo::check_ranks(coll, rank, hosts.size())?;
     if !Algo::for_collective(coll).contains(&Algo::Hier) {
         return Err(Error::config(format!(
             "{} has no hierarchical algorithm",

@@ -60,6 +60,13 @@ fn local(hosts: &Hosts, rank: usize) -> (usize, &[usize], usize) {
     (h, members, at)
 }
 
+/// The broadcast of the whole buffer from a host's first rank to the others (`members`, this
+/// rank at position `at`).
+fn from_leader(members: &[usize], at: usize, count: usize, algos: HierAlgos) -> Vec<Step> {
+    let coll = Collective::Broadcast { root: 0 };
+    among(coll, algos.local, members, at, count)
+}
+
 /// Each host's first rank.
 fn first_ranks(hosts: &Hosts) -> Vec<usize> {
     (0..hosts.count()).map(|h| hosts.members(h)[0]).collect()
@@ -84,13 +91,7 @@ fn all_reduce(hosts: &Hosts, rank: usize, count: usize, algos: HierAlgos) -> Vec
             count,
         ));
     }
-    steps.extend(among(
-        Collective::Broadcast { root: 0 },
-        algos.local,
-        members,
-        at,
-        count,
-    ));
+    steps.extend(from_leader(members, at, count, algos));
     steps
 }
 
@@ -172,13 +173,7 @@ fn all_gather(hosts: &Hosts, rank: usize, count: usize, algos: HierAlgos) -> Vec
             steps.push(step(sends, recvs));
         }
     }
-    steps.extend(among(
-        Collective::Broadcast { root: 0 },
-        algos.local,
-        members,
-        at,
-        count,
-    ));
+    steps.extend(from_leader(members, at, count, algos));
     steps
 }
 

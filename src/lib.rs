@@ -2,7 +2,8 @@
 //!
 //! Collective communication for parallel programs: broadcast, reduce, all-reduce, scatter, gather,
 //! all-gather, reduce-scatter, all-to-all, barrier and send/recv between the ranks of a job, over
-//! TCP, with ring, tree and recursive-doubling algorithms chosen by message size.
+//! TCP, with ring, tree and recursive-doubling algorithms chosen by message size, and hierarchical
+//! ones ([`Algo::Hier`]) for groups spread over several hosts with several ranks on some.
 //!
 //! ```
 //! use psyne::{Algo, ReduceOp};

@@ -227,7 +227,7 @@ struct SweepArgs {
     /// Root rank of broadcast, reduce, gather, scatter [default: 0]
     #[arg(long, value_name = "RANK")]
     root: Option<usize>,
-    /// Algorithm(s): auto, or names separated by commas (ring, rd, rabenseifner, tree, pipeline, linear, ...) [default: auto]
+    /// Algorithm(s): auto, or names separated by commas (ring, rd, rabenseifner, tree, pipeline, linear, hier, ...) [default: auto]. hier (allreduce, broadcast, allgather) is host-aware; on one host, or one rank per host, it runs and labels the flat algorithm
     #[arg(long, value_name = "ALGO[,ALGO]")]
     algo: Option<String>,
     /// Transport between the native backend's ranks: auto (shared memory on one host, TCP across), tcp, or shm [default: auto]

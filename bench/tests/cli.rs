@@ -171,6 +171,16 @@ fn usage_errors_name_the_fix() {
 }
 
 #[test]
+fn hier_is_an_algorithm_of_allreduce_broadcast_and_allgather() {
+    let (_, s) = sweep_of(&["allreduce", "--algo", "ring,hier"]);
+    assert_eq!(s.algos, vec![Some(Algo::Ring), Some(Algo::Hier)]);
+    sweep_of(&["broadcast", "--algo", "hier"]);
+    sweep_of(&["allgather", "--algo", "hier"]);
+    let (e, _) = error_of(&["reducescatter", "--algo", "hier"]);
+    assert!(e.contains("does not implement reducescatter"), "{e}");
+}
+
+#[test]
 fn mpi_backend_needs_the_feature() {
     let args = ["psybench", "allreduce", "--backend", "native,mpi"];
     let r = parse_from(args);

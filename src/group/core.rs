@@ -7,9 +7,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::{self, FlatJob};
 use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind, WaitPolicy};
 use crate::reduce::{ReduceOp, Reducer};
-use crate::schedule::{self, Algo, Collective, Schedule};
+use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
 use crate::tuning::Tuning;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -68,12 +69,11 @@ impl Drop for Turn<'_> {
 /// again does not rebuild (and reallocate) its plan every time.
 #[derive(Default)]
 struct Plans {
-    cache: std::collections::HashMap<
-        (Collective, Algo, usize),
-        std::sync::Arc<Schedule>,
-        std::hash::BuildHasherDefault<Fnv>,
-    >,
+    cache: std::collections::HashMap<PlanKey, std::sync::Arc<Schedule>, BuildHasherDefault<Fnv>>,
 }
+
+/// A plan's collective, algorithm, count, and (hierarchical plans) the algorithms of its phases.
+type PlanKey = (Collective, Algo, usize, Option<HierAlgos>);
 
 /// FNV-1a: the plan cache's keys are a few small integers, for which SipHash's protection
 /// against crafted keys is not needed and costs more than the lookup it serves.
@@ -101,22 +101,29 @@ impl Plans {
     /// More distinct (collective, algorithm, count) plans than this and the cache starts over.
     const MAX: usize = 256;
 
+    /// The schedule of `rank` for `coll` with `algo`; `hier` (with `hosts`) for [`Algo::Hier`].
     fn get(
         &mut self,
         coll: Collective,
         algo: Algo,
         rank: usize,
-        size: usize,
+        hosts: &Hosts,
         count: usize,
+        hier: Option<HierAlgos>,
     ) -> Result<std::sync::Arc<Schedule>> {
-        if let Some(s) = self.cache.get(&(coll, algo, count)) {
+        let key = (coll, algo, count, hier);
+        if let Some(s) = self.cache.get(&key) {
             return Ok(s.clone());
         }
-        let s = std::sync::Arc::new(schedule::build(coll, algo, rank, size, count)?);
+        let built = match hier {
+            Some(algos) => schedule::build_hier(coll, hosts, rank, count, algos)?,
+            None => schedule::build(coll, algo, rank, hosts.size(), count)?,
+        };
+        let s = std::sync::Arc::new(built);
         if self.cache.len() >= Self::MAX {
             self.cache.clear();
         }
-        self.cache.insert((coll, algo, count), s.clone());
+        self.cache.insert(key, s.clone());
         Ok(s)
     }
 }
@@ -143,6 +150,10 @@ pub(crate) struct Core {
     pub(crate) tuning: Tuning,
     pub(crate) gate: Gate,
     has_board: bool,
+    /// Which ranks share a host (by host key), for hierarchical collectives.
+    hosts: Hosts,
+    /// Whether every rank allows shared memory, so ranks sharing a host talk over it.
+    shm_inside: bool,
     comm: Mutex<Comm>,
     _store_server: Option<StoreServer>,
 }
@@ -163,6 +174,9 @@ impl Core {
             .filter(|p| p.host_key == me.host_key)
             .count();
         let wait = WaitPolicy::new(spin_time(), local_ranks);
+        let keys: Vec<&str> = links.peers.iter().map(|p| p.host_key.as_str()).collect();
+        let hosts = Hosts::from_keys(&keys);
+        let shm_inside = links.peers.iter().all(|p| p.shm_ok);
         Core {
             rank: links.rank,
             size,
@@ -170,6 +184,8 @@ impl Core {
             tuning,
             gate: Gate::default(),
             has_board: board.is_some(),
+            hosts,
+            shm_inside,
             comm: Mutex::new(Comm {
                 plans: Plans::default(),
                 board,
@@ -226,34 +242,66 @@ impl Core {
         })
     }
 
-    /// The algorithm for `coll` with a per-call choice `forced`, checked to implement it.
+    /// The algorithm for `coll` with a per-call choice `forced` (else `PSY_ALGO`'s, else the
+    /// automatic one), checked to implement it. [`Algo::Hier`] on a group where it would equal
+    /// the flat schedule (one host, or one rank per host) becomes the automatic flat choice.
     pub(crate) fn algo_for(
         &self,
         coll: Collective,
         forced: Option<Algo>,
         bytes: usize,
     ) -> Result<Algo> {
-        match forced {
-            Some(a) if Algo::for_collective(coll).contains(&a) => Ok(a),
+        let algo = match forced.or_else(|| self.tuning.forced(coll)) {
+            Some(a) if Algo::for_collective(coll).contains(&a) => a,
             Some(a) => {
                 let ok: Vec<_> = Algo::for_collective(coll)
                     .iter()
                     .map(|a| a.name())
                     .collect();
-                Err(Error::invalid(format!(
+                return Err(Error::invalid(format!(
                     "algorithm `{a}` does not implement {}; choose one of: {}",
                     coll.name(),
                     ok.join(", ")
-                )))
+                )));
             }
-            None if coll == Collective::AllReduce
-                && self.has_board
-                && self.tuning.forced(coll).is_none()
-                && flat::fits(bytes) =>
+            None if self
+                .tuning
+                .prefers_hier(coll, bytes, &self.hosts, self.shm_inside) =>
             {
-                Ok(Algo::Flat)
+                Algo::Hier
             }
-            None => Ok(self.tuning.choose(coll, bytes, self.size)),
+            None => return Ok(self.flat_algo(coll, bytes)),
+        };
+        if algo == Algo::Hier && !self.hosts.is_hierarchical() {
+            return Ok(self.flat_algo(coll, bytes));
+        }
+        Ok(algo)
+    }
+
+    /// The automatic choice among the flat algorithms: the node board for a small all-reduce on
+    /// one host, else by size.
+    fn flat_algo(&self, coll: Collective, bytes: usize) -> Algo {
+        if coll == Collective::AllReduce && self.has_board && flat::fits(bytes) {
+            Algo::Flat
+        } else {
+            self.tuning.by_size(coll, bytes, self.size)
+        }
+    }
+
+    /// The algorithms of the phases of a hierarchical `coll` whose whole buffer is `bytes`.
+    fn hier_algos(&self, coll: Collective, bytes: usize) -> HierAlgos {
+        let leaders = self.tuning.by_size(coll, bytes, self.hosts.count());
+        let local = self.tuning.by_size(
+            Collective::Broadcast { root: 0 },
+            bytes,
+            self.hosts.max_local(),
+        );
+        HierAlgos {
+            leaders: match coll {
+                Collective::AllGather => Algo::Ring,
+                _ => leaders,
+            },
+            local,
         }
     }
 
@@ -270,9 +318,13 @@ impl Core {
     ) -> Result<()> {
         let mut comm = self.lock()?;
         comm.seq += 1;
+        let hier = (algo == Algo::Hier).then(|| self.hier_algos(coll, count * dtype.size()));
         let schedule = match algo {
             Algo::Flat => None,
-            _ => Some(comm.plans.get(coll, algo, self.rank, self.size, count)?),
+            _ => Some(
+                comm.plans
+                    .get(coll, algo, self.rank, &self.hosts, count, hier)?,
+            ),
         };
         let desc = OpDesc {
             kind: OpKind::Collective(coll),

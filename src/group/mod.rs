@@ -263,7 +263,9 @@ impl Group {
     }
 
     /// A view of this group whose calls use `algo` (an error for collectives it does not
-    /// implement). Every rank must make the same choice.
+    /// implement). Every rank must make the same choice. [`Algo::Hier`] on a group that lives on
+    /// one host, or has one rank per host, runs the automatic flat algorithm
+    /// ([`Group::algorithm_for`] names it).
     pub fn with_algo(&self, algo: Algo) -> Group {
         Group {
             algo: Some(algo),

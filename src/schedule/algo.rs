@@ -155,11 +155,17 @@ pub enum Algo {
     /// slot of a shared node board and reduces everyone's slots itself (no schedule; see
     /// `executor::flat`). Chosen automatically; it implements no schedule.
     Flat,
+    /// Hierarchical (host-aware) all-reduce, broadcast and all-gather for groups spread over
+    /// several hosts with several ranks on some: the ranks of each host combine their data over
+    /// shared memory, one leader per host runs a flat algorithm across hosts, and each leader
+    /// hands the result back to its host (see [`crate::schedule::build_hier`]). A group on one
+    /// host, or with one rank per host, runs the flat algorithm instead.
+    Hier,
 }
 
 impl Algo {
     /// Every algorithm, in tag order.
-    pub const ALL: [Algo; 9] = [
+    pub const ALL: [Algo; 10] = [
         Algo::Ring,
         Algo::RecursiveDoubling,
         Algo::Rabenseifner,
@@ -169,6 +175,7 @@ impl Algo {
         Algo::Linear,
         Algo::Dissemination,
         Algo::Flat,
+        Algo::Hier,
     ];
 
     /// The name used in `PSY_ALGO` and messages.
@@ -183,15 +190,18 @@ impl Algo {
             Algo::Linear => "linear",
             Algo::Dissemination => "dissemination",
             Algo::Flat => "flat",
+            Algo::Hier => "hier",
         }
     }
 
-    /// Parses a name (also `rd` for recursive doubling and `tree` for binomial).
+    /// Parses a name (also `rd` for recursive doubling, `tree` for binomial and `hierarchical`
+    /// for hier).
     pub fn parse(name: &str) -> Option<Algo> {
         match name {
             "rd" => Some(Algo::RecursiveDoubling),
             "tree" => Some(Algo::Binomial),
             "recursive_halving" | "rhd" => Some(Algo::Rabenseifner),
+            "hierarchical" => Some(Algo::Hier),
             _ => Algo::ALL.into_iter().find(|a| a.name() == name),
         }
     }
@@ -205,10 +215,10 @@ impl Algo {
     pub fn for_collective(coll: Collective) -> &'static [Algo] {
         use Algo::*;
         match coll {
-            Collective::AllReduce => &[Ring, RecursiveDoubling, Rabenseifner, Binomial],
-            Collective::Broadcast { .. } => &[Binomial, Pipeline],
+            Collective::AllReduce => &[Ring, RecursiveDoubling, Rabenseifner, Binomial, Hier],
+            Collective::Broadcast { .. } => &[Binomial, Pipeline, Hier],
             Collective::Reduce { .. } => &[Binomial],
-            Collective::AllGather => &[Ring],
+            Collective::AllGather => &[Ring, Hier],
             Collective::ReduceScatter => &[Ring],
             Collective::Scatter { .. } => &[Binomial, Linear],
             Collective::Gather { .. } => &[Binomial, Linear],
@@ -224,6 +234,22 @@ impl std::fmt::Display for Algo {
     }
 }
 
+/// Refuses a rank or root outside a world of `size`.
+pub(super) fn check_ranks(coll: Collective, rank: usize, size: usize) -> Result<()> {
+    if size == 0 || rank >= size {
+        return Err(Error::invalid(format!(
+            "rank {rank} is outside a world of {size}"
+        )));
+    }
+    match coll.root() {
+        Some(root) if root >= size => Err(Error::invalid(format!(
+            "{} root {root} is out of range: the group has ranks 0..{size}",
+            coll.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn build(
     coll: Collective,
     algo: Algo,
@@ -231,19 +257,7 @@ pub(super) fn build(
     size: usize,
     count: usize,
 ) -> Result<Schedule> {
-    if size == 0 || rank >= size {
-        return Err(Error::invalid(format!(
-            "rank {rank} is outside a world of {size}"
-        )));
-    }
-    if let Some(root) = coll.root() {
-        if root >= size {
-            return Err(Error::invalid(format!(
-                "{} root {root} is out of range: the group has ranks 0..{size}",
-                coll.name()
-            )));
-        }
-    }
+    check_ranks(coll, rank, size)?;
     if !Algo::for_collective(coll).contains(&algo) {
         let names: Vec<_> = Algo::for_collective(coll)
             .iter()

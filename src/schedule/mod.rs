@@ -1,5 +1,6 @@
 //! Schedules: pure functions from (collective, algorithm, rank, world size, count) to the steps a
-//! rank takes. No I/O, no clocks. The executor runs them over real links; [`simulate`] runs all
+//! rank takes. No I/O, no clocks. Hierarchical schedules ([`build_hier`]) also take which ranks
+//! share a host ([`Hosts`]). The executor runs them over real links; [`simulate`] runs all
 //! ranks of one in memory, which is how they are tested against the sequential oracle.
 //!
 //! # The model
@@ -26,10 +27,14 @@
 mod algo;
 mod algorithms;
 mod chunks;
+mod hier;
+mod hosts;
 pub mod simulate;
 
 pub use algo::{Algo, Collective, Layout};
 pub use chunks::chunk_span;
+pub use hier::{build_hier, HierAlgos};
+pub use hosts::Hosts;
 
 use std::ops::Range;
 

@@ -25,7 +25,7 @@ pub use check::check;
 pub use engine::run_schedules;
 pub use error::SimError;
 
-use super::{build, chunk_span, Algo, Collective};
+use super::{build, build_hier, chunk_span, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::dtype::Element;
 use crate::reduce::ReduceOp;
 
@@ -70,6 +70,43 @@ pub fn run_collective<T: Element>(
     inputs: &[Vec<T>],
 ) -> Result<Vec<Vec<T>>, SimError> {
     let size = inputs.len();
+    run_user_level(coll, count, op, inputs, |rank| {
+        build(coll, algo, rank, size, count)
+    })
+}
+
+/// [`run_collective`] with the hierarchical schedules of [`build_hier`] on `hosts` (whose size
+/// must be the number of inputs).
+pub fn run_hier_collective<T: Element>(
+    coll: Collective,
+    hosts: &Hosts,
+    algos: HierAlgos,
+    count: usize,
+    op: ReduceOp,
+    inputs: &[Vec<T>],
+) -> Result<Vec<Vec<T>>, SimError> {
+    if hosts.size() != inputs.len() {
+        return Err(SimError::Build(crate::Error::invalid(format!(
+            "{} inputs for hosts of {} ranks",
+            inputs.len(),
+            hosts.size()
+        ))));
+    }
+    run_user_level(coll, count, op, inputs, |rank| {
+        build_hier(coll, hosts, rank, count, algos)
+    })
+}
+
+/// Lays out `inputs` in work buffers, runs the schedules `schedule(rank)` gives, and returns each
+/// rank's output span (divided for `Avg`).
+fn run_user_level<T: Element>(
+    coll: Collective,
+    count: usize,
+    op: ReduceOp,
+    inputs: &[Vec<T>],
+    schedule: impl Fn(usize) -> crate::Result<Schedule>,
+) -> Result<Vec<Vec<T>>, SimError> {
+    let size = inputs.len();
     if size == 0 {
         return Err(SimError::EmptyWorld);
     }
@@ -92,7 +129,10 @@ pub fn run_collective<T: Element>(
         }
         buffers.push(buf);
     }
-    let buffers = simulate(coll, algo, size, count, op, buffers)?;
+    let schedules = (0..size)
+        .map(|rank| schedule(rank).map_err(SimError::Build))
+        .collect::<Result<Vec<_>, _>>()?;
+    let buffers = run_schedules(&schedules, op, buffers)?;
     let divide = coll.reduces() && op == ReduceOp::Avg;
     Ok(buffers
         .into_iter()

@@ -5,6 +5,7 @@
 
 use psyne::bootstrap::MemoryStore;
 use psyne::transport::TransportPolicy;
+use psyne::tuning::Tuning;
 use psyne::{Group, GroupOptions};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,43 @@ pub enum Wiring {
     /// Two fake hosts (the lower half of the ranks and the upper half): shared memory inside
     /// each, TCP between them.
     Mixed,
+    /// Fake hosts of these many ranks each, in blocks of consecutive ranks (`[3, 1, 2]`: ranks
+    /// 0-2, 3, 4-5): shared memory inside each, TCP between them. The counts must add up to the
+    /// group's size.
+    Hosts(&'static [usize]),
+    /// Fake hosts named per rank (rank `r` is on host `hosts[r]`), for interleaved layouts:
+    /// shared memory inside each, TCP between them.
+    HostOf(&'static [usize]),
+}
+
+impl Wiring {
+    /// The fake host key of `rank` of `size`, if the wiring fakes hosts.
+    fn fake_host(self, rank: usize, size: usize) -> Option<String> {
+        let host = match self {
+            Wiring::Tcp | Wiring::Shm => return None,
+            Wiring::Mixed => usize::from(rank >= size / 2),
+            Wiring::Hosts(counts) => {
+                assert_eq!(
+                    counts.iter().sum::<usize>(),
+                    size,
+                    "{self:?} for {size} ranks"
+                );
+                let mut end = 0;
+                counts
+                    .iter()
+                    .position(|&n| {
+                        end += n;
+                        rank < end
+                    })
+                    .expect("the counts add up to the size")
+            }
+            Wiring::HostOf(hosts) => {
+                assert_eq!(hosts.len(), size, "{self:?} for {size} ranks");
+                hosts[rank]
+            }
+        };
+        Some(format!("fake-host-{host}"))
+    }
 }
 
 /// Runs `f(group)` on `size` threads, one rank each, wired as `wiring` says, and returns their
@@ -27,6 +65,17 @@ pub fn with_wiring<R: Send + 'static>(
     size: usize,
     wiring: Wiring,
     timeout: Duration,
+    f: impl Fn(Group) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    with_tuning(size, wiring, timeout, Tuning::default(), f)
+}
+
+/// [`with_wiring`] with an algorithm policy (as `PSY_ALGO` would give) for every rank.
+pub fn with_tuning<R: Send + 'static>(
+    size: usize,
+    wiring: Wiring,
+    timeout: Duration,
+    tuning: Tuning,
     f: impl Fn(Group) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
     // Each group gets its own key prefix, which also keeps the shared-memory segment names of
@@ -41,15 +90,17 @@ pub fn with_wiring<R: Send + 'static>(
     let threads: Vec<_> = (0..size)
         .map(|rank| {
             let (store, f, prefix) = (store.clone(), f.clone(), prefix.clone());
+            let tuning = tuning.clone();
             std::thread::spawn(move || {
                 let mut opts = GroupOptions::local(rank, size, prefix);
                 opts.timeout = timeout;
+                opts.tuning = tuning;
                 opts.transport = match wiring {
                     Wiring::Tcp => TransportPolicy::Tcp,
-                    Wiring::Shm | Wiring::Mixed => TransportPolicy::Shm,
+                    _ => TransportPolicy::Shm,
                 };
-                if wiring == Wiring::Mixed {
-                    opts.host_key = format!("fake-host-{}", usize::from(rank >= size / 2));
+                if let Some(key) = wiring.fake_host(rank, size) {
+                    opts.host_key = key;
                 }
                 let store: Arc<dyn psyne::bootstrap::Store> = store;
                 let group = Group::from_shared_store(store, opts).expect("forming the group");

@@ -8,6 +8,7 @@
 mod binomial;
 mod dissemination;
 mod fold;
+mod hier;
 mod linear;
 mod pairwise;
 mod pipeline;
@@ -15,7 +16,7 @@ mod rabenseifner;
 mod recursive_doubling;
 mod ring;
 
-use super::{chunk_span, Algo, Collective, Recv, Schedule, Send, Span, Step};
+use super::{chunk_span, Algo, Collective, HierAlgos, Hosts, Recv, Schedule, Send, Span, Step};
 
 /// The schedule of `rank` (of `size`) for `coll` over `count` elements with `algo`.
 ///
@@ -40,7 +41,31 @@ pub(crate) fn build(
     Schedule { buf_len, steps }
 }
 
+/// The hierarchical schedule of `rank` on `hosts` (checked by the caller, as for [`build`]).
+pub(crate) fn build_hier(
+    coll: Collective,
+    hosts: &Hosts,
+    rank: usize,
+    count: usize,
+    algos: HierAlgos,
+) -> Schedule {
+    let size = hosts.size();
+    debug_assert!(rank < size);
+    let buf_len = coll.layout(rank, size, count).buf_len;
+    let steps = if size <= 1 {
+        Vec::new()
+    } else {
+        hier::steps(coll, hosts, rank, count, algos)
+    };
+    Schedule { buf_len, steps }
+}
+
 fn steps(coll: Collective, algo: Algo, rank: usize, size: usize, count: usize) -> Vec<Step> {
+    if algo == Algo::Hier {
+        // Without hosts: all ranks on one, which still reduces to a leader and broadcasts back.
+        let hosts = Hosts::single(size);
+        return hier::steps(coll, &hosts, rank, count, HierAlgos::default_for(coll));
+    }
     match coll {
         Collective::AllReduce => match algo {
             Algo::RecursiveDoubling => recursive_doubling::all_reduce(rank, size, count),

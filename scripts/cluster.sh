@@ -47,7 +47,12 @@ up() {
   [ "$(id -u)" -eq 0 ] || { echo "cluster.sh: needs root (network namespaces, sshd)" >&2; exit 1; }
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || { echo "cluster.sh: sshd missing: run scripts/setup.sh" >&2; exit 1; }
   [ "$n" -ge 1 ] && [ "$n" -le 200 ] || { echo "cluster.sh: N must be 1..200" >&2; exit 2; }
-  down "$dir"
+  # The names are fixed: one cluster at a time. Never tear down someone else's.
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    echo "cluster.sh: a test cluster is already up (bridge $BRIDGE exists); wait for it, or remove it with scripts/cluster.sh down [ITS DIR]" >&2
+    exit 1
+  fi
+  rm -rf "$dir"
   trap 'echo "cluster.sh: failed; tearing down" >&2; down "$dir"' ERR
   mkdir -p "$dir" /run/sshd
   chmod 700 "$dir"

@@ -23,16 +23,22 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_plm_rsh_args="-F $dir/ssh_config"
 mkdir -p "$out"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-: > "$out/phases.csv"
+: > "$out/notes.md"
 echo "hosts,ranks,run,hosts_ready_ms,ranks_running_ms" > "$out/phases.csv"
 for n in $counts; do
   scripts/cluster.sh up "$n" "$dir" >/dev/null
   hosts=$(seq -s, 1 "$n" | sed 's/\([0-9]*\)/psyh\1:2/g')
   ranks=$((2 * n))
   runs=$(( n >= 16 ? 5 : 10 ))
+  commands=("ip netns exec psyh1 $psyrun --ssh-config $dir/ssh_config -H $hosts -n $ranks true")
+  # mpirun has hung here (its ssh children left behind): probe it with a deadline first.
+  if timeout -k 5 60 ip netns exec psyh1 mpirun --host "$hosts" -n "$ranks" true >/dev/null 2>&1; then
+    commands+=("ip netns exec psyh1 mpirun --host $hosts -n $ranks true")
+  else
+    echo "- $n hosts: a probe \`mpirun --host ... -n $ranks true\` did not finish within 60 s; mpirun was left out of this row." >> "$out/notes.md"
+  fi
   hyperfine -N --warmup 1 --runs "$runs" --export-json "$out/hosts-$n.json" --export-markdown "$out/hosts-$n.md" \
-    "ip netns exec psyh1 $psyrun --ssh-config $dir/ssh_config -H $hosts -n $ranks true" \
-    "ip netns exec psyh1 mpirun --host $hosts -n $ranks true" | tee "$out/hosts-$n.txt"
+    "${commands[@]}" | tee "$out/hosts-$n.txt"
   for r in 1 2 3; do
     line=$(PSYRUN_REPORT_LAUNCH=1 ip netns exec psyh1 "$psyrun" --ssh-config "$dir/ssh_config" -H "$hosts" -n "$ranks" true 2>&1 | grep 'launch:')
     ready=$(echo "$line" | sed -n 's/.*ready after \([0-9.]*\) ms.*/\1/p')
@@ -56,6 +62,12 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
     echo
     cat "$out/hosts-$n.md"
   done
+  if [ -s "$out/notes.md" ]; then
+    echo
+    echo "## Notes"
+    echo
+    cat "$out/notes.md"
+  fi
   echo
   echo "## psyrun's phases (\`PSYRUN_REPORT_LAUNCH=1\`), ms from psyrun's start"
   echo

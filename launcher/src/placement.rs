@@ -97,9 +97,99 @@ pub fn place(hosts: &[HostSlots], n: usize) -> Result<Vec<Placement>, PlacementE
     Ok(out)
 }
 
+/// Places `n` ranks on `hosts` round-robin (`--map-by node`): rank 0 on the first host, rank 1
+/// on the second, and so on, skipping hosts whose slots are full. Local and node ranks are as in
+/// [`place`] (node ranks count hosts in list order).
+pub fn place_round_robin(hosts: &[HostSlots], n: usize) -> Result<Vec<Placement>, PlacementError> {
+    // Same checks, and the same answer when everything fits on the first host's turn.
+    place(hosts, n)?;
+    let mut counts = vec![0usize; hosts.len()];
+    let mut host_of = Vec::with_capacity(n);
+    while host_of.len() < n {
+        for (h, host) in hosts.iter().enumerate() {
+            if host_of.len() < n && counts[h] < host.slots {
+                counts[h] += 1;
+                host_of.push(h);
+            }
+        }
+    }
+    let mut node_of = vec![0usize; hosts.len()];
+    let mut next = 0;
+    for (h, &c) in counts.iter().enumerate() {
+        if c > 0 {
+            node_of[h] = next;
+            next += 1;
+        }
+    }
+    let mut seen = vec![0usize; hosts.len()];
+    Ok(host_of
+        .iter()
+        .enumerate()
+        .map(|(rank, &host)| {
+            let local_rank = seen[host];
+            seen[host] += 1;
+            Placement {
+                rank,
+                host,
+                local_rank,
+                local_size: counts[host],
+                node_rank: node_of[host],
+            }
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_robin_deals_ranks_across_hosts_skipping_full_ones() {
+        let hs = [
+            HostSlots {
+                name: "a".into(),
+                slots: 1,
+            },
+            HostSlots {
+                name: "b".into(),
+                slots: 3,
+            },
+            HostSlots {
+                name: "c".into(),
+                slots: 0,
+            },
+        ];
+        let p = place_round_robin(&hs, 4).unwrap();
+        let hosts: Vec<usize> = p.iter().map(|x| x.host).collect();
+        assert_eq!(hosts, vec![0, 1, 1, 1]);
+        assert_eq!(
+            p[1],
+            Placement {
+                rank: 1,
+                host: 1,
+                local_rank: 0,
+                local_size: 3,
+                node_rank: 1
+            }
+        );
+        let two = [
+            HostSlots {
+                name: "a".into(),
+                slots: 2,
+            },
+            HostSlots {
+                name: "b".into(),
+                slots: 2,
+            },
+        ];
+        let p = place_round_robin(&two, 3).unwrap();
+        let shape: Vec<(usize, usize, usize)> = p
+            .iter()
+            .map(|x| (x.host, x.local_rank, x.local_size))
+            .collect();
+        assert_eq!(shape, vec![(0, 0, 2), (1, 0, 1), (0, 1, 2)]);
+        assert!(place_round_robin(&two, 5).is_err());
+    }
 
     fn hosts(spec: &[usize]) -> Vec<HostSlots> {
         spec.iter()

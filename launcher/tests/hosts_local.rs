@@ -282,3 +282,35 @@ fn a_killed_launcher_leaves_no_rank_behind_on_any_host() {
         pids.iter().all(|&p| gone(p))
     });
 }
+
+#[test]
+fn map_by_node_deals_ranks_round_robin_across_hosts() {
+    let dir = TempDir::new("hl-mapnode");
+    let done = run(
+        local(
+            &dir,
+            &[
+                "-H",
+                "a:2,b:2",
+                "-n",
+                "4",
+                "--map-by",
+                "node",
+                "--tag-output",
+                "sh",
+                "-c",
+                "echo local $PSY_LOCAL_RANK node $PSY_NODE_RANK",
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    for line in [
+        "[a][0] local 0 node 0",
+        "[b][1] local 0 node 1",
+        "[a][2] local 1 node 0",
+        "[b][3] local 1 node 1",
+    ] {
+        assert!(done.stdout.contains(line), "{line:?} in:\n{}", done.stdout);
+    }
+}

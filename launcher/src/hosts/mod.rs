@@ -480,6 +480,18 @@ pub fn place(
     default_slots: impl Fn(&Host) -> usize,
     oversubscribe: bool,
 ) -> Result<Vec<Placement>> {
+    place_by(hosts, ranks, default_slots, oversubscribe, false)
+}
+
+/// [`place`], or with `by_node` the same slots dealt round-robin across the hosts (`--map-by
+/// node`: rank 0 on the first host, rank 1 on the second, ...).
+pub fn place_by(
+    hosts: &HostList,
+    ranks: usize,
+    default_slots: impl Fn(&Host) -> usize,
+    oversubscribe: bool,
+    by_node: bool,
+) -> Result<Vec<Placement>> {
     if ranks == 0 {
         return Err(HostsError::NoRanks);
     }
@@ -530,7 +542,12 @@ pub fn place(
             slots,
         })
         .collect();
-    placement::place(&shape, ranks).map_err(|e| match e {
+    let placed = if by_node {
+        placement::place_round_robin(&shape, ranks)
+    } else {
+        placement::place(&shape, ranks)
+    };
+    placed.map_err(|e| match e {
         placement::PlacementError::NoRanks => HostsError::NoRanks,
         placement::PlacementError::NotEnoughSlots {
             ranks,

@@ -53,7 +53,7 @@ pub fn run(
         sender,
     } = pre;
     let reached: Vec<Reached> = reached.into_iter().flatten().collect();
-    let placements = hosts::place(
+    let placements = hosts::place_by(
         hosts,
         world,
         |h| {
@@ -63,6 +63,7 @@ pub fn run(
                 .map_or(1, |i| reached[i].cores)
         },
         launch.binding.oversubscribe,
+        launch.binding.map_by == Some(crate::binding::MapBy::Node),
     )
     .map_err(|e| Error::Usage(e.to_string()))?;
     let host_of: Vec<usize> = placements.iter().map(|p| p.host).collect();

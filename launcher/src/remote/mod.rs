@@ -46,14 +46,19 @@ pub fn describe(launch: &Launch, hosts: &HostList, settings: &PreflightSettings)
             preflight::describe_route(h, settings)
         ));
     }
-    let placements =
-        match crate::hosts::place(hosts, world, |_| cores, launch.binding.oversubscribe) {
-            Ok(p) => p,
-            Err(e) => {
-                out.push_str(&format!("placement fails: {e}\n"));
-                return out;
-            }
-        };
+    let placements = match crate::hosts::place_by(
+        hosts,
+        world,
+        |_| cores,
+        launch.binding.oversubscribe,
+        launch.binding.map_by == Some(crate::binding::MapBy::Node),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            out.push_str(&format!("placement fails: {e}\n"));
+            return out;
+        }
+    };
     let apps: Vec<usize> = launch
         .apps
         .iter()

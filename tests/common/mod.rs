@@ -19,6 +19,11 @@ pub enum Wiring {
     /// Two fake hosts (the lower half of the ranks and the upper half): shared memory inside
     /// each, TCP between them.
     Mixed,
+    /// Two fake hosts with `PSY_TRANSPORT=auto`: shared memory inside each, RDMA between them
+    /// where this machine has an active RDMA port, TCP where it has none.
+    Hosts,
+    /// `PSY_TRANSPORT=rdma`: every pair over RDMA (through the adapter's loopback here).
+    Rdma,
 }
 
 /// Runs `f(group)` on `size` threads, one rank each, wired as `wiring` says, and returns their
@@ -28,6 +33,18 @@ pub fn with_wiring<R: Send + 'static>(
     wiring: Wiring,
     timeout: Duration,
     f: impl Fn(Group) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    try_with_wiring(size, wiring, timeout, move |g| {
+        f(g.expect("forming the group"))
+    })
+}
+
+/// [`with_wiring`], handing each rank the result of forming the group (to test failures).
+pub fn try_with_wiring<R: Send + 'static>(
+    size: usize,
+    wiring: Wiring,
+    timeout: Duration,
+    f: impl Fn(psyne::Result<Group>) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
     // Each group gets its own key prefix, which also keeps the shared-memory segment names of
     // tests running at the same time in this process apart.
@@ -47,13 +64,14 @@ pub fn with_wiring<R: Send + 'static>(
                 opts.transport = match wiring {
                     Wiring::Tcp => TransportPolicy::Tcp,
                     Wiring::Shm | Wiring::Mixed => TransportPolicy::Shm,
+                    Wiring::Hosts => TransportPolicy::Auto,
+                    Wiring::Rdma => TransportPolicy::Rdma,
                 };
-                if wiring == Wiring::Mixed {
+                if matches!(wiring, Wiring::Mixed | Wiring::Hosts) {
                     opts.host_key = format!("fake-host-{}", usize::from(rank >= size / 2));
                 }
                 let store: Arc<dyn psyne::bootstrap::Store> = store;
-                let group = Group::from_shared_store(store, opts).expect("forming the group");
-                f(group)
+                f(Group::from_shared_store(store, opts))
             })
         })
         .collect();

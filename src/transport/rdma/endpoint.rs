@@ -298,7 +298,7 @@ mod tests {
         at(31, 0x01, "24 bits"); // qpn's top byte
         at(35, 0x01, "24 bits"); // psn's top byte
         cases.push((good[..ENDPOINT_LEN - 1].to_vec(), "bytes where"));
-        cases.push((vec![good.clone(), vec![0]].concat(), "bytes where"));
+        cases.push(([good.clone(), vec![0]].concat(), "bytes where"));
         for (bytes, why) in cases {
             let e = EndpointInfo::decode(&bytes).unwrap_err();
             assert!(e.0.contains(why), "expected {why:?} in {e}");

@@ -52,8 +52,10 @@ mod tests {
 
     #[test]
     fn reports_come_at_a_quarter() {
-        let mut c = Credit::default();
-        c.consumed = 255;
+        let mut c = Credit {
+            consumed: 255,
+            ..Credit::default()
+        };
         assert!(!c.due(1024, 64));
         c.consumed = 256;
         assert!(c.due(1024, 64));

@@ -103,7 +103,22 @@ pub fn connect_rdma_links(
         return Ok(links);
     }
     let host = peers[rank].host.clone();
-    let (offer, config, found) = my_offer(opts.policy)?;
+    let shm_ok = |p: &PeerInfo| opts.policy == TransportPolicy::Auto && p.shm_ok;
+    let by_shm = |j: usize| {
+        peers[j].host_key == peers[rank].host_key && shm_ok(&peers[rank]) && peers[j].shm_ok
+    };
+    // Where every peer shares memory with this rank, no peer reads this rank's offer: skip the
+    // device probe.
+    let (offer, config, found) = if (0..size).all(|j| j == rank || by_shm(j)) {
+        let why = "every peer shares memory with this rank";
+        (
+            Offer::Refuse(why.into()),
+            None,
+            Availability::absent(why, ""),
+        )
+    } else {
+        my_offer(opts.policy)?
+    };
     store.set(&offer_key(opts.prefix, rank), &offer.encode())?;
     if let (TransportPolicy::Rdma, Availability::Absent { reason, fix }) = (opts.policy, &found) {
         return Err(forced_error(rank, &host, reason, fix));
@@ -111,11 +126,10 @@ pub fn connect_rdma_links(
     let Some(config) = config else {
         return Ok(links);
     };
-    let shm_ok = |p: &PeerInfo| opts.policy == TransportPolicy::Auto && p.shm_ok;
     let mut chosen = Vec::new();
     for j in (0..size).filter(|&j| j != rank && streams[j].is_some()) {
         let same_host = peers[j].host_key == peers[rank].host_key;
-        if same_host && shm_ok(&peers[rank]) && peers[j].shm_ok {
+        if by_shm(j) {
             continue; // shared memory
         }
         let raw = store

@@ -86,7 +86,7 @@ impl TransportPolicy {
             "shm" | "ipc" => Ok(TransportPolicy::Shm),
             "rdma" => Ok(TransportPolicy::Rdma),
             other => Err(crate::Error::config(format!(
-                "PSY_TRANSPORT={other:?} is not a transport; use auto, tcp, shm (ipc://) or rdma"
+                "PSY_TRANSPORT={other:?} is not a transport; use auto, tcp or shm (ipc://), or rdma"
             ))),
         }
     }

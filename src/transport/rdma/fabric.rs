@@ -100,6 +100,9 @@ pub trait Fabric: Send {
 
     /// Appends the completions that finished since the last call.
     fn poll(&mut self, out: &mut Vec<Completion>) -> io::Result<()>;
+    /// Asks for a wake-up at the next completion; call before the last poll ahead of
+    /// [`Fabric::wait`], so a completion in between is not missed.
+    fn arm(&mut self);
     /// Blocks until a completion may have arrived, `also` is readable, or `timeout` passes.
     /// Spurious returns are allowed.
     fn wait(&mut self, also: Option<RawFd>, timeout: Duration);

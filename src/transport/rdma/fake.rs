@@ -186,6 +186,8 @@ impl Fabric for FakeFabric {
         Ok(())
     }
 
+    fn arm(&mut self) {}
+
     fn wait(&mut self, _also: Option<RawFd>, timeout: Duration) {
         let sides = self.wire.sides.lock().expect("fake wire poisoned");
         if sides[self.me].cq.is_empty() {

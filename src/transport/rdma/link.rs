@@ -510,8 +510,12 @@ impl<F: Fabric> Link for RdmaLink<F> {
 
     fn block(&self, read: bool, write: bool, timeout: Duration) {
         let mut e = self.engine.borrow_mut();
+        e.fabric.arm();
         if e.progress().is_err() || (read && !e.segments.is_empty()) {
             return;
+        }
+        if write && !e.starved() && e.queue_room() > 0 {
+            return; // a write can go now
         }
         // Returned credit raises no completion: while a write waits for it, look again soon.
         let t = if write && e.starved() {

@@ -564,7 +564,14 @@ impl Fabric for VerbsFabric {
         let local = self.buf.addr(self.buf.staging + offset);
         let lkey = self.mr.lkey();
         let remote = (peer.ring_addr + offset as u64, peer.ring_rkey);
-        self.post(wr_id, local, lkey, len, Some(remote), Some(len as u32))
+        self.post(
+            wr_id,
+            local,
+            lkey,
+            len,
+            Some(remote),
+            Some((len as u32).to_be()),
+        )
     }
 
     fn post_write_from(
@@ -657,15 +664,21 @@ impl Fabric for VerbsFabric {
         Ok(())
     }
 
-    fn wait(&mut self, also: Option<RawFd>, timeout: Duration) {
-        // SAFETY: the completion queue and channel are alive (owned by self); arming asks the
-        // adapter for one event on the channel at the next completion.
-        unsafe {
-            let cq = sideway::ibverbs::completion::CompletionQueue::cq(&*self.cq).as_ptr();
-            if !self.armed && rdma_mummy_sys::ibv_req_notify_cq(cq, 0) == 0 {
-                self.armed = true;
-            }
+    fn arm(&mut self) {
+        if self.armed {
+            return;
         }
+        // SAFETY: the completion queue is alive (owned by self); arming asks the adapter for one
+        // event on the channel at the next completion.
+        let rc = unsafe {
+            let cq = sideway::ibverbs::completion::CompletionQueue::cq(&*self.cq).as_ptr();
+            rdma_mummy_sys::ibv_req_notify_cq(cq, 0)
+        };
+        self.armed = rc == 0;
+    }
+
+    fn wait(&mut self, also: Option<RawFd>, timeout: Duration) {
+        self.arm();
         let mut fds = vec![libc::pollfd {
             fd: self.channel.as_raw_fd(),
             events: libc::POLLIN,
@@ -678,8 +691,8 @@ impl Fabric for VerbsFabric {
                 revents: 0,
             });
         }
-        // A completion may have arrived before arming: the caller polled just before, and a
-        // short first wait bounds the cost of that race.
+        // The link arms, polls, then waits: a completion between its poll and this wait has
+        // raised an event already.
         let ms = timeout.as_millis().clamp(0, 1000) as i32;
         // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the duration of the call.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };

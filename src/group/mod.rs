@@ -265,7 +265,8 @@ impl Group {
         self.core.host_of(rank)
     }
 
-    /// The transports this rank's links use: `shm`, `tcp`, or `shm+tcp` for a mix (`self` alone).
+    /// The transports this rank's links use: `rdma`, `shm`, `tcp`, or a mix such as `shm+tcp`
+    /// (`self` alone).
     pub fn transports(&self) -> String {
         self.core.transports()
     }

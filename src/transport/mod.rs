@@ -48,7 +48,7 @@ pub struct PeerInfo {
     pub host_key: String,
     /// Whether the peer allows shared memory (its `PSY_TRANSPORT` is not `tcp`).
     pub shm_ok: bool,
-    /// The transport of the link to it (`tcp`, `shm`, or `self`).
+    /// The transport of the link to it (`tcp`, `shm`, `rdma`, or `self`).
     pub transport: &'static str,
 }
 

@@ -9,7 +9,11 @@ packages=(
   procps            # ps, used by the launcher tests to look for leftover processes
   libopenmpi-dev    # the `mpi` feature (rsmpi): headers, mpicc, pkg-config files
   openmpi-bin       # mpirun, for the MPI backend's tests
-  libclang-dev      # bindgen, used by mpi-sys
+  libclang-dev      # bindgen, used by mpi-sys and (feature `rdma`) rdma-mummy-sys
+  cmake             # feature `rdma`: sideway's rdma-mummy-sys builds its verbs loader with cmake
+  libibverbs1       # feature `rdma`: rdma-core's verbs library, loaded at run time (absent = no RDMA)
+  ibverbs-providers # feature `rdma`: the adapter drivers libibverbs loads (mlx5, irdma, rxe, ...)
+  libibverbs-dev    # rdma-core's verbs headers and ibv_devices/ibv_devinfo-style tooling for debugging
   openssh-server    # sshd in each host of the test cluster (scripts/cluster.sh)
   openssh-client    # ssh, to reach them
   iproute2          # ip netns, veth, bridge

@@ -14,7 +14,8 @@
 //! | `PSY_TIMEOUT` | seconds any single wait may last before it fails (default 300) |
 //! | `PSY_ALGO` | algorithm overrides, e.g. `allreduce:ring,broadcast:pipeline` (see [`crate::tuning`]) |
 //! | `PSY_ADDR` | address this rank's listener advertises (default: the one that reaches the store) |
-//! | `PSY_TRANSPORT` | `auto` (shared memory on one host, TCP across), `tcp`, or `shm` |
+//! | `PSY_TRANSPORT` | `auto` (shared memory on one host, RDMA across where present, else TCP), `tcp`, `shm`, or `rdma` |
+//! | `PSY_RDMA_DEVICE`, `PSY_RDMA_PORT`, ... | the RDMA adapter and port (see [`crate::transport::rdma::config`]) |
 //!
 //! psyrun also sets the names PyTorch's `env://` rendezvous expects (`RANK`, `WORLD_SIZE`,
 //! `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) so torch programs run under psyrun

@@ -16,6 +16,7 @@ use crate::error::Result;
 use crate::executor::Links;
 use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
+use crate::transport::rdma::{connect_rdma_links, RdmaOptions};
 use crate::transport::shm::board::Board;
 use crate::transport::shm::upgrade::default_ring_bytes;
 use crate::transport::shm::{upgrade_local_links, ShmOptions};
@@ -158,7 +159,7 @@ impl Group {
             )));
         }
         let deadline = Instant::now() + timeout;
-        let (streams, mut peers) = connect_mesh(
+        let (mut streams, mut peers) = connect_mesh(
             store,
             MeshOptions {
                 rank,
@@ -168,7 +169,19 @@ impl Group {
                 bind_ip,
                 host: hostname(),
                 host_key,
-                shm_ok: transport != TransportPolicy::Tcp,
+                shm_ok: transport.allows_shm(),
+                deadline,
+            },
+        )?;
+        // RDMA first: it takes the connections of the peers it serves (kept for liveness).
+        let rdma_links = connect_rdma_links(
+            store,
+            rank,
+            &mut streams,
+            &mut peers,
+            &RdmaOptions {
+                policy: transport,
+                prefix: &prefix,
                 deadline,
             },
         )?;
@@ -176,7 +189,7 @@ impl Group {
             .iter()
             .filter(|p| p.host_key == peers[rank].host_key)
             .count();
-        let links = upgrade_local_links(
+        let mut links = upgrade_local_links(
             rank,
             streams,
             &mut peers,
@@ -188,12 +201,17 @@ impl Group {
                 deadline,
             },
         )?;
+        for (j, link) in rdma_links.into_iter().enumerate() {
+            if link.is_some() {
+                links[j] = link;
+            }
+        }
         // Every rank decides from the same facts (host keys and policies all ranks published),
         // so all or none form the board.
         let all_local = peers
             .iter()
             .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
-            && transport != TransportPolicy::Tcp
+            && transport.allows_shm()
             && size > 1;
         let board = if all_local && size <= crate::transport::shm::board::MAX_RANKS {
             Some(Board::setup(store, &prefix, &job_id, rank, size, deadline)?)
@@ -247,7 +265,8 @@ impl Group {
         self.core.host_of(rank)
     }
 
-    /// The transports this rank's links use: `shm`, `tcp`, or `shm+tcp` for a mix (`self` alone).
+    /// The transports this rank's links use: `rdma`, `shm`, `tcp`, or a mix such as `shm+tcp`
+    /// (`self` alone).
     pub fn transports(&self) -> String {
         self.core.transports()
     }

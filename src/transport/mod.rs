@@ -2,8 +2,10 @@
 //! a way to connect, and a [`Link`] the executor drives without blocking.
 //!
 //! TCP ([`tcp`]) connects every pair; pairs on the same host then move to shared memory
-//! ([`shm`]) unless `PSY_TRANSPORT=tcp`. RDMA will sit beside them.
+//! ([`shm`]) unless `PSY_TRANSPORT=tcp`; pairs on different hosts move to RDMA ([`rdma`]) when
+//! both ends have an active port (feature `rdma`), and stay on TCP when either lacks one.
 
+pub mod rdma;
 pub mod shm;
 pub mod tcp;
 
@@ -46,7 +48,7 @@ pub struct PeerInfo {
     pub host_key: String,
     /// Whether the peer allows shared memory (its `PSY_TRANSPORT` is not `tcp`).
     pub shm_ok: bool,
-    /// The transport of the link to it (`tcp`, `shm`, or `self`).
+    /// The transport of the link to it (`tcp`, `shm`, `rdma`, or `self`).
     pub transport: &'static str,
 }
 
@@ -65,10 +67,13 @@ pub enum TransportPolicy {
     Tcp,
     /// Shared memory for peers on the same host, and an error if it cannot be set up.
     Shm,
+    /// RDMA for every peer, and an error (naming the reason and the fix) if it is absent.
+    Rdma,
 }
 
 impl TransportPolicy {
-    /// Parses `PSY_TRANSPORT`: `auto`, `tcp` (or `tcp://`), `shm` (or `ipc`, `ipc://`).
+    /// Parses `PSY_TRANSPORT`: `auto`, `tcp` (or `tcp://`), `shm` (or `ipc`, `ipc://`), `rdma`
+    /// (or `rdma://`).
     pub fn parse(text: &str) -> crate::Result<TransportPolicy> {
         match text
             .trim()
@@ -79,13 +84,16 @@ impl TransportPolicy {
             "" | "auto" => Ok(TransportPolicy::Auto),
             "tcp" => Ok(TransportPolicy::Tcp),
             "shm" | "ipc" => Ok(TransportPolicy::Shm),
-            "rdma" => Err(crate::Error::config(
-                "PSY_TRANSPORT=rdma: this build has no RDMA transport; use auto, tcp or shm",
-            )),
+            "rdma" => Ok(TransportPolicy::Rdma),
             other => Err(crate::Error::config(format!(
-                "PSY_TRANSPORT={other:?} is not a transport; use auto, tcp or shm (ipc://)"
+                "PSY_TRANSPORT={other:?} is not a transport; use auto, tcp or shm (ipc://), or rdma"
             ))),
         }
+    }
+
+    /// Whether this policy lets same-host peers use shared memory.
+    pub fn allows_shm(self) -> bool {
+        matches!(self, TransportPolicy::Auto | TransportPolicy::Shm)
     }
 
     /// The policy from `PSY_TRANSPORT` (auto when unset).
@@ -101,4 +109,29 @@ impl TransportPolicy {
 pub fn host_key() -> String {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     format!("{}/{}", crate::hostname(), boot.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_parses() {
+        for (text, want) in [
+            ("", TransportPolicy::Auto),
+            ("auto", TransportPolicy::Auto),
+            ("tcp://", TransportPolicy::Tcp),
+            ("ipc://", TransportPolicy::Shm),
+            ("shm", TransportPolicy::Shm),
+            ("rdma", TransportPolicy::Rdma),
+            (" RDMA:// ", TransportPolicy::Rdma),
+        ] {
+            assert_eq!(TransportPolicy::parse(text).unwrap(), want, "{text:?}");
+        }
+        let e = TransportPolicy::parse("infiniband")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rdma"), "{e}");
+        assert!(!TransportPolicy::Rdma.allows_shm() && !TransportPolicy::Tcp.allows_shm());
+    }
 }

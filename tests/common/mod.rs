@@ -27,14 +27,19 @@ pub enum Wiring {
     /// Fake hosts named per rank (rank `r` is on host `hosts[r]`), for interleaved layouts:
     /// shared memory inside each, TCP between them.
     HostOf(&'static [usize]),
+    /// Two fake hosts (as [`Wiring::Mixed`]) with `PSY_TRANSPORT=auto`: shared memory inside
+    /// each, RDMA between them where this machine has an active RDMA port, TCP where it has none.
+    AutoHosts,
+    /// `PSY_TRANSPORT=rdma`: every pair over RDMA (through the adapter's loopback here).
+    Rdma,
 }
 
 impl Wiring {
     /// The fake host key of `rank` of `size`, if the wiring fakes hosts.
     fn fake_host(self, rank: usize, size: usize) -> Option<String> {
         let host = match self {
-            Wiring::Tcp | Wiring::Shm => return None,
-            Wiring::Mixed => usize::from(rank >= size / 2),
+            Wiring::Tcp | Wiring::Shm | Wiring::Rdma => return None,
+            Wiring::Mixed | Wiring::AutoHosts => usize::from(rank >= size / 2),
             Wiring::Hosts(counts) => {
                 assert_eq!(
                     counts.iter().sum::<usize>(),
@@ -78,6 +83,29 @@ pub fn with_tuning<R: Send + 'static>(
     tuning: Tuning,
     f: impl Fn(Group) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
+    try_with_tuning(size, wiring, timeout, tuning, move |g| {
+        f(g.expect("forming the group"))
+    })
+}
+
+/// [`with_wiring`], handing each rank the result of forming the group (to test failures).
+pub fn try_with_wiring<R: Send + 'static>(
+    size: usize,
+    wiring: Wiring,
+    timeout: Duration,
+    f: impl Fn(psyne::Result<Group>) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    try_with_tuning(size, wiring, timeout, Tuning::default(), f)
+}
+
+/// [`try_with_wiring`] with an algorithm policy for every rank.
+pub fn try_with_tuning<R: Send + 'static>(
+    size: usize,
+    wiring: Wiring,
+    timeout: Duration,
+    tuning: Tuning,
+    f: impl Fn(psyne::Result<Group>) -> R + Send + Sync + 'static,
+) -> Vec<R> {
     // Each group gets its own key prefix, which also keeps the shared-memory segment names of
     // tests running at the same time in this process apart.
     static GROUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -97,14 +125,15 @@ pub fn with_tuning<R: Send + 'static>(
                 opts.tuning = tuning;
                 opts.transport = match wiring {
                     Wiring::Tcp => TransportPolicy::Tcp,
+                    Wiring::AutoHosts => TransportPolicy::Auto,
+                    Wiring::Rdma => TransportPolicy::Rdma,
                     _ => TransportPolicy::Shm,
                 };
                 if let Some(key) = wiring.fake_host(rank, size) {
                     opts.host_key = key;
                 }
                 let store: Arc<dyn psyne::bootstrap::Store> = store;
-                let group = Group::from_shared_store(store, opts).expect("forming the group");
-                f(group)
+                f(Group::from_shared_store(store, opts))
             })
         })
         .collect();

@@ -20,6 +20,10 @@ packages=(
   libhwloc15        # hwloc, which psyrun loads at run time to bind ranks to cores
   libssl-dev        # OpenSSL, which the ssh2 crate's bundled libssh2 is built against
   util-linux        # unshare, for the test cluster's per-host names
+  slurmctld         # the one-host Slurm cluster of scripts/slurm.sh (launcher/tests/slurm.rs)
+  slurmd
+  munge
+  slurm-client      # salloc, sbatch, srun, sinfo
 )
 
 missing=()

@@ -129,6 +129,11 @@ where
 /// The hosts of a multi-host job and how to reach them, or `None` for a job on this machine
 /// alone: from `-H` and `--hostfile` (merged), else from a Slurm allocation. One `localhost`
 /// host (with `--launcher auto`) is this machine: checked against its slots, then run locally.
+///
+/// Inside an allocation (`salloc`, an `sbatch` script; checked with Slurm 22.05.8) the hosts come
+/// from `SLURM_JOB_NODELIST` with `SLURM_TASKS_PER_NODE` slots each, and the agents are started
+/// through srun. `--launcher slurm` outside an allocation is a usage error, with or without `-H`:
+/// srun there would queue for a new allocation per host.
 pub fn host_list(launch: &Launch) -> Result<Option<(hosts::HostList, PreflightSettings)>, Error> {
     let r = &launch.remote;
     let usage = |e: hosts::HostsError| Error::Usage(e.to_string());
@@ -144,6 +149,18 @@ pub fn host_list(launch: &Launch) -> Result<Option<(hosts::HostList, PreflightSe
         }
     }
     let mut launcher = r.launcher;
+    // srun outside an allocation would make one (and wait in the queue for it) per host.
+    if launcher == LauncherKind::Slurm
+        && !list.is_empty()
+        && std::env::var_os("SLURM_JOB_ID").is_none()
+        && std::env::var_os("SLURM_JOBID").is_none()
+    {
+        return Err(Error::Usage(
+            "--launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID is unset); run \
+             psyrun inside salloc or sbatch, or use --launcher ssh"
+                .into(),
+        ));
+    }
     if list.is_empty() && matches!(launcher, LauncherKind::Auto | LauncherKind::Slurm) {
         match hosts::from_slurm_env(&|k| std::env::var(k).ok()).map_err(usage)? {
             Some(slurm) => {
@@ -152,7 +169,8 @@ pub fn host_list(launch: &Launch) -> Result<Option<(hosts::HostList, PreflightSe
             }
             None if launcher == LauncherKind::Slurm => {
                 return Err(Error::Usage(
-                    "--launcher slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is                      unset); run psyrun inside salloc or sbatch, or name hosts with -H"
+                    "--launcher slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is \
+                     unset); run psyrun inside salloc or sbatch, or name hosts with -H"
                         .into(),
                 ))
             }

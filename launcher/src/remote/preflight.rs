@@ -105,7 +105,9 @@ pub fn describe_route(host: &Host, s: &PreflightSettings) -> String {
         return format!("local child: {agent}");
     }
     if s.launcher == LauncherKind::Slurm {
-        return format!("{} {agent}", srun_args(&host.name).join(" "));
+        let words = srun_agent_command(&host.name, &s.remote_psyrun, &|k| std::env::var_os(k));
+        let words: Vec<String> = words.iter().map(|w| crate::shell_quote(w)).collect();
+        return words.join(" ");
     }
     let t = ssh::target(host, &s.ssh);
     format!(
@@ -121,6 +123,22 @@ pub fn describe_route(host: &Host, s: &PreflightSettings) -> String {
 }
 
 /// The `srun` words that start one task on `node` inside the current allocation.
+///
+/// Checked against Slurm 22.05.8 (a one-host cluster, `scripts/slurm.sh`, from `salloc` and from
+/// an `sbatch` script; `launcher/tests/slurm.rs`):
+/// - `--overlap`: the agent's step shares the allocation's CPUs, so it starts while other steps
+///   (or the batch step) hold them, and the ranks it spawns can use them all.
+/// - `--unbuffered`: without it slurmstepd holds the task's stdout until a newline, and the
+///   agent's binary hello never arrives (the preflight times out).
+/// - stdin: srun forwards its stdin to the task (all tasks by default; here the one), unbuffered,
+///   so psyrun's messages and heartbeats reach the agent; EOF on it (psyrun gone) reaches the agent
+///   too, which then stops its ranks.
+/// - `--mpi=none`: the agent is no MPI program; whatever `MpiDefault` says, its step gets no
+///   PMI/PMIx server and no `PMI_*`/`PMIX_*` variables, which its ranks would inherit.
+/// - `--cpu-bind=none`: the agent is not pinned to one CPU by task/affinity (its ranks would
+///   inherit the mask); psyrun binds the ranks itself.
+/// - `--kill-on-bad-exit=1`, `--quiet`: accepted; `--quiet` keeps srun's own job-step messages
+///   out of the agent's diagnostics.
 pub fn srun_args(node: &str) -> Vec<String> {
     [
         "srun",
@@ -128,12 +146,119 @@ pub fn srun_args(node: &str) -> Vec<String> {
         "--ntasks=1",
         "--overlap",
         "--kill-on-bad-exit=1",
+        "--unbuffered",
+        "--mpi=none",
+        "--cpu-bind=none",
         "--quiet",
     ]
     .iter()
     .map(ToString::to_string)
     .chain([format!("--nodelist={node}")])
     .collect()
+}
+
+/// Variables slurmstepd sets for the agent's task that describe that one-task step, not the job:
+/// the agent runs its ranks without them. With them every rank says `SLURM_PROCID=0` of
+/// `SLURM_NTASKS=1`, and an Open MPI program (psyne's `mpi` feature) sees `SLURM_STEP_ID`,
+/// takes itself for a rank started by srun, and aborts in `MPI_Init` ("OMPI was not built with
+/// SLURM's PMI support"): seen with Open MPI 4.1.4 under Slurm 22.05.8.
+pub const SLURM_STEP_VARS: &[&str] = &[
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_GTIDS",
+    "SLURM_TASK_PID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_STEP_RESV_PORTS",
+    "SLURM_STEP_GPUS",
+    "SLURM_SRUN_COMM_HOST",
+    "SLURM_SRUN_COMM_PORT",
+    "SLURM_LAUNCH_NODE_IPADDR",
+    "SLURM_DISTRIBUTION",
+    "SLURM_PRIO_PROCESS",
+    "SLURM_UMASK",
+    "SLURM_CPU_BIND",
+    "SLURM_CPU_BIND_LIST",
+    "SLURM_CPU_BIND_TYPE",
+    "SLURM_CPU_BIND_VERBOSE",
+    "SLURM_MPI_TYPE",
+];
+
+/// Job-level variables that the agent's step overrides with its own one-task values: the agent
+/// gets psyrun's values back (or none, if psyrun has none).
+pub const SLURM_JOB_VARS: &[&str] = &["SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE"];
+
+/// The whole command that starts the agent on `node` through srun: [`srun_args`], then
+/// `/usr/bin/env` dropping [`SLURM_STEP_VARS`] and putting back psyrun's [`SLURM_JOB_VARS`]
+/// (looked up with `get`), then `psyrun --agent`. The ranks' `PSY_*` and PyTorch variables
+/// still come from psyrun through the agent, as on every other route.
+pub fn srun_agent_command(
+    node: &str,
+    psyrun: &std::path::Path,
+    get: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    use std::ffi::OsString;
+    let mut words: Vec<OsString> = srun_args(node).into_iter().map(OsString::from).collect();
+    words.push("/usr/bin/env".into());
+    for name in SLURM_STEP_VARS {
+        words.push("-u".into());
+        words.push((*name).into());
+    }
+    for name in SLURM_JOB_VARS {
+        match get(name) {
+            Some(value) => {
+                let mut w = OsString::from(format!("{name}="));
+                w.push(value);
+                words.push(w);
+            }
+            None => {
+                words.push("-u".into());
+                words.push((*name).into());
+            }
+        }
+    }
+    words.push(psyrun.as_os_str().to_owned());
+    words.push(AGENT_FLAG.into());
+    words
+}
+
+/// The addresses of Slurm node `node` and of this machine towards it (`None` when the node is
+/// this machine: the link is loopback, like a local child's). Ranks on another node must reach
+/// the store at psyrun's address on that route, not at 127.0.0.1. Checked here only for the
+/// node being this machine (a one-host cluster); the route to another node is the one the kernel
+/// picks for a datagram to the node's first address.
+fn slurm_node_addrs(node: &str) -> Result<Option<(IpAddr, IpAddr)>, String> {
+    let me = crate::job::hostname();
+    let short = me.split('.').next().unwrap_or(&me);
+    if node == me || node == short || is_local_name(node) {
+        return Ok(None);
+    }
+    use std::net::ToSocketAddrs;
+    let peer = (node, 0u16)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve Slurm node {node}: {e}"))?
+        .map(|a| a.ip())
+        .next()
+        .ok_or_else(|| format!("Slurm node {node} has no address"))?;
+    if peer.is_loopback() {
+        return Ok(None);
+    }
+    let any: IpAddr = if peer.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    let local = std::net::UdpSocket::bind((any, 0))
+        .and_then(|u| u.connect((peer, 9)).and_then(|()| u.local_addr()))
+        .map_err(|e| format!("no route from here to Slurm node {node} ({peer}): {e}"))?
+        .ip();
+    Ok(Some((peer, local)))
 }
 
 /// Connects to every host in parallel and waits (each host up to its connect timeout plus a
@@ -283,15 +408,23 @@ fn open(
     events: Sender<HostEvent>,
 ) -> Result<Opened, String> {
     if local || s.launcher == LauncherKind::Slurm {
-        let (command, via) = if local {
+        let (command, via, addrs) = if local {
             let mut c = Command::new(&s.remote_psyrun);
             c.arg(AGENT_FLAG);
-            (c, "local".to_string())
+            (c, "local".to_string(), None)
         } else {
-            let words = srun_args(&host.name);
-            let mut c = Command::new(&words[0]);
-            c.args(&words[1..]).arg(&s.remote_psyrun).arg(AGENT_FLAG);
-            (c, "srun".to_string())
+            let addrs = slurm_node_addrs(&host.name)?;
+            let words = srun_agent_command(&host.name, &s.remote_psyrun, &|k| std::env::var_os(k));
+            let Some((program, rest)) = words.split_first() else {
+                return Err("no srun command".into());
+            };
+            let mut c = Command::new(program);
+            c.args(rest);
+            // srun in its own process group: a Ctrl-C at the terminal reaches psyrun alone,
+            // which stops the job through the agents (srun would otherwise forward it to the
+            // agent, or, at the second one, abandon the step).
+            std::os::unix::process::CommandExt::process_group(&mut c, 0);
+            (c, format!("srun on {}", host.name), addrs)
         };
         let link = spawn_child(i, command, events).map_err(|e| {
             format!(
@@ -299,7 +432,7 @@ fn open(
                 s.remote_psyrun.display()
             )
         })?;
-        return Ok((link, via, None));
+        return Ok((link, via, addrs));
     }
     let t = ssh::target(host, &s.ssh);
     let conn = ssh::connect(&t, &ssh::agent_command(&s.remote_psyrun))?;
@@ -332,4 +465,43 @@ pub fn report(hosts: &HostList, pre: &Preflight, console: &crate::output::Consol
         }
     }
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn the_srun_command_drops_the_step_and_restores_the_job() {
+        let words = srun_agent_command("n1", std::path::Path::new("/opt/psyrun"), &|k| {
+            (k == "SLURM_NTASKS").then(|| OsString::from("8"))
+        });
+        let words: Vec<String> = words
+            .iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(words[0], "srun");
+        for w in ["--overlap", "--unbuffered", "--mpi=none", "--nodelist=n1"] {
+            assert!(words.iter().any(|x| x == w), "{w} in {words:?}");
+        }
+        let env = words.iter().position(|w| w == "/usr/bin/env").expect("env");
+        assert!(words[..env]
+            .iter()
+            .all(|w| w.starts_with("--") || w == "srun"));
+        for v in SLURM_STEP_VARS {
+            assert!(words.windows(2).any(|p| p[0] == "-u" && p[1] == *v), "{v}");
+        }
+        assert!(words.contains(&"SLURM_NTASKS=8".to_string()));
+        assert!(words
+            .windows(2)
+            .any(|p| p[0] == "-u" && p[1] == "SLURM_NPROCS"));
+        assert_eq!(&words[words.len() - 2..], ["/opt/psyrun", AGENT_FLAG]);
+    }
+
+    #[test]
+    fn this_machine_as_a_slurm_node_is_reached_over_loopback() {
+        assert_eq!(slurm_node_addrs(&crate::job::hostname()), Ok(None));
+        assert_eq!(slurm_node_addrs("localhost"), Ok(None));
+    }
 }

@@ -1,0 +1,386 @@
+//! psyrun inside a real Slurm allocation: a one-host cluster (`scripts/slurm.sh`: munged,
+//! slurmctld and slurmd on loopback, everything under a temporary directory) is started for each
+//! test and always stopped again. psyrun is run inside `salloc` and from an `sbatch` script with
+//! no `-H`: it takes the hosts from the allocation and reaches each host's agent through srun.
+//!
+//! These tests need root and the Debian packages slurmctld, slurmd, munge and slurm-client
+//! (`scripts/setup.sh`); without them they say why and pass. The one about `--launcher slurm`
+//! outside an allocation needs neither.
+
+mod common;
+
+use common::{eventually, gone, psyrun, run, wait_for_pids_sh, Done, Job, TempDir, RECORD_PID};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One cluster at a time: they share the ports.
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+/// The longest one Slurm command of a test may take (an allocation on an idle one-host cluster
+/// is granted in well under a second; the rest is psyrun's job).
+const SLURM_DEADLINE: Duration = Duration::from_secs(90);
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm.sh")
+}
+
+fn psyne_check() -> &'static str {
+    env!("CARGO_BIN_EXE_psyne-check")
+}
+
+/// Why the Slurm tests cannot run here, if they cannot.
+fn unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("the test Slurm cluster runs its daemons as root (CI runs as root)".into());
+    }
+    for tool in ["slurmctld", "slurmd", "munged", "salloc", "sbatch", "srun"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Some(format!(
+                "{tool} is not installed (scripts/setup.sh installs slurmctld slurmd munge \
+                 slurm-client)"
+            ));
+        }
+    }
+    None
+}
+
+/// A running one-host cluster; stopped (every daemon it started) and removed on drop.
+struct Cluster {
+    dir: PathBuf,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    /// Starts a cluster, or says why the test is skipped.
+    fn up(tag: &str) -> Option<Cluster> {
+        if let Some(why) = unavailable() {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let serial = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = std::env::temp_dir().join(format!("psyne-slurm-{tag}-{}", std::process::id()));
+        let cluster = Cluster {
+            dir,
+            _serial: serial,
+        };
+        let out = Command::new("timeout")
+            .arg("120")
+            .arg(script())
+            .arg("up")
+            .arg(&cluster.dir)
+            .output()
+            .expect("running slurm.sh up");
+        assert!(
+            out.status.success(),
+            "slurm.sh up failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(cluster)
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.join("slurm.conf")
+    }
+
+    /// A Slurm client command of this cluster (`salloc`, `sbatch`, ...), with `D` set to `dir`
+    /// for the rank scripts.
+    fn command(&self, program: &str, dir: &TempDir) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", self.conf())
+            .env("D", dir.path())
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // A test run inside some other allocation must not leak it into this cluster's jobs.
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("SLURM_") {
+                c.env_remove(&k);
+            }
+        }
+        c.env("SLURM_CONF", self.conf());
+        c
+    }
+
+    /// Processes (other than the cluster's own daemons) that carry this cluster's `SLURM_CONF`:
+    /// salloc, srun, psyrun, its agents and their ranks all inherit it.
+    fn leftovers(&self) -> Vec<String> {
+        let want = format!("SLURM_CONF={}", self.conf().display());
+        let mut found = Vec::new();
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return found;
+        };
+        for p in procs.filter_map(Result::ok) {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if pid as u32 == std::process::id() || gone(pid) {
+                continue;
+            }
+            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+            let comm = comm.trim();
+            if matches!(comm, "slurmctld" | "slurmscriptd" | "slurmd" | "munged") {
+                continue;
+            }
+            let env = std::fs::read(p.path().join("environ")).unwrap_or_default();
+            if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+                found.push(format!("{pid} {comm}"));
+            }
+        }
+        found
+    }
+
+    /// Waits (bounded) until nothing but the daemons and the step daemons winding down is left.
+    fn assert_nothing_left(&self) {
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let left: Vec<String> = self
+                .leftovers()
+                .into_iter()
+                .filter(|p| !p.ends_with("slurmstepd"))
+                .collect();
+            assert!(
+                left.is_empty() || std::time::Instant::now() < until,
+                "left running after 20 s: {left:?}"
+            );
+            if left.is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("timeout")
+            .arg("60")
+            .arg(script())
+            .arg("down")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+fn finish(cmd: Command, dir: &TempDir) -> Done {
+    Job::start(cmd, dir).wait(SLURM_DEADLINE)
+}
+
+#[test]
+fn psyrun_in_salloc_takes_the_allocation_and_runs_every_collective_through_srun() {
+    let Some(cluster) = Cluster::up("salloc") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-salloc");
+    let mut cmd = cluster.command("salloc", &dir);
+    cmd.args(["-N1", "-n2"])
+        .arg(common::psyrun_path())
+        .args(["-n", "2", psyne_check()]);
+    let done = finish(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    for rank in 0..2 {
+        let line = format!("rank {rank}/2: every collective x op x type matches the oracle");
+        assert!(done.stdout.contains(&line), "{line:?} in:\n{}", done.stdout);
+    }
+    // --check reports how the host was reached: through srun, on this machine's node.
+    let mut cmd = cluster.command("salloc", &dir);
+    cmd.args(["-N1", "-n2"])
+        .arg(common::psyrun_path())
+        .arg("--check");
+    let done = finish(cmd, &dir);
+    let node = String::from_utf8_lossy(
+        &Command::new("hostname")
+            .arg("-s")
+            .output()
+            .expect("hostname")
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    assert!(
+        done.stderr
+            .contains(&format!("psyrun: {node}: ok (srun on {node}, psyrun ")),
+        "{}\n{}",
+        done.stdout,
+        done.stderr
+    );
+    cluster.assert_nothing_left();
+}
+
+#[test]
+fn ranks_see_psyrun_contract_and_the_job_not_the_agent_step() {
+    let Some(cluster) = Cluster::up("env") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-env");
+    let mut cmd = cluster.command("salloc", &dir);
+    cmd.args(["-N1", "-n2"])
+        .arg(common::psyrun_path())
+        .args(["-n", "2", "sh", "-c"])
+        .arg(
+            "echo \"r=$PSY_RANK w=$PSY_WORLD_SIZE lr=$PSY_LOCAL_RANK RANK=$RANK \
+             job=${SLURM_JOB_ID:+set} tasks=$SLURM_NTASKS tpn=$SLURM_TASKS_PER_NODE \
+             step=${SLURM_STEP_ID-unset} procid=${SLURM_PROCID-unset} pmi=${PMI_SIZE-unset}\"",
+        );
+    let done = finish(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    for rank in 0..2 {
+        let line = format!(
+            "r={rank} w=2 lr={rank} RANK={rank} job=set tasks=2 tpn=2 step=unset procid=unset \
+             pmi=unset"
+        );
+        assert!(
+            done.stdout.lines().any(|l| l == line),
+            "{line:?} in:\n{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
+fn psyrun_in_an_sbatch_script_runs_every_collective() {
+    let Some(cluster) = Cluster::up("sbatch") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-sbatch");
+    let job = dir.script(
+        "job.sh",
+        &format!(
+            "#!/bin/sh\nexec {} -n 2 {}\n",
+            common::psyrun_path().display(),
+            psyne_check()
+        ),
+        0o755,
+    );
+    let out = dir.path().join("job.out");
+    let mut cmd = cluster.command("sbatch", &dir);
+    cmd.args(["--wait", "-N1", "-n2"])
+        .arg(format!("--output={}", out.display()))
+        .arg(&job);
+    let done = finish(cmd, &dir);
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "{}\n{}\n{text}",
+        done.stdout,
+        done.stderr
+    );
+    for rank in 0..2 {
+        let line = format!("rank {rank}/2: every collective x op x type matches the oracle");
+        assert!(text.contains(&line), "{line:?} in:\n{text}");
+    }
+    cluster.assert_nothing_left();
+}
+
+/// The rank pids recorded in `dir`, waited for (bounded).
+fn pids(dir: &Path, n: usize) -> Vec<i32> {
+    let mut pids = Vec::new();
+    eventually(common::DEADLINE, &format!("{n} rank pid files"), || {
+        pids = common::rank_pids(dir);
+        pids.len() >= n
+    });
+    pids
+}
+
+#[test]
+fn a_failing_rank_code_comes_through_salloc_and_nothing_is_left_running() {
+    let Some(cluster) = Cluster::up("fail") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-fail");
+    let mut cmd = cluster.command("salloc", &dir);
+    cmd.args(["-N1", "-n2"])
+        .arg(common::psyrun_path())
+        .args(["-n", "2", "sh", "-c"])
+        .arg(format!(
+            "{RECORD_PID}; {}; if [ $PSY_RANK = 1 ]; then exit 7; fi; exec sleep 60",
+            wait_for_pids_sh(2)
+        ));
+    let done = finish(cmd, &dir);
+    assert_eq!(done.code(), Some(7), "{}\n{}", done.stdout, done.stderr);
+    assert!(
+        done.stderr.contains("rank 1 on ") && done.stderr.contains("exited with code 7"),
+        "{}",
+        done.stderr
+    );
+    assert!(done.elapsed < Duration::from_secs(30), "{:?}", done.elapsed);
+    for pid in pids(dir.path(), 2) {
+        eventually(
+            Duration::from_secs(10),
+            &format!("rank pid {pid} gone"),
+            || gone(pid),
+        );
+    }
+    cluster.assert_nothing_left();
+}
+
+#[test]
+fn a_killed_psyrun_in_salloc_leaves_no_rank_behind() {
+    let Some(cluster) = Cluster::up("kill") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-kill");
+    let mut cmd = cluster.command("salloc", &dir);
+    // The shell records psyrun's pid, then becomes psyrun.
+    cmd.args(["-N1", "-n2", "sh", "-c"]).arg(format!(
+        "echo $$ > \"$D/psyrun\"; exec {} -n 2 sh -c '{RECORD_PID}; exec sleep 60'",
+        common::psyrun_path().display()
+    ));
+    let job = Job::start(cmd, &dir);
+    let ranks = pids(dir.path(), 2);
+    let psyrun_pid: i32 = std::fs::read_to_string(dir.path().join("psyrun"))
+        .expect("psyrun's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: kill takes plain integers; the pid is psyrun's, which is alive (its ranks are).
+    unsafe { libc::kill(psyrun_pid, libc::SIGKILL) };
+    for pid in ranks {
+        eventually(
+            Duration::from_secs(20),
+            &format!("rank pid {pid} gone"),
+            || gone(pid),
+        );
+    }
+    assert!(gone(psyrun_pid), "psyrun {psyrun_pid} survived SIGKILL");
+    // salloc ends when its command does (its exit code for a killed command is Slurm's affair).
+    job.wait(SLURM_DEADLINE);
+    cluster.assert_nothing_left();
+}
+
+#[test]
+fn launcher_slurm_outside_an_allocation_is_a_clear_error() {
+    let dir = TempDir::new("slurm-none");
+    for extra in [&[][..], &["-H", "node1:2"][..]] {
+        let mut cmd = psyrun(&dir);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("SLURM_") {
+                cmd.env_remove(&k);
+            }
+        }
+        cmd.args(["--launcher", "slurm"])
+            .args(extra)
+            .args(["-n", "2", "true"]);
+        let done = run(cmd, &dir);
+        assert_eq!(done.code(), Some(2), "{}", done.stderr);
+        assert!(
+            done.stderr
+                .contains("--launcher slurm: not inside a Slurm allocation")
+                && done.stderr.contains("run psyrun inside salloc or sbatch"),
+            "{}",
+            done.stderr
+        );
+        assert!(done.stdout.is_empty(), "{}", done.stdout);
+    }
+}

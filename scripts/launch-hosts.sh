@@ -55,6 +55,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "Made by \`scripts/launch-hosts.sh\` on $(date -u +%Y-%m-%dT%H:%M:%SZ), source revision $(git describe --always --dirty 2>/dev/null || echo unknown)."
   echo "Machine: $cpu, $(nproc) cores, $(mpirun --version 2>/dev/null | head -n 1), $(ssh -V 2>&1); load average before / after: $load_before / $load_after."
   echo "Every host is a network namespace of this machine with its own sshd (\`scripts/cluster.sh\`): all the hosts' sshd work runs on the same 2 cores as the launcher, so times grow with the host count here in a way they would not on real hosts."
+  echo "CPU time of each launcher itself is in the JSON files (user + system); \`ESTIMATE.md\` uses it to estimate 1,024 hosts."
   echo "Wall time from start to exit of a job of \`true\` ranks, 2 per host, started from inside host psyh1 (hyperfine, 1 warm-up, then 10 runs of each command, 5 from 16 hosts on)."
   for n in $counts; do
     echo

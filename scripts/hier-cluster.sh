@@ -20,15 +20,21 @@ scripts/cluster.sh up 4 "$dir" >/dev/null
 mkdir -p "$out"
 hosts=psyh1:2,psyh2:2,psyh3:2,psyh4:2
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-runs=("allreduce auto,ring,rabenseifner,rd,hier" "broadcast auto,binomial,pipeline,hier" "allgather auto,ring,hier")
+# name, collective, algorithms, psyrun's placement: by slot (ranks 0-1 on psyh1, ...) or
+# round-robin across hosts (--map-by node: every ring neighbour on another host).
+runs=("allreduce allreduce auto,ring,rabenseifner,rd,hier slot"
+  "broadcast broadcast auto,binomial,pipeline,hier slot"
+  "allgather allgather auto,ring,hier slot"
+  "allreduce-by-node allreduce auto,ring,rabenseifner,rd,hier node"
+  "allgather-by-node allgather auto,ring,hier node")
 commands=()
 for run in "${runs[@]}"; do
-  read -r coll algos <<<"$run"
-  cmd=(ip netns exec psyh1 "$bin/psyrun" --ssh-config "$dir/ssh_config" -H "$hosts" -n 8
+  read -r name coll algos map <<<"$run"
+  cmd=(ip netns exec psyh1 "$bin/psyrun" --ssh-config "$dir/ssh_config" -H "$hosts" -n 8 --map-by "$map"
     "$bin/psybench" "$coll" --algo "$algos" --sizes "$sizes"
-    --csv "$out/$coll.csv" --json "$out/$coll.json" --plot "$out/$coll.png")
+    --csv "$out/$name.csv" --json "$out/$name.json" --plot "$out/$name.png")
   commands+=("${cmd[*]}")
-  "${cmd[@]}" | tee "$out/$coll.txt"
+  "${cmd[@]}" | tee "$out/$name.txt"
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
@@ -42,16 +48,18 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "Commands:"
   echo
   for c in "${commands[@]}"; do echo "    $c"; done
+  echo
+  python3 scripts/hier-summary.py "$out"
   for run in "${runs[@]}"; do
-    read -r coll _ <<<"$run"
+    read -r name _ <<<"$run"
     echo
-    echo "## $coll"
+    echo "## $name: every row"
     echo
     echo '```'
-    cat "$out/$coll.txt"
+    cat "$out/$name.txt"
     echo '```'
     echo
-    echo "![$coll]($coll.png)"
+    echo "![$name]($name.png)"
   done
 } > "$out/README.md"
 echo "wrote $out"

@@ -20,6 +20,7 @@ packages=(
   libhwloc15        # hwloc, which psyrun loads at run time to bind ranks to cores
   libssl-dev        # OpenSSL, which the ssh2 crate's bundled libssh2 is built against
   util-linux        # unshare, for the test cluster's per-host names
+  python3           # scripts/hier-summary.py (benchmark reports)
   slurmctld         # the one-host Slurm cluster of scripts/slurm.sh (launcher/tests/slurm.rs)
   slurmd
   munge

@@ -20,11 +20,11 @@ scripts/cluster.sh up 4 "$dir" >/dev/null
 mkdir -p "$out"
 hosts=psyh1:2,psyh2:2,psyh3:2,psyh4:2
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-# name, collective, algorithms, psyrun's placement: by slot (ranks 0-1 on psyh1, ...) or
-# round-robin across hosts (--map-by node: every ring neighbour on another host).
-runs=("allreduce allreduce auto,ring,rabenseifner,rd,hier slot"
-  "broadcast broadcast auto,binomial,pipeline,hier slot"
-  "allgather allgather auto,ring,hier slot"
+# name, collective, algorithms, psyrun's --map-by: core (hosts filled in order: ranks 0-1 on psyh1, ...) or
+# node (ranks dealt round-robin across hosts: every ring neighbour on another host).
+runs=("allreduce allreduce auto,ring,rabenseifner,rd,hier core"
+  "broadcast broadcast auto,binomial,pipeline,hier core"
+  "allgather allgather auto,ring,hier core"
   "allreduce-by-node allreduce auto,ring,rabenseifner,rd,hier node"
   "allgather-by-node allgather auto,ring,hier node")
 commands=()

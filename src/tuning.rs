@@ -20,11 +20,11 @@ pub struct Thresholds {
     pub broadcast_binomial_max: usize,
     /// Scatter and gather up to this total size use a binomial tree; larger go direct (linear).
     pub scatter_gather_binomial_max: usize,
-    /// All-reduce of at least this size goes hierarchical on groups whose hosts hold consecutive
-    /// ranks ([`Tuning::prefers_hier`]).
+    /// All-reduce of at least this size goes hierarchical on groups spanning hosts
+    /// ([`Tuning::prefers_hier`]); `usize::MAX` (the default) means never.
     pub allreduce_hier_min: usize,
     /// All-gather of at most this size (one rank's chunk) goes hierarchical on groups whose hosts
-    /// hold consecutive ranks.
+    /// hold consecutive ranks; 0 (the default) means never.
     pub allgather_hier_max: usize,
 }
 
@@ -34,8 +34,10 @@ pub const DEFAULT_THRESHOLDS: Thresholds = Thresholds {
     allreduce_rabenseifner_max: 512 << 10,
     broadcast_binomial_max: 64 << 10,
     scatter_gather_binomial_max: 64 << 10,
-    allreduce_hier_min: 64 << 10,
-    allgather_hier_max: 256 << 10,
+    // Measured on the SSH test cluster (results/hier-cluster/): hier slower there for every
+    // all-reduce, and for all-gather on consecutive ranks; see Tuning::prefers_hier.
+    allreduce_hier_min: usize::MAX,
+    allgather_hier_max: 0,
 };
 
 /// The algorithm policy of a group.
@@ -142,27 +144,24 @@ impl Tuning {
     ///
     /// Only when there is a hierarchy to use: at least two hosts, at least two ranks on some host
     /// ([`Hosts::is_hierarchical`]), and shared memory inside hosts (`shm_inside`: no rank has
-    /// `PSY_TRANSPORT=tcp`). Then:
+    /// `PSY_TRANSPORT=tcp`). Then, by default, only where it was measured faster across real SSH
+    /// hosts (`results/hier-cluster/`: 4 hosts × 2 ranks, network namespaces of one 2-core
+    /// machine, so TCP between hosts ran at memory speed):
     ///
-    /// - hosts holding interleaved ranks (not [`Hosts::contiguous`]): all-reduce, broadcast and
-    ///   all-gather, every size. Flat rings, chains and trees then cross hosts at almost every
-    ///   hop; measured with 6 ranks dealt over 2 fake hosts, hier took 0.33-0.93 of the flat
-    ///   time for all-reduce and 0.33-0.58 for broadcast, 1 KiB to 16 MiB.
-    /// - hosts of consecutive ranks (how launchers place them):
-    ///   - all-reduce from [`Thresholds::allreduce_hier_min`] (64 KiB) up. Flat Rabenseifner and
-    ///     ring cross each host boundary at every one of their 2(p-1) or 2 log2(p) steps and a
-    ///     ring pushes 2(p-1)/p of the buffer through it, while the leaders take 2(h-1) steps and
-    ///     move 2(h-1)/h of it across, the rest going over shared memory. Below 64 KiB flat
-    ///     recursive doubling crosses hosts as few times as the leaders do, and the hierarchy
-    ///     only adds rounds inside hosts. Measured (2×2, 4×4, 4×2 fake hosts): 0.62-0.92 of the
-    ///     flat time from 64 KiB to 16 MiB, mixed below.
-    ///   - all-gather up to [`Thresholds::allgather_hier_max`] (256 KiB per rank): the leaders'
-    ///     h-1 ring steps replace p-1 steps that each cross a host; above it both are bound by
-    ///     the bytes crossing hosts, nearly equal, and the extra broadcast inside hosts costs.
-    ///     Measured 0.21-0.77 of the flat time up to 1 MiB in all, 0.9-1.07 above.
-    ///   - broadcast never: the flat pipeline and binomial tree already cross each host
-    ///     boundary once, and the hierarchical one runs its two stages one after the other
-    ///     (measured equal up to 1 MiB, 1.06-1.5 times slower above).
+    /// - all-gather on hosts holding interleaved ranks (not [`Hosts::contiguous`], e.g. psyrun's
+    ///   `--map-by node`), every size: the flat ring then crosses a host at every step; hier
+    ///   took 0.55-0.98 of the flat time from 32 B to 16 MiB.
+    /// - all-gather on hosts of consecutive ranks up to [`Thresholds::allgather_hier_max`]
+    ///   (default 0: never; measured 0.98-1.77 of the flat time).
+    /// - all-reduce from [`Thresholds::allreduce_hier_min`] (default never: 1.0-1.9 of the best
+    ///   flat time at every size, consecutive or interleaved; flat recursive doubling,
+    ///   Rabenseifner and ring keep every rank busy, while hier's three stages run one after the
+    ///   other and leave non-leaders idle).
+    /// - broadcast never (1.3-1.7 of the flat pipeline from 32 KiB up).
+    ///
+    /// Where the network is much slower than shared memory (real clusters), sending each host's
+    /// data across once should pay for large all-reduces; set the two thresholds from a psybench
+    /// run there (`psybench allreduce --algo ring,hier`).
     pub fn prefers_hier(
         &self,
         coll: Collective,
@@ -176,9 +175,10 @@ impl Tuning {
         let t = &self.thresholds;
         let interleaved = !hosts.contiguous();
         match coll {
-            Collective::AllReduce => interleaved || bytes >= t.allreduce_hier_min,
-            Collective::AllGather => interleaved || bytes <= t.allgather_hier_max,
-            Collective::Broadcast { .. } => interleaved,
+            Collective::AllReduce => bytes >= t.allreduce_hier_min,
+            Collective::AllGather => {
+                interleaved || (t.allgather_hier_max > 0 && bytes <= t.allgather_hier_max)
+            }
             _ => false,
         }
     }
@@ -234,20 +234,30 @@ mod tests {
     #[test]
     fn hierarchy_is_preferred_by_layout_and_size() {
         let t = Tuning::default();
-        let th = DEFAULT_THRESHOLDS;
         let blocks = Hosts::blocks(&[2, 2, 2, 2]);
         let dealt = Hosts::from_keys(&[0, 1, 0, 1]);
         let ar = Collective::AllReduce;
         let bc = Collective::Broadcast { root: 1 };
         let ag = Collective::AllGather;
-        assert!(t.prefers_hier(ar, th.allreduce_hier_min, &blocks, true));
-        assert!(!t.prefers_hier(ar, th.allreduce_hier_min - 1, &blocks, true));
-        assert!(t.prefers_hier(ar, 8, &dealt, true));
-        assert!(!t.prefers_hier(bc, 64 << 20, &blocks, true));
-        assert!(t.prefers_hier(bc, 8, &dealt, true));
-        assert!(t.prefers_hier(ag, th.allgather_hier_max, &blocks, true));
-        assert!(!t.prefers_hier(ag, th.allgather_hier_max + 1, &blocks, true));
+        // The defaults: all-gather on interleaved hosts only.
+        assert!(t.prefers_hier(ag, 8, &dealt, true));
         assert!(t.prefers_hier(ag, 64 << 20, &dealt, true));
+        assert!(!t.prefers_hier(ag, 0, &blocks, true));
+        assert!(!t.prefers_hier(ag, 1024, &blocks, true));
+        for bytes in [8, 64 << 10, 64 << 20] {
+            assert!(!t.prefers_hier(ar, bytes, &blocks, true));
+            assert!(!t.prefers_hier(ar, bytes, &dealt, true));
+            assert!(!t.prefers_hier(bc, bytes, &dealt, true));
+        }
+        // Thresholds tuned for a cluster turn it on by size.
+        let mut tuned = Tuning::default();
+        tuned.thresholds.allreduce_hier_min = 64 << 10;
+        tuned.thresholds.allgather_hier_max = 256 << 10;
+        assert!(tuned.prefers_hier(ar, 64 << 10, &blocks, true));
+        assert!(!tuned.prefers_hier(ar, (64 << 10) - 1, &blocks, true));
+        assert!(tuned.prefers_hier(ag, 256 << 10, &blocks, true));
+        assert!(!tuned.prefers_hier(ag, (256 << 10) + 1, &blocks, true));
+        assert!(!tuned.prefers_hier(bc, 64 << 20, &blocks, true));
         // No hierarchy, no shared memory, or a collective without a hierarchical form.
         assert!(!t.prefers_hier(ar, 64 << 20, &Hosts::single(8), true));
         assert!(!t.prefers_hier(ar, 64 << 20, &Hosts::blocks(&[1, 1, 1]), true));

@@ -111,10 +111,9 @@ fn large_odd_counts_match_the_oracle() {
 }
 
 #[test]
-fn the_automatic_rule_picks_hier_across_hosts_with_shared_memory() {
-    let t = psyne::tuning::DEFAULT_THRESHOLDS;
-    let at = |wiring: Wiring, size: usize, coll: Collective, bytes: usize| {
-        common::with_wiring(size, wiring, T, move |g| {
+fn the_automatic_rule_picks_hier_where_it_was_measured_faster() {
+    let at = |wiring: Wiring, size: usize, tuning: Tuning, coll: Collective, bytes: usize| {
+        common::with_tuning(size, wiring, T, tuning, move |g| {
             g.algorithm_for(coll, bytes).unwrap()
         })
     };
@@ -124,38 +123,51 @@ fn the_automatic_rule_picks_hier_across_hosts_with_shared_memory() {
         Collective::Broadcast { root: 0 },
     );
     let hier = |algos: Vec<Algo>| algos.iter().all(|&a| a == Algo::Hier);
-    let big = t.allreduce_hier_min;
-    assert!(hier(at(Wiring::Mixed, 4, ar, big)));
-    assert!(hier(at(Wiring::Hosts(&[3, 1, 2]), 6, ar, big)));
-    assert!(!hier(at(Wiring::Mixed, 4, ar, big - 1)));
-    assert!(hier(at(Wiring::Mixed, 4, ag, 1024)));
-    assert!(!hier(at(Wiring::Mixed, 4, bc, 1024)));
-    // Interleaved hosts: every size, broadcast too.
+    let flat = |algos: Vec<Algo>| algos.iter().all(|&a| a != Algo::Hier);
+    let d = Tuning::default;
+    // The defaults: all-gather on interleaved hosts; nothing else.
     let dealt = Wiring::HostOf(&[0, 1, 0, 1]);
-    assert!(hier(at(dealt, 4, ar, 8)));
-    assert!(hier(at(dealt, 4, bc, 64 << 20)));
-    // One host, one rank per host, or no shared memory: nothing to gain.
+    assert!(hier(at(dealt, 4, d(), ag, 8)));
+    assert!(hier(at(dealt, 4, d(), ag, 4 << 20)));
+    assert!(flat(at(dealt, 4, d(), ar, 1 << 20)));
+    assert!(flat(at(dealt, 4, d(), bc, 1 << 20)));
+    assert!(flat(at(Wiring::Mixed, 4, d(), ag, 1024)));
+    assert!(flat(at(Wiring::Hosts(&[3, 1, 2]), 6, d(), ar, 64 << 20)));
+    // Thresholds tuned for a cluster switch all-reduce by size, on every rank alike.
+    let mut tuned = Tuning::default();
+    tuned.thresholds.allreduce_hier_min = 64 << 10;
+    assert!(hier(at(Wiring::Mixed, 4, tuned.clone(), ar, 64 << 10)));
+    assert!(hier(at(
+        Wiring::Hosts(&[3, 1, 2]),
+        6,
+        tuned.clone(),
+        ar,
+        64 << 10
+    )));
+    assert!(flat(at(
+        Wiring::Mixed,
+        4,
+        tuned.clone(),
+        ar,
+        (64 << 10) - 4
+    )));
+    // One host, one rank per host, or no shared memory: nothing to gain, even when tuned.
     for (wiring, size) in [
         (Wiring::Shm, 4),
         (Wiring::Tcp, 4),
         (Wiring::Hosts(&[1, 1, 1]), 3),
     ] {
         assert!(
-            at(wiring, size, ar, 64 << 20)
+            at(wiring, size, tuned.clone(), ar, 64 << 20)
                 .iter()
                 .all(|&a| a == Algo::Ring),
             "{wiring:?}"
         );
     }
     // PSY_ALGO forcing a flat algorithm wins over the rule.
-    let forced = common::with_tuning(
-        4,
-        Wiring::Mixed,
-        T,
-        Tuning::parse("allreduce:rabenseifner").unwrap(),
-        move |g| g.algorithm_for(ar, big).unwrap(),
-    );
-    assert!(forced.iter().all(|&a| a == Algo::Rabenseifner));
+    let mut forced = Tuning::parse("allgather:ring").unwrap();
+    forced.thresholds = tuned.thresholds;
+    assert!(at(dealt, 4, forced, ag, 8).iter().all(|&a| a == Algo::Ring));
 }
 
 #[test]

@@ -430,3 +430,64 @@ fn an_unreachable_host_a_wrong_key_and_a_missing_psyrun_fail_the_preflight() {
         );
     }
 }
+
+#[test]
+fn host_keys_are_checked_against_known_hosts() {
+    let Some(c) = Cluster::up(1, "keys") else {
+        return;
+    };
+    let dir = TempDir::new("mh-keys");
+    let known = dir.path().join("known_hosts");
+    let config = dir.path().join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Host psyh1\n HostName 10.213.0.11\n User root\n IdentityFile {}\n \
+             StrictHostKeyChecking yes\n UserKnownHostsFile {}\n",
+            c.dir.join("id_ed25519").display(),
+            known.display()
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let check = |expect_ok: bool, expect: &str| {
+        let done = common::run(
+            c.psyrun(&dir, &["--ssh-config", &config, "--check", "-H", "psyh1"]),
+            &dir,
+        );
+        assert_eq!(
+            done.code(),
+            Some(if expect_ok { 0 } else { 125 }),
+            "{}",
+            done.stderr
+        );
+        assert!(
+            done.stderr.contains(expect),
+            "{expect:?} not in:\n{}",
+            done.stderr
+        );
+    };
+    // Unknown host, strict checking: refused, saying how to add the key.
+    std::fs::write(&known, "").unwrap();
+    check(false, "is not in");
+    // The host's real key: accepted.
+    let key = std::fs::read_to_string(c.dir.join("host_key.pub")).unwrap();
+    let mut fields = key.split_whitespace();
+    let (kind, blob) = (fields.next().unwrap(), fields.next().unwrap());
+    std::fs::write(&known, format!("10.213.0.11 {kind} {blob}\n")).unwrap();
+    check(true, "psyh1: ok");
+    // Another key for that address: refused as a changed key.
+    let other = dir.path().join("other_key");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", ""])
+        .arg("-f")
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let other = std::fs::read_to_string(dir.path().join("other_key.pub")).unwrap();
+    let mut fields = other.split_whitespace();
+    let (kind, blob) = (fields.next().unwrap(), fields.next().unwrap());
+    std::fs::write(&known, format!("10.213.0.11 {kind} {blob}\n")).unwrap();
+    check(false, "does not match");
+}

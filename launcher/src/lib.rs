@@ -340,6 +340,28 @@ pub struct JobPlan {
     pub binding_note: Option<String>,
 }
 
+/// The `-x` variables of one program with their values, in order, a later one of a name
+/// replacing an earlier one; `-x VAR` reads psyrun's environment (unset: a usage error naming
+/// it and the fix).
+pub fn x_values(vars: &[EnvVar]) -> Result<Vec<(OsString, OsString)>, Error> {
+    let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(vars.len());
+    for var in vars {
+        let value = match var {
+            EnvVar::Set(_, v) => v.clone(),
+            EnvVar::Forward(name) => std::env::var_os(name).ok_or_else(|| {
+                Error::Usage(format!(
+                    "-x {name}: {name} is not set in psyrun's environment; set it, or give \
+                     its value with -x {name}=VALUE"
+                ))
+            })?,
+        };
+        let name = OsString::from(var.name());
+        env.retain(|(k, _)| *k != name);
+        env.push((name, value));
+    }
+    Ok(env)
+}
+
 /// Prepares `launch` without starting anything: finds every program, reads each `-x VAR` from
 /// psyrun's environment (an unset one is an error naming it), checks every `--wdir`, places the
 /// ranks on this machine and plans their bindings (reading the topology with hwloc unless
@@ -354,21 +376,7 @@ pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
     }
     let mut resolved = Vec::with_capacity(launch.apps.len());
     for app in &launch.apps {
-        let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(app.env.len());
-        for var in &app.env {
-            let value = match var {
-                EnvVar::Set(_, v) => v.clone(),
-                EnvVar::Forward(name) => std::env::var_os(name).ok_or_else(|| {
-                    Error::Usage(format!(
-                        "-x {name}: {name} is not set in psyrun's environment; set it, or give \
-                         its value with -x {name}=VALUE"
-                    ))
-                })?,
-            };
-            let name = OsString::from(var.name());
-            env.retain(|(k, _)| *k != name);
-            env.push((name, value));
-        }
+        let env = x_values(&app.env)?;
         if let Some(dir) = &app.wdir {
             match std::fs::metadata(dir) {
                 Ok(m) if m.is_dir() => {}

@@ -4,7 +4,7 @@
 use super::link::{HostEvent, LinkEvent};
 use super::preflight::{self, Preflight, PreflightSettings, Reached};
 use super::wire::{Ended, FromAgent, JobSpec, RankSpec, ToAgent};
-use crate::args::{EnvVar, Launch};
+use crate::args::Launch;
 use crate::hosts::{self, HostList};
 use crate::output::{emit, Console, Sink, Stream};
 use crate::placement::Placement;
@@ -30,6 +30,18 @@ pub fn run(
 ) -> Result<Outcome, Error> {
     let t0 = Instant::now();
     let world = launch.world_size();
+    // Every program's `-x` values, read before any host is contacted.
+    let app_envs = launch
+        .apps
+        .iter()
+        .map(|app| {
+            crate::x_values(&app.env).map(|vars| {
+                vars.into_iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     let pre = preflight::reach_all(hosts, settings);
     let failed: Vec<String> = hosts
         .iter()
@@ -120,20 +132,7 @@ pub fn run(
     let mut specs: Vec<Vec<RankSpec>> = vec![Vec::new(); hosts.len()];
     for (p, &app_index) in placements.iter().zip(&apps) {
         let app = &launch.apps[app_index];
-        let mut env: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for var in &app.env {
-            let value = match var {
-                EnvVar::Set(_, v) => v.clone(),
-                EnvVar::Forward(name) => std::env::var_os(name).ok_or_else(|| {
-                    Error::Usage(format!(
-                        "-x {name}: {name} is not set in psyrun's environment; set it, or give \
-                         its value with -x {name}=VALUE"
-                    ))
-                })?,
-            };
-            env.retain(|(k, _)| k.as_slice() != var.name().as_bytes());
-            env.push((var.name().as_bytes().to_vec(), value.as_bytes().to_vec()));
-        }
+        let mut env = app_envs[app_index].clone();
         if let Some(e) = env_of(p) {
             env.extend(
                 e.to_vars()

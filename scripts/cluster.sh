@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A cluster of test hosts on this machine: one network namespace per host, joined by a bridge in
 # the root namespace, each running a real OpenSSH server that accepts a generated user key, in
-# its own UTS namespace named after the host (psyh1, psyh2, ...).
+# its own UTS namespace named after the host (psyh1, psyh2, ...), on ports 22 and 2222.
 # Addresses come from 10.213.0.0/24, a private range used only inside these namespaces; before
 # anything is sent, every host address must route through our own bridge, or the script stops
 # and tears everything down. Run as root.
@@ -101,6 +101,7 @@ EOF
     addr=$(addr_of "$i")
     cat > "$dir/sshd-$i.conf" <<EOF
 Port 22
+Port 2222
 ListenAddress $addr
 HostKey $dir/host_key
 PidFile $dir/sshd-$i.pid

@@ -491,3 +491,88 @@ fn host_keys_are_checked_against_known_hosts() {
     std::fs::write(&known, format!("10.213.0.11 {kind} {blob}\n")).unwrap();
     check(false, "does not match");
 }
+
+/// An `ssh-agent` we started, killed (by its pid) on drop.
+struct SshAgent(std::process::Child);
+
+impl Drop for SshAgent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_ssh_agent_and_a_hostfile_user_and_port_reach_hosts() {
+    let Some(c) = Cluster::up(2, "agent") else {
+        return;
+    };
+    let dir = TempDir::new("mh-agent");
+    // A home without keys and a configuration without IdentityFile: only the agent can log in.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = dir.path().join("ssh_config");
+    std::fs::write(
+        &config,
+        "Host psyh1\n HostName 10.213.0.11\nHost psyh2\n HostName 10.213.0.12\nHost *\n \
+         StrictHostKeyChecking no\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let sock = dir.path().join("agent.sock");
+    let agent = SshAgent(
+        Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&sock)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting ssh-agent"),
+    );
+    eventually(Duration::from_secs(10), "the agent's socket", || {
+        sock.exists()
+    });
+    let added = Command::new("ssh-add")
+        .arg(c.dir.join("id_ed25519"))
+        .env("SSH_AUTH_SOCK", &sock)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(added.success());
+    let hostfile = dir.script(
+        "hosts",
+        "root@psyh1 slots=1\nroot@psyh2 slots=1 port=2222\n",
+        0o644,
+    );
+    let hostfile = hostfile.display().to_string();
+    let run = |with_agent: bool| {
+        let mut cmd = c.psyrun(
+            &dir,
+            &["--ssh-config", &config, "--check", "--hostfile", &hostfile],
+        );
+        cmd.env("HOME", &home).env("USER", "nobody");
+        if with_agent {
+            cmd.env("SSH_AUTH_SOCK", &sock);
+        } else {
+            cmd.env_remove("SSH_AUTH_SOCK");
+        }
+        common::run(cmd, &dir)
+    };
+    let done = run(true);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    for line in [
+        "psyh1: ok (ssh root@10.213.0.11:22,",
+        "psyh2: ok (ssh root@10.213.0.12:2222,",
+    ] {
+        assert!(
+            done.stderr.contains(line),
+            "{line:?} not in:\n{}",
+            done.stderr
+        );
+    }
+    let done = run(false);
+    assert_eq!(done.code(), Some(125), "{}", done.stderr);
+    assert!(done.stderr.contains("no key found"), "{}", done.stderr);
+    drop(agent);
+}

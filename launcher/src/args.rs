@@ -37,9 +37,9 @@ world, numbered in order:
 #[command(
     name = "psyrun",
     version,
-    about = "Start N ranks of a program on this machine, wire them up, forward their output, and stop them all when one fails",
+    about = "Start N ranks of a program on this machine or across hosts (SSH, Slurm), wire them up, forward their output, and stop them all when one fails",
     after_help = format!("{AFTER_HELP}\n{}", exit::HELP),
-    override_usage = "psyrun -n N [OPTIONS] PROGRAM [ARGS]... [: -n N [-x VAR[=VALUE]]... [--wdir DIR] PROGRAM [ARGS]...]..."
+    override_usage = "psyrun -n N [-H HOSTS | --hostfile FILE] [OPTIONS] PROGRAM [ARGS]... [: -n N [-x VAR[=VALUE]]... [--wdir DIR] PROGRAM [ARGS]...]...\n       psyrun --check -H HOSTS"
 )]
 pub struct Cli {
     /// Number of ranks to start (at least 1).

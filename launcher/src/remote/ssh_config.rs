@@ -252,13 +252,14 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
     let (mut pi, mut si) = (0, 0);
     let (mut star, mut mark) = (None, 0);
     while si < s.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi].eq_ignore_ascii_case(&s[si])) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
+        // `*` first: a literal '*' in the name must not be taken for the pattern's star.
+        if pi < p.len() && p[pi] == b'*' {
             star = Some(pi);
             mark = si;
             pi += 1;
+        } else if pi < p.len() && (p[pi] == b'?' || p[pi].eq_ignore_ascii_case(&s[si])) {
+            pi += 1;
+            si += 1;
         } else if let Some(st) = star {
             pi = st + 1;
             mark += 1;
@@ -331,6 +332,27 @@ Host *
         assert!(e.problem.contains("accept-new"), "{e}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_names_a_line_and_never_panics(
+            text in "((Host|HostName|User|Port|IdentityFile|ConnectTimeout|Match|StrictHostKeyChecking|#x)[ =]?[ -~]{0,12}\n){0,8}",
+            name in "[a-z0-9.*?!-]{0,10}",
+        ) {
+            match SshConfig::parse("f", &text) {
+                Ok(c) => {
+                    let _ = c.lookup(&name, Path::new(HOME));
+                }
+                Err(e) => proptest::prop_assert!(e.line >= 1 && e.line <= text.lines().count()),
+            }
+        }
+
+        #[test]
+        fn a_star_pattern_matches_every_name(name in "[ -~]{0,16}") {
+            proptest::prop_assert!(glob(b"*", name.as_bytes()));
+            proptest::prop_assert!(glob(name.as_bytes(), name.as_bytes()) || name.contains(['*', '?']));
+        }
+    }
+
     #[test]
     fn globbing() {
         assert!(glob(b"*", b"anything"));
@@ -340,5 +362,8 @@ Host *
         assert!(glob(b"NODE*", b"node7"));
         assert!(!glob(b"a*b", b"acbd"));
         assert!(glob(b"a*b*", b"acbd"));
+        // Found by the property test: a '*' in the name is not the pattern's star.
+        assert!(glob(b"*", b"* "));
+        assert!(glob(b"a*", b"a*b"));
     }
 }

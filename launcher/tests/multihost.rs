@@ -6,6 +6,7 @@
 mod common;
 
 use common::{eventually, gone, psyrun_path, wait_for_pids, Job, TempDir, RECORD_PID};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -39,18 +40,10 @@ impl Cluster {
             _one: one,
             _machine: common::ClusterLock::take(),
         };
-        let out = Command::new("timeout")
-            .arg("120")
-            .arg(script())
-            .args(["up", &n.to_string()])
-            .arg(&c.dir)
-            .output()
-            .expect("running cluster.sh");
-        assert!(
-            out.status.success(),
-            "cluster.sh up failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let n = n.to_string();
+        common::run_script(
+            "cluster.sh",
+            [OsStr::new("up"), n.as_ref(), c.dir.as_os_str()],
         );
         Some(c)
     }

@@ -10,6 +10,7 @@
 mod common;
 
 use common::{eventually, gone, psyrun, run, wait_for_pids_sh, Done, Job, TempDir, RECORD_PID};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -71,19 +72,7 @@ impl Cluster {
             dir,
             _serial: serial,
         };
-        let out = Command::new("timeout")
-            .arg("120")
-            .arg(script())
-            .arg("up")
-            .arg(&cluster.dir)
-            .output()
-            .expect("running slurm.sh up");
-        assert!(
-            out.status.success(),
-            "slurm.sh up failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::run_script("slurm.sh", [OsStr::new("up"), cluster.dir.as_os_str()]);
         Some(cluster)
     }
 

@@ -360,3 +360,23 @@ impl ClusterLock {
         ClusterLock(file)
     }
 }
+
+/// Runs one of the repository's scripts (`scripts/NAME`) with `args` under `timeout 120`, and
+/// fails the test with its output if it does not succeed.
+pub fn run_script<S: AsRef<std::ffi::OsStr>>(name: &str, args: impl IntoIterator<Item = S>) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scripts")
+        .join(name);
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

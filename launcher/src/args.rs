@@ -430,6 +430,15 @@ impl Launch {
         self.apps.iter().map(|a| a.ranks).sum()
     }
 
+    /// For each rank, in rank order, the index of its program in [`Launch::apps`].
+    pub fn app_of_ranks(&self) -> Vec<usize> {
+        self.apps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| std::iter::repeat(i).take(a.ranks))
+            .collect()
+    }
+
     /// Parses a full command line (the first item is the program name, as in
     /// `std::env::args_os()`).
     pub fn parse_from<I, T>(args: I) -> Result<Launch, ArgsError>

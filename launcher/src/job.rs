@@ -71,19 +71,24 @@ pub fn hostname() -> String {
 pub fn rank_envs(placements: &[Placement], job: &JobInfo) -> Vec<RankEnv> {
     placements
         .iter()
-        .map(|p| RankEnv {
-            rank: p.rank,
-            world_size: placements.len(),
-            local_rank: p.local_rank,
-            local_size: p.local_size,
-            node_rank: p.node_rank,
-            store: job.store.clone(),
-            job_id: job.job_id.clone(),
-            secret: job.secret_hex.clone(),
-            master_addr: job.master_addr.clone(),
-            master_port: job.master_port,
-        })
+        .map(|p| rank_env(p, placements.len(), job))
         .collect()
+}
+
+/// The environment of the rank at `p` in a world of `world_size` ranks.
+pub fn rank_env(p: &Placement, world_size: usize, job: &JobInfo) -> RankEnv {
+    RankEnv {
+        rank: p.rank,
+        world_size,
+        local_rank: p.local_rank,
+        local_size: p.local_size,
+        node_rank: p.node_rank,
+        store: job.store.clone(),
+        job_id: job.job_id.clone(),
+        secret: job.secret_hex.clone(),
+        master_addr: job.master_addr.clone(),
+        master_port: job.master_port,
+    }
 }
 
 #[cfg(test)]

@@ -414,12 +414,7 @@ pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
             host: host.clone(),
             source,
         })?;
-    let apps: Vec<usize> = launch
-        .apps
-        .iter()
-        .enumerate()
-        .flat_map(|(i, a)| std::iter::repeat(i).take(a.ranks))
-        .collect();
+    let apps = launch.app_of_ranks();
     let ranks = placements
         .iter()
         .zip(apps)

@@ -394,12 +394,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         }
         let pid = self.ranks[i].pid;
         let name = self.ranks[i].name();
-        let others = self.running().count();
-        let stopping = match others {
-            0 => String::new(),
-            1 => "; stopping the other rank".to_string(),
-            n => format!("; stopping the other {n} ranks"),
-        };
+        let stopping = self.stopping_the_others();
         self.console
             .message(&format!("rank {name} {}{stopping}", termination.describe()));
         self.stop(Cause::RankFailed {
@@ -424,12 +419,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         if lost.is_empty() || self.phase != Phase::Running {
             return;
         }
-        let others = self.running().count();
-        let stopping = match others {
-            0 => String::new(),
-            1 => "; stopping the other rank".to_string(),
-            n => format!("; stopping the other {n} ranks"),
-        };
+        let stopping = self.stopping_the_others();
         let ranks: Vec<String> = lost.iter().map(ToString::to_string).collect();
         self.console.message(&format!(
             "lost the link to host {host} ({why}) with rank{} {} running there{stopping}",
@@ -440,6 +430,15 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             host: host.to_string(),
             why: why.to_string(),
         });
+    }
+
+    /// `; stopping the other 3 ranks` (empty when none is left running), for failure messages.
+    fn stopping_the_others(&self) -> String {
+        match self.running().count() {
+            0 => String::new(),
+            1 => "; stopping the other rank".to_string(),
+            n => format!("; stopping the other {n} ranks"),
+        }
     }
 
     /// Returns whether to keep waiting.

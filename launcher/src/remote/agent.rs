@@ -414,14 +414,8 @@ impl Agent {
         for r in &self.ranks {
             let _ = spawn::signal_group(r.pid, libc::SIGKILL);
         }
-        let deadline = Instant::now() + KILL_WAIT;
-        while self.ranks.iter().any(|r| !r.ended) && Instant::now() < deadline {
-            self.pump(deadline);
-        }
-        let deadline = Instant::now() + OUTPUT_DRAIN;
-        while self.streams > 0 && Instant::now() < deadline {
-            self.pump(deadline);
-        }
+        self.pump_until(KILL_WAIT, Agent::all_ended);
+        self.pump_until(OUTPUT_DRAIN, |a| a.streams == 0);
         self.clean_shm();
         self.out.send(&FromAgent::Done);
         exit::SUCCESS
@@ -441,22 +435,28 @@ impl Agent {
             let _ = spawn::signal_group(r.pid, libc::SIGTERM);
             let _ = spawn::signal_group(r.pid, libc::SIGCONT);
         }
-        let deadline = Instant::now() + grace;
-        while self.ranks.iter().any(|r| !r.ended) && Instant::now() < deadline {
-            self.pump(deadline);
-        }
+        self.pump_until(grace, Agent::all_ended);
         for r in &self.ranks {
             let _ = spawn::signal_group(r.pid, libc::SIGKILL);
         }
-        let deadline = Instant::now() + KILL_WAIT;
-        while self.ranks.iter().any(|r| !r.ended) && Instant::now() < deadline {
-            self.pump(deadline);
-        }
+        self.pump_until(KILL_WAIT, Agent::all_ended);
         self.clean_shm();
         if running > 0 {
             exit::LAUNCH_FAILED
         } else {
             exit::SUCCESS
+        }
+    }
+
+    fn all_ended(&self) -> bool {
+        self.ranks.iter().all(|r| r.ended)
+    }
+
+    /// Handles ends and drains (messages are ignored now) until `done` holds or `limit` passes.
+    fn pump_until(&mut self, limit: Duration, done: impl Fn(&Agent) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !done(self) && Instant::now() < deadline {
+            self.pump(deadline);
         }
     }
 

@@ -114,32 +114,20 @@ pub fn run(
             master_addr: master_addr.clone(),
             master_port,
         };
-        job::rank_envs(std::slice::from_ref(p), &info)
-            .into_iter()
-            .next()
-            .map(|mut e| {
-                e.world_size = world;
-                e
-            })
+        job::rank_env(p, world, &info)
     };
-    let apps: Vec<usize> = launch
-        .apps
-        .iter()
-        .enumerate()
-        .flat_map(|(i, a)| std::iter::repeat(i).take(a.ranks))
-        .collect();
+    let apps = launch.app_of_ranks();
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut specs: Vec<Vec<RankSpec>> = vec![Vec::new(); hosts.len()];
     for (p, &app_index) in placements.iter().zip(&apps) {
         let app = &launch.apps[app_index];
         let mut env = app_envs[app_index].clone();
-        if let Some(e) = env_of(p) {
-            env.extend(
-                e.to_vars()
-                    .into_iter()
-                    .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes())),
-            );
-        }
+        env.extend(
+            env_of(p)
+                .to_vars()
+                .into_iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes())),
+        );
         specs[p.host].push(RankSpec {
             rank: p.rank as u32,
             local_rank: p.local_rank as u32,

@@ -9,9 +9,9 @@ use super::agent::HEARTBEAT;
 use super::wire::{FrameReader, FromAgent, ToAgent};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Something one host's link reports.
@@ -45,8 +45,6 @@ pub struct AgentLink {
     tx: Sender<ToAgent>,
     /// Wakes a link thread that waits on a socket rather than on the channel.
     wake: Option<Arc<UnixStream>>,
-    /// Kept so a child agent's process can be killed if psyrun gives up on it.
-    child: Option<Arc<Mutex<Child>>>,
 }
 
 impl AgentLink {
@@ -62,19 +60,7 @@ impl AgentLink {
 
     /// A link that sends through `tx` and wakes its thread through `wake`.
     pub(crate) fn new(tx: Sender<ToAgent>, wake: Option<Arc<UnixStream>>) -> AgentLink {
-        AgentLink {
-            tx,
-            wake,
-            child: None,
-        }
-    }
-
-    /// Kills a child agent's process (no effect for SSH links, which end when dropped).
-    pub fn kill(&self) {
-        if let Some(child) = &self.child {
-            let mut c = child.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = c.kill();
-        }
+        AgentLink { tx, wake }
     }
 }
 
@@ -91,7 +77,6 @@ pub fn spawn_child(
         .stderr(Stdio::piped());
     let mut child = command.spawn()?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let child = Arc::new(Mutex::new(child));
     let (tx, rx) = mpsc::channel::<ToAgent>();
     if let Some(mut stdin) = stdin {
         spawn_thread("psyrun-link-out", move || write_loop(&rx, &mut stdin))?;
@@ -109,24 +94,16 @@ pub fn spawn_child(
         })?;
     }
     if let Some(stdout) = stdout {
-        let waited = child.clone();
         spawn_thread("psyrun-link-in", move || {
             let why = read_loop(host, stdout, &events);
-            let status = waited
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .wait()
-                .ok()
-                .and_then(|s| s.code());
+            let status = child.wait().ok().and_then(|s| s.code());
             let _ = events.send(HostEvent {
                 host,
                 event: LinkEvent::Closed { why, status },
             });
         })?;
     }
-    let mut link = AgentLink::new(tx, None);
-    link.child = Some(child);
-    Ok(link)
+    Ok(AgentLink::new(tx, None))
 }
 
 fn spawn_thread(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {

@@ -59,12 +59,7 @@ pub fn describe(launch: &Launch, hosts: &HostList, settings: &PreflightSettings)
             return out;
         }
     };
-    let apps: Vec<usize> = launch
-        .apps
-        .iter()
-        .enumerate()
-        .flat_map(|(i, a)| std::iter::repeat(i).take(a.ranks))
-        .collect();
+    let apps = launch.app_of_ranks();
     for (p, &a) in placements.iter().zip(&apps) {
         let app = &launch.apps[a];
         let host = hosts.hosts().get(p.host).map_or("?", |h| h.name.as_str());

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # psyne against Open MPI on this host, in ONE mpirun job per comparison (the two backends
-# interleaved per size, so both see the same machine conditions), plus this host's raw
-# memory-copy and loopback-TCP bandwidth measured in the same run. Writes CSV, JSON, PNG, the
-# tables and a README describing the machine and the commands into results/.
+# interleaved per size and alternating which goes first, ROUNDS rounds per size, medians), in two
+# cadences: `stream` (back to back, slowest rank: nccl-tests) and `osu` (a barrier after each
+# call, mean over ranks: the OSU micro-benchmarks); plus this host's raw memory-copy and
+# loopback-TCP bandwidth measured in the same run. Writes CSV, JSON, PNG, the tables and a README
+# describing the machine, its load and the commands into results/. psybench calls MPI as an MPI
+# program does (in place, no copies: src/mpi/mod.rs); scripts/mpi-crosscheck.sh shows that its MPI
+# times agree with a plain C program's.
 #
 #   scripts/mpi-compare.sh tcp [OUT_DIR] [SIZES]   all-reduce, 2 ranks, both over loopback TCP
 #   scripts/mpi-compare.sh shm [OUT_DIR] [SIZES]   all-reduce, broadcast, all-gather, reduce-scatter
@@ -12,6 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-tcp}
+rounds=${ROUNDS:-3}
+cadences=(${CADENCES:-stream osu})
 case "$mode" in
   tcp) out=${2:-results/allreduce-tcp-psyne-vs-openmpi}; sizes=${3:-8:256M} ;;
   shm) out=${2:-results/shm-psyne-vs-openmpi}; sizes=${3:-8:64M} ;;
@@ -45,9 +51,12 @@ else
 fi
 
 commands=()
+names=()
+whats=()
 for run in "${runs[@]}"; do
+ for cadence in "${cadences[@]}"; do
   read -r coll _ n bind <<<"$run"
-  name="$coll-$n${bind:+-$bind}"
+  name="$coll-$n${bind:+-$bind}-$cadence"
   run_sizes=$sizes
   [ "$n" -gt 2 ] && run_sizes=8,1K,64K,1M
   binding=()
@@ -55,10 +64,19 @@ for run in "${runs[@]}"; do
   [ "$bind" = unbound ] && run_sizes=8:64K && binding=(--bind-to none)
   [ "$bind" = shared ] && extra=(--shared-buffers)
   cmd=("${mpi[@]}" "${binding[@]}" -n "$n" "$bench" "$coll" "${extra[@]}" --backend native,mpi --sizes "$run_sizes" --peak "$peak"
+    --cadence "$cadence" --rounds "$rounds"
     --csv "$out/$name.csv" --json "$out/$name.json" --plot "$out/$name.png")
   commands+=("PSY_TRANSPORT=$PSY_TRANSPORT ${cmd[*]}")
+  names+=("$name")
+  case "$bind" in
+    unbound) what=", unbound (--bind-to none)" ;;
+    shared) what=", psyne on shared buffers (Group::alloc_shared + all_reduce_shared)" ;;
+    *) what="" ;;
+  esac
+  whats+=("$coll, $n ranks$what, cadence $cadence")
   "${cmd[@]}" | tee "$out/$name.txt"
   "$bench" compare "$out/$name.json" | tee "$out/$name-compare.txt"
+ done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -69,9 +87,14 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
   echo "# psyne vs Open MPI ($mode)"
   echo
   echo "Made by \`scripts/mpi-compare.sh $mode\` on $(date -u +%Y-%m-%dT%H:%M:%SZ), source revision $(git describe --always --dirty 2>/dev/null || echo unknown)."
-  echo "Both backends run in one mpirun job per table, interleaved per size; f32, sum; every result is"
-  echo "checked element by element against the oracle (#wrong column). Time per operation is the slowest"
-  echo "rank's; busbw uses nccl-tests' bus factors; GB/s = 1e9 B/s."
+  echo "Both backends run in one mpirun job per table, interleaved per size, $rounds rounds per size with the"
+  echo "backends alternating which goes first; the ratios are medians over the rounds. f32, sum; every"
+  echo "result is checked element by element against the oracle (#wrong column). Two cadences: \`stream\`"
+  echo "(back to back, the slowest rank's time per operation, as nccl-tests) and \`osu\` (each call timed"
+  echo "alone with an untimed barrier after it, the mean over ranks, as the OSU micro-benchmarks)."
+  echo "busbw uses nccl-tests' bus factors; GB/s = 1e9 B/s. The MPI backend calls MPI as a C program"
+  echo "would (MPI_IN_PLACE for all-reduce, no copies or allocations per call; see src/mpi/mod.rs), and"
+  echo "\`scripts/mpi-crosscheck.sh\` checks its times against a plain C benchmark."
   echo
   echo "| machine | |"
   echo "|---|---|"
@@ -86,16 +109,10 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
   echo '```'
   cat "$out/peak.txt"
   echo '```'
-  for i in "${!runs[@]}"; do
-    read -r coll _ n bind <<<"${runs[$i]}"
-    name="$coll-$n${bind:+-$bind}"
+  for i in "${!names[@]}"; do
+    name=${names[$i]}
     echo
-    case "$bind" in
-      unbound) what=", unbound (--bind-to none)" ;;
-      shared) what=", psyne on shared buffers (Group::alloc_shared + all_reduce_shared)" ;;
-      *) what="" ;;
-    esac
-    echo "## $coll, $n ranks$what"
+    echo "## ${whats[$i]}"
     echo
     echo '```'
     echo "${commands[$i]}"

@@ -239,6 +239,10 @@ struct SweepArgs {
     /// Untimed warm-up iterations per size [default: iters / 10, 2 to 20]
     #[arg(long, value_name = "N")]
     warmup: Option<u64>,
+    /// Measure every size N times, the backends alternating (the first one first in odd rounds,
+    /// last in even ones); compare, plot and fits take the median of the rounds [default: 1]
+    #[arg(long, value_name = "N")]
+    rounds: Option<u64>,
     /// Operate in place where the collective has an in-place form
     #[arg(long)]
     in_place: bool,
@@ -247,7 +251,8 @@ struct SweepArgs {
     /// ordinary path and show its algorithm)
     #[arg(long)]
     shared_buffers: bool,
-    /// stream: iterations back to back (nccl-tests); isolated: a barrier before each [default: stream]
+    /// stream: iterations back to back, slowest rank (nccl-tests); isolated: a barrier before
+    /// each, slowest rank; osu: a barrier after each, mean over ranks (OSU) [default: stream]
     #[arg(long, value_name = "MODE")]
     cadence: Option<String>,
     /// Do not check results element by element (the #wrong column shows N/A)
@@ -284,6 +289,7 @@ impl SweepArgs {
             transport: self.transport,
             iters: self.iters,
             warmup: self.warmup,
+            rounds: self.rounds,
             in_place: self.in_place.then_some(true),
             shared_buffers: self.shared_buffers.then_some(true),
             cadence: self.cadence,
@@ -582,6 +588,7 @@ struct Typed {
     transport: Option<String>,
     iters: Option<u64>,
     warmup: Option<u64>,
+    rounds: Option<u64>,
     in_place: Option<bool>,
     shared_buffers: Option<bool>,
     cadence: Option<Cadence>,
@@ -648,6 +655,16 @@ fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
         t.iters = Some(n);
     }
     t.warmup = f.warmup;
+    if let Some(n) = f.rounds {
+        if n == 0 {
+            return Err(bad(
+                "rounds",
+                &n,
+                "at least one round is needed; leave it out for one".into(),
+            ));
+        }
+        t.rounds = Some(n);
+    }
     t.in_place = f.in_place;
     t.shared_buffers = f.shared_buffers;
     if let Some(c) = &f.cadence {
@@ -655,7 +672,9 @@ fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
             bad(
                 "cadence",
                 c,
-                "choose stream (back to back) or isolated (a barrier before each)".into(),
+                "choose stream (back to back, as nccl-tests), isolated (a barrier before each) or \
+                 osu (a barrier after each, mean over ranks, as the OSU micro-benchmarks)"
+                    .into(),
             )
         })?);
     }
@@ -758,6 +777,7 @@ fn sweep_command(
         transport: f.transport.or(c.transport).unwrap_or_else(|| "auto".into()),
         iters: f.iters.or(c.iters),
         warmup: f.warmup.or(c.warmup),
+        rounds: f.rounds.or(c.rounds).unwrap_or(1),
         in_place: f.in_place.or(c.in_place).unwrap_or(false),
         shared_buffers: f.shared_buffers.or(c.shared_buffers).unwrap_or(false),
         cadence: f.cadence.or(c.cadence).unwrap_or(Cadence::Stream),

@@ -1,6 +1,6 @@
 //! `psybench compare A B`: per operation and size, B's time and busbw as ratios of A's.
 //!
-//! Rows match on (collective, bytes), on the algorithm too when both sides name one (an
+//! Rows match on (collective, bytes, cadence), on the algorithm too when both sides name one (an
 //! algorithm of `-` matches any), and on the backend when both sides hold the same backends (two
 //! runs of the same kind; `native.json` against `mpi.json` ignores it). Repeated rows of one key (interleaved repeats) are reduced to
 //! their median first. With one report holding two backends, A is `native` (or the first
@@ -32,9 +32,10 @@ pub struct RatioRow {
     pub algo_a: String,
     /// B's algorithm.
     pub algo_b: String,
-    /// A's slowest-rank time in µs (median over repeats).
+    /// A's reported time in µs ([`Record::time_us`]: the slowest rank's, or for the osu
+    /// cadence the mean over ranks), median over repeats.
     pub time_a_us: f64,
-    /// B's slowest-rank time in µs.
+    /// B's reported time in µs.
     pub time_b_us: f64,
     /// A's busbw in GB/s.
     pub busbw_a: f64,
@@ -84,7 +85,7 @@ pub enum CompareError {
     #[error("{0} holds one backend only ({1}); give two reports (psybench compare A B) or a run with --backend native,mpi")]
     OneBackend(String, String),
     /// Nothing matched.
-    #[error("no row of {0} matches a row of {1} by operation and size; were they run with the same --sizes and collectives?")]
+    #[error("no row of {0} matches a row of {1} by operation, size and cadence; were they run with the same --sizes, collectives and --cadence?")]
     NothingMatched(String, String),
 }
 
@@ -118,8 +119,8 @@ pub fn split_backends(label: &str, report: &Report) -> Result<(Side, Side), Comp
     Ok((side(names[0]), side(names[1])))
 }
 
-/// (collective, bytes, algo, backend)
-type Key = (String, u64, String, String);
+/// (collective, bytes, algo, backend, cadence)
+type Key = (String, u64, String, String, String);
 
 fn key(r: &Record) -> Key {
     (
@@ -127,10 +128,12 @@ fn key(r: &Record) -> Key {
         r.bytes,
         r.algo.clone(),
         r.backend.clone(),
+        r.cadence.clone(),
     )
 }
 
-/// Rows of one side grouped by (collective, bytes, algo, backend), medians of time and busbw.
+/// Rows of one side grouped by (collective, bytes, algo, backend, cadence), medians of time and
+/// busbw.
 fn grouped(records: &[Record]) -> Vec<(Key, f64, f64)> {
     let mut keys: Vec<Key> = Vec::new();
     for r in records {
@@ -142,7 +145,7 @@ fn grouped(records: &[Record]) -> Vec<(Key, f64, f64)> {
     keys.into_iter()
         .map(|k| {
             let rows: Vec<&Record> = records.iter().filter(|r| key(r) == k).collect();
-            let t: Vec<f64> = rows.iter().map(|r| r.time_us_max).collect();
+            let t: Vec<f64> = rows.iter().map(|r| r.time_us()).collect();
             let b: Vec<f64> = rows.iter().map(|r| r.busbw_gbps).collect();
             (k, median(&t).unwrap_or(0.0), median(&b).unwrap_or(0.0))
         })
@@ -172,7 +175,7 @@ pub fn compare_sides(a: &Side, b: &Side) -> Result<Comparison, CompareError> {
         for (j, (kb, tb, bb)) in gb.iter().enumerate() {
             let algo_ok = !algo_known(&ka.2) || !algo_known(&kb.2) || ka.2 == kb.2;
             let backend_ok = !same_backends || ka.3 == kb.3;
-            if ka.0 == kb.0 && ka.1 == kb.1 && algo_ok && backend_ok {
+            if ka.0 == kb.0 && ka.1 == kb.1 && ka.4 == kb.4 && algo_ok && backend_ok {
                 used_b[j] = true;
                 found = true;
                 rows.push(RatioRow {
@@ -307,7 +310,7 @@ pub fn render(c: &Comparison) -> String {
     );
     if c.unmatched_a + c.unmatched_b > 0 {
         out.push_str(&format!(
-            "\nunmatched: {} size(s) of A, {} of B (different sizes or collectives)",
+            "\nunmatched: {} size(s) of A, {} of B (different sizes, collectives or cadences)",
             c.unmatched_a, c.unmatched_b
         ));
     }

@@ -1,7 +1,7 @@
 //! Sweep presets in TOML (`psybench --config configs/quick.toml`).
 //!
 //! Every sweep flag is a key of the same name (`sizes`, `factor`, `dtype`, `op`, `root`, `algo`,
-//! `transport`, `iters`, `warmup`, `in-place`, `cadence`, `no-check`, `backend`, `csv`, `json`,
+//! `transport`, `iters`, `warmup`, `rounds`, `in-place`, `cadence`, `no-check`, `backend`, `csv`, `json`,
 //! `plot`, `peak`, and `np` for `-n`), plus `collective` for what the subcommand names. Lists may
 //! be written as a comma-separated string or a TOML array (`algo = ["ring", "rd"]`,
 //! `sizes = [8, "1K", "1M"]`). Unknown keys are errors naming the key. Flags on the command line
@@ -92,6 +92,8 @@ pub struct SweepFile {
     pub iters: Option<u64>,
     /// Warm-up iterations per size.
     pub warmup: Option<u64>,
+    /// Rounds per size (backends alternating).
+    pub rounds: Option<u64>,
     /// In place.
     pub in_place: Option<bool>,
     /// All-reduce shared buffers (`Group::alloc_shared`).
@@ -127,6 +129,7 @@ impl SweepFile {
             transport: self.transport.or(under.transport),
             iters: self.iters.or(under.iters),
             warmup: self.warmup.or(under.warmup),
+            rounds: self.rounds.or(under.rounds),
             in_place: self.in_place.or(under.in_place),
             shared_buffers: self.shared_buffers.or(under.shared_buffers),
             cadence: self.cadence.or(under.cadence),
@@ -162,7 +165,7 @@ pub enum ConfigError {
 }
 
 /// Every key a preset may have.
-pub const KEYS: [&str; 19] = [
+pub const KEYS: [&str; 20] = [
     "collective",
     "np",
     "sizes",
@@ -174,6 +177,7 @@ pub const KEYS: [&str; 19] = [
     "transport",
     "iters",
     "warmup",
+    "rounds",
     "in-place",
     "cadence",
     "no-check",

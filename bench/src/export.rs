@@ -93,7 +93,7 @@ pub fn csv_string(records: &[Record]) -> Result<String, csv::Error> {
 }
 
 /// The CSV header: the [`Record`] field names in order.
-pub const RECORD_COLUMNS: [&str; 20] = [
+pub const RECORD_COLUMNS: [&str; 21] = [
     "collective",
     "backend",
     "algo",
@@ -111,6 +111,7 @@ pub const RECORD_COLUMNS: [&str; 20] = [
     "time_us_min",
     "time_us_avg",
     "time_us_max",
+    "time_over_ranks",
     "algbw_gbps",
     "busbw_gbps",
     "wrong",

@@ -85,7 +85,7 @@ pub fn fit_report(records: &[Record], peak: Option<f64>) -> Vec<Fit> {
             .iter()
             .filter(|r| r.collective == coll && r.backend == backend && r.algo == algo)
             .collect();
-        let points: Vec<(u64, f64)> = curve.iter().map(|r| (r.bytes, r.time_us_max)).collect();
+        let points: Vec<(u64, f64)> = curve.iter().map(|r| (r.bytes, r.time_us())).collect();
         let Some(AlphaBeta {
             alpha_us,
             beta_gbps: Some(beta_gbps),

@@ -354,6 +354,18 @@ fn time_typed<T: Element>(
             }
             total / iters as f64
         }
+        Cadence::Osu => {
+            // The OSU micro-benchmarks' loop: the call timed alone, then an untimed barrier.
+            sync.barrier()?;
+            let mut total = 0.0;
+            for _ in 0..iters {
+                let start = Instant::now();
+                run_once(comm, case, &mut bufs, count)?;
+                total += start.elapsed().as_secs_f64();
+                sync.barrier()?;
+            }
+            total / iters as f64
+        }
     };
     Ok((per_op * 1e6, wrong))
 }

@@ -105,6 +105,9 @@ pub enum Cadence {
     Stream,
     /// A barrier before each, each timed alone (what a step of a training loop sees).
     Isolated,
+    /// Each call timed alone, then a barrier that is not timed (what the OSU micro-benchmarks
+    /// do); a row's time is the mean over ranks, as OSU reports it, not the slowest rank's.
+    Osu,
 }
 
 /// Everything one sweep needs, after flags and a config file are merged and checked.
@@ -128,6 +131,8 @@ pub struct Sweep {
     pub iters: Option<u64>,
     /// Untimed warm-up iterations per size; `None` scales with size.
     pub warmup: Option<u64>,
+    /// Times every size is measured, the backends alternating their order each round.
+    pub rounds: u64,
     /// Operate in place where the collective has an in-place form.
     pub in_place: bool,
     /// All-reduce buffers from `Group::alloc_shared` with `all_reduce_shared` (native only).
@@ -185,12 +190,33 @@ pub struct Record {
     pub time_us_avg: f64,
     /// Time per operation in microseconds, slowest rank (what a user waits for).
     pub time_us_max: f64,
-    /// bytes / time_us_max, in GB/s (1e9 B/s).
+    /// Which time over ranks the row reports and its bandwidths use: `max` (the slowest rank, as
+    /// nccl-tests; cadences stream and isolated) or `avg` (the mean over ranks, as the OSU
+    /// micro-benchmarks; cadence osu). Reports written before the field existed mean `max`.
+    #[serde(default = "max_over_ranks")]
+    pub time_over_ranks: String,
+    /// bytes / the reported time ([`Record::time_us`]), in GB/s (1e9 B/s).
     pub algbw_gbps: f64,
     /// algbw × the collective's bus factor (nccl-tests), in GB/s.
     pub busbw_gbps: f64,
     /// Elements that differed from the oracle (None: not checked).
     pub wrong: Option<u64>,
+}
+
+fn max_over_ranks() -> String {
+    "max".to_string()
+}
+
+impl Record {
+    /// The time per operation this row reports, in microseconds: the slowest rank's, or the
+    /// mean over ranks when [`Record::time_over_ranks`] says `avg`.
+    pub fn time_us(&self) -> f64 {
+        if self.time_over_ranks == "avg" {
+            self.time_us_avg
+        } else {
+            self.time_us_max
+        }
+    }
 }
 
 /// What a run was, for the reader of its numbers.

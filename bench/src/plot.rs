@@ -165,7 +165,7 @@ pub fn series(reports: &[Report]) -> Vec<Series> {
                 .into_iter()
                 .map(|b| {
                     let at: Vec<&&Record> = rows.iter().filter(|r| r.bytes == b).collect();
-                    let t: Vec<f64> = at.iter().map(|r| r.time_us_max).collect();
+                    let t: Vec<f64> = at.iter().map(|r| r.time_us()).collect();
                     let bw: Vec<f64> = at.iter().map(|r| r.busbw_gbps).collect();
                     (b, median(&t).unwrap_or(0.0), median(&bw).unwrap_or(0.0))
                 })
@@ -813,7 +813,7 @@ fn size_zero_parts(rows: &[&Record], detail: bool) -> Vec<String> {
             let t: Vec<f64> = rows
                 .iter()
                 .filter(|r| key(r) == k)
-                .map(|r| r.time_us_max)
+                .map(|r| r.time_us())
                 .collect();
             median(&t).map(|m| format!("{k} {m:.1} µs"))
         })
@@ -826,7 +826,7 @@ pub fn size_zero_note(reports: &[Report]) -> Option<String> {
     let rows: Vec<&Record> = reports
         .iter()
         .flat_map(|r| r.records.iter())
-        .filter(|r| r.bytes == 0 && r.time_us_max > 0.0)
+        .filter(|r| r.bytes == 0 && r.time_us() > 0.0)
         .collect();
     let keys = distinct(rows.iter().map(|r| r.collective.as_str()));
     let mut parts = Vec::new();
@@ -902,7 +902,7 @@ fn rows(reports: &[Report]) -> Vec<Row> {
             let zero: Vec<&Record> = mine
                 .iter()
                 .copied()
-                .filter(|r| r.bytes == 0 && r.time_us_max > 0.0)
+                .filter(|r| r.bytes == 0 && r.time_us() > 0.0)
                 .collect();
             Row {
                 series: series(&only(reports, &name)),

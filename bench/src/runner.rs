@@ -42,6 +42,20 @@ fn transport_of(comm: &AnyComm) -> String {
     }
 }
 
+/// The backends in the order one size measures them: `rounds` times over, the first backend
+/// first in odd rounds and last in even ones, so neither always runs right after the other.
+fn round_order(comms: &[AnyComm], rounds: u64) -> Vec<&AnyComm> {
+    (0..rounds.max(1))
+        .flat_map(|round| {
+            let mut order: Vec<&AnyComm> = comms.iter().collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            order
+        })
+        .collect()
+}
+
 /// The outcome of a sweep on rank 0 (other ranks get the same `wrong`).
 pub struct SweepOutcome {
     /// Everything measured (complete on rank 0 only).
@@ -94,7 +108,7 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
             let (dw, di) = sizes::default_iters(actual);
             let (warmup, iters) = (sweep.warmup.unwrap_or(dw), sweep.iters.unwrap_or(di));
             progress.set_message(&format!("{} {}", coll.name(), sizes::format_size(actual)));
-            for comm in comms {
+            for comm in round_order(comms, sweep.rounds) {
                 let algos = match comm.kind() {
                     Backend::Native => factors::algos_to_run(coll, &sweep.algos),
                     Backend::Mpi => vec![None],

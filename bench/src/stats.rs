@@ -98,6 +98,16 @@ pub fn cadence_name(c: Cadence) -> &'static str {
     match c {
         Cadence::Stream => "stream",
         Cadence::Isolated => "isolated",
+        Cadence::Osu => "osu",
+    }
+}
+
+/// Which time over ranks a cadence's rows report: `avg` for [`Cadence::Osu`] (as the OSU
+/// micro-benchmarks print it), `max` otherwise (as nccl-tests).
+pub fn over_ranks(c: Cadence) -> &'static str {
+    match c {
+        Cadence::Osu => "avg",
+        Cadence::Stream | Cadence::Isolated => "max",
     }
 }
 
@@ -106,21 +116,24 @@ pub fn parse_cadence(name: &str) -> Option<Cadence> {
     match name {
         "stream" => Some(Cadence::Stream),
         "isolated" => Some(Cadence::Isolated),
+        "osu" => Some(Cadence::Osu),
         _ => None,
     }
 }
 
 /// Builds a [`Record`] from each rank's time per operation in microseconds.
 ///
-/// time min/avg/max are over ranks; algbw = bytes / max time; busbw = algbw × bus factor. With no
-/// times (or a non-finite one) the times are 0 and so are the bandwidths.
+/// time min/avg/max are over ranks; algbw = bytes / the reported time (the max, or for the osu
+/// cadence the mean: [`over_ranks`]); busbw = algbw × bus factor. With no times (or a non-finite
+/// one) the times are 0 and so are the bandwidths.
 pub fn record(key: &RowKey, per_rank_time_us: &[f64]) -> Record {
     let s = spread(per_rank_time_us).unwrap_or(Spread {
         min: 0.0,
         mean: 0.0,
         max: 0.0,
     });
-    let algbw = algbw_gbps(key.bytes, s.max);
+    let over = over_ranks(key.cadence);
+    let algbw = algbw_gbps(key.bytes, if over == "avg" { s.mean } else { s.max });
     let busbw = algbw * bus_factor(key.collective, key.ranks);
     let rooted = crate::factors::rooted(key.collective);
     Record {
@@ -145,6 +158,7 @@ pub fn record(key: &RowKey, per_rank_time_us: &[f64]) -> Record {
         time_us_min: s.min,
         time_us_avg: s.mean,
         time_us_max: s.max,
+        time_over_ranks: over.to_string(),
         algbw_gbps: algbw,
         busbw_gbps: busbw,
         wrong: key.wrong,

@@ -54,6 +54,10 @@ pub fn cadence_line(cadence: Cadence) -> &'static str {
         Cadence::Isolated => {
             "# iterations: isolated (a barrier before each, each timed alone; the barrier is not timed)"
         }
+        Cadence::Osu => {
+            "# iterations: osu (each timed alone, then an untimed barrier, as the OSU micro-benchmarks; \
+             algbw and busbw from the mean time over ranks, as OSU reports it)"
+        }
     }
 }
 
@@ -65,9 +69,11 @@ pub fn header(cadence: Cadence) -> String {
     cols.replace_range(0..1, "#");
     [
         cadence_line(cadence).to_string(),
-        "# time: µs per operation, over ranks (min/avg/max); algbw = size / max time; \
-         busbw = algbw × bus factor (nccl-tests)"
-            .to_string(),
+        format!(
+            "# time: µs per operation, over ranks (min/avg/max); algbw = size / {} time; \
+             busbw = algbw × bus factor (nccl-tests)",
+            crate::stats::over_ranks(cadence)
+        ),
         "# GB/s = 1e9 B/s; size as nccl-tests counts it; #wrong: elements differing from the \
          oracle (N/A: not checked)"
             .to_string(),
@@ -149,7 +155,7 @@ pub fn records_table(records: &[Record]) -> String {
         "size",
         "backend",
         "algo",
-        "max time (µs)",
+        "time (µs)",
         "algbw (GB/s)",
         "busbw (GB/s)",
         "#wrong",
@@ -160,7 +166,7 @@ pub fn records_table(records: &[Record]) -> String {
             format_size(r.bytes),
             r.backend.clone(),
             r.algo.clone(),
-            fixed(r.time_us_max),
+            format!("{} ({})", fixed(r.time_us()), r.time_over_ranks),
             fixed(r.algbw_gbps),
             fixed(r.busbw_gbps),
             r.wrong.map_or_else(|| "N/A".into(), |w| w.to_string()),

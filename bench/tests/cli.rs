@@ -38,7 +38,7 @@ fn defaults() {
     assert_eq!((s.dtype, s.op, s.root), (DType::F32, ReduceOp::Sum, 0));
     assert_eq!(s.algos, vec![None]);
     assert_eq!(s.transport, "auto");
-    assert_eq!((s.iters, s.warmup), (None, None));
+    assert_eq!((s.iters, s.warmup, s.rounds), (None, None, 1));
     assert!(!s.in_place && s.check);
     assert_eq!(s.cadence, Cadence::Stream);
     assert_eq!(s.backends, vec![Backend::Native]);
@@ -73,9 +73,11 @@ fn every_flag() {
         "7",
         "--warmup",
         "1",
+        "--rounds",
+        "3",
         "--in-place",
         "--cadence",
-        "isolated",
+        "osu",
         "--no-check",
         "--csv",
         "r.csv",
@@ -91,9 +93,9 @@ fn every_flag() {
     assert_eq!((s.dtype, s.op, s.root), (DType::I32, ReduceOp::Max, 3));
     assert_eq!(s.algos, vec![Some(Algo::Pipeline), Some(Algo::Binomial)]);
     assert_eq!(s.transport, "tcp");
-    assert_eq!((s.iters, s.warmup), (Some(7), Some(1)));
+    assert_eq!((s.iters, s.warmup, s.rounds), (Some(7), Some(1), 3));
     assert!(s.in_place && !s.check);
-    assert_eq!(s.cadence, Cadence::Isolated);
+    assert_eq!(s.cadence, Cadence::Osu);
     assert_eq!(s.csv, Some(PathBuf::from("r.csv")));
     assert_eq!(s.json, Some(PathBuf::from("r.json")));
     assert_eq!(s.plot, Some(PathBuf::from("r.png")));
@@ -148,9 +150,14 @@ fn usage_errors_name_the_fix() {
     let (e, _) = error_of(&["allreduce", "--dtype", "f7"]);
     assert!(e.contains("unknown type `f7`") && e.contains("bf16"), "{e}");
     let (e, _) = error_of(&["allreduce", "--cadence", "burst"]);
-    assert!(e.contains("stream") && e.contains("isolated"), "{e}");
+    assert!(
+        e.contains("stream") && e.contains("isolated") && e.contains("osu"),
+        "{e}"
+    );
     let (e, _) = error_of(&["allreduce", "--transport", "carrier-pigeon"]);
     assert!(e.contains("auto, tcp or shm"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--rounds", "0"]);
+    assert!(e.contains("at least one round"), "{e}");
     let (e, _) = error_of(&["allreduce", "--iters", "0"]);
     assert!(e.contains("at least one"), "{e}");
     let (e, _) = error_of(&["allreduce", "--peak=-1"]);

@@ -35,6 +35,26 @@ fn two_backends_in_one_report() {
 }
 
 #[test]
+fn rows_of_different_cadences_never_match() {
+    let a = common::allreduce_report();
+    let mut b = a.clone();
+    for r in &mut b.records {
+        r.cadence = "osu".into();
+        r.time_over_ranks = "avg".into();
+    }
+    let e = compare(("a.json", &a), Some(("b.json", &b))).unwrap_err();
+    assert!(matches!(e, CompareError::NothingMatched(..)), "{e}");
+    assert!(e.to_string().contains("--cadence"), "{e}");
+    // The osu rows compare with each other on their mean time.
+    let mut c = b.clone();
+    for r in &mut c.records {
+        r.time_us_avg *= 2.0;
+    }
+    let cmp = compare(("b.json", &b), Some(("c.json", &c))).unwrap();
+    assert!(cmp.rows.iter().all(|r| (r.time_ratio() - 2.0).abs() < 1e-9));
+}
+
+#[test]
 fn two_files_and_medians() {
     let a = common::allreduce_report();
     let mut b = a.clone();

@@ -211,6 +211,66 @@ fn without_check_rows_say_not_checked() {
 }
 
 #[test]
+fn osu_cadence_reports_the_mean_over_ranks_and_says_so_in_every_format() {
+    let d = Dir::new("osu");
+    let (json, csv) = (d.join("r.json"), d.join("r.csv"));
+    let mut cmd = psybench();
+    cmd.args([
+        "-n",
+        "2",
+        "allreduce",
+        "--sizes",
+        "8,64K",
+        "--iters",
+        "20",
+        "--cadence",
+        "osu",
+        "--rounds",
+        "2",
+    ])
+    .arg("--json")
+    .arg(&json)
+    .arg("--csv")
+    .arg(&csv);
+    let out = run(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("iterations: osu") && stdout.contains("size / avg time"),
+        "{stdout}"
+    );
+    let report = read_report(&json).unwrap();
+    let sizes: Vec<u64> = report.records.iter().map(|r| r.bytes).collect();
+    assert_eq!(
+        sizes,
+        [8, 8, 65536, 65536],
+        "two rounds of each size, in size order"
+    );
+    for r in &report.records {
+        assert_eq!(
+            (r.cadence.as_str(), r.time_over_ranks.as_str()),
+            ("osu", "avg")
+        );
+        assert_eq!(r.wrong, Some(0));
+        assert!(r.time_us_min <= r.time_us_avg && r.time_us_avg <= r.time_us_max);
+        assert_eq!(r.time_us(), r.time_us_avg);
+        let algbw = r.bytes as f64 / (r.time_us_avg * 1e3);
+        assert!(
+            (r.algbw_gbps - algbw).abs() <= 1e-9 * algbw.max(1.0),
+            "{r:?}"
+        );
+    }
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = csv_text.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for line in csv_text.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells[col("cadence")], "osu", "{line}");
+        assert_eq!(cells[col("time_over_ranks")], "avg", "{line}");
+    }
+}
+
+#[test]
 fn bad_input_is_a_usage_error_that_names_the_problem() {
     for (args, needle) in [
         (vec!["allreduce", "--sizes", "64M:8"], "64M:8"),

@@ -207,3 +207,24 @@ fn records_from_per_rank_times() {
     let r = stats::record(&key(BenchColl::AllReduce, 2, 8), &[]);
     assert_eq!((r.time_us_max, r.algbw_gbps), (0.0, 0.0));
 }
+
+#[test]
+fn stream_and_isolated_report_the_slowest_rank_osu_the_mean() {
+    let times = [800.0, 1000.0, 900.0, 900.0];
+    for (cadence, over, time) in [
+        (Cadence::Stream, "max", 1000.0),
+        (Cadence::Isolated, "max", 1000.0),
+        (Cadence::Osu, "avg", 900.0),
+    ] {
+        let mut k = key(BenchColl::AllReduce, 4, 4_000_000);
+        k.cadence = cadence;
+        let r = stats::record(&k, &times);
+        assert_eq!(r.cadence, stats::cadence_name(cadence));
+        assert_eq!(r.time_over_ranks, over, "{cadence:?}");
+        assert_eq!(r.time_us(), time, "{cadence:?}");
+        // Bandwidths follow the reported time: 4 MB / time, × 1.5 for 4-rank all-reduce.
+        assert!((r.algbw_gbps - 4_000.0 / time).abs() < 1e-12, "{cadence:?}");
+        assert!((r.busbw_gbps - 6_000.0 / time).abs() < 1e-12, "{cadence:?}");
+        assert_eq!(stats::parse_cadence(&r.cadence), Some(cadence));
+    }
+}

@@ -69,22 +69,6 @@ pub(crate) fn all_to_all(n: usize, size: usize, rank: usize) -> Result<(Partitio
     Ok((send, recv))
 }
 
-/// The block length of a reduce-scatter of `count` elements over `size` ranks, run as
-/// Reduce_scatter_block over a padded buffer: the longest chunk.
-pub(crate) fn padded_block(count: usize, size: usize) -> usize {
-    count.div_ceil(size.max(1))
-}
-
-/// Copies `input` into `padded` (`size` blocks of `block` elements): chunk `i` of `input` goes to
-/// the start of block `i`; the rest of each block is left as it is (its reduction is discarded).
-pub(crate) fn pad_chunks<T: Copy>(input: &[T], size: usize, block: usize, padded: &mut [T]) {
-    for i in 0..size {
-        let s = chunk_span(input.len(), size, i);
-        let len = s.len();
-        padded[i * block..i * block + len].copy_from_slice(&input[s]);
-    }
-}
-
 /// The world size a launcher announced in the environment, with the variable that said it:
 /// `OMPI_COMM_WORLD_SIZE` (Open MPI's mpirun), else `PMI_SIZE` (MPICH's Hydra, Slurm's PMI), else
 /// `PSY_WORLD_SIZE` (psyrun). `None` when none is set or parses.
@@ -234,19 +218,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn padding_puts_each_chunk_at_the_start_of_its_block() {
-        let input: Vec<u32> = (1..=7).collect(); // 3 ranks: chunks 3, 2, 2
-        let block = padded_block(7, 3);
-        assert_eq!(block, 3);
-        let mut padded = vec![0; 3 * block];
-        pad_chunks(&input, 3, block, &mut padded);
-        assert_eq!(padded, [1, 2, 3, 4, 5, 0, 6, 7, 0]);
-        assert_eq!(padded_block(0, 4), 0);
-        assert_eq!(padded_block(8, 4), 2);
-        assert_eq!(padded_block(9, 4), 3);
     }
 
     #[test]

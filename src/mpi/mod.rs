@@ -17,9 +17,34 @@
 //! ```
 //!
 //! Semantics are those of [`crate::Group`]: "chunk `i`" of a count is
-//! [`crate::schedule::chunk_span`]`(count, size, i)`, so the uneven forms map to MPI's `v`
-//! collectives (Allgatherv, Scatterv, Gatherv, Alltoallv); reduce-scatter runs as
-//! Reduce_scatter_block, over a padded copy when the count does not divide evenly.
+//! [`crate::schedule::chunk_span`]`(count, size, i)`.
+//!
+//! ## What each call costs besides MPI
+//!
+//! Every collective hands the caller's buffers to MPI as they are: no allocation, copy or
+//! conversion around the MPI call, so a benchmark of this backend measures MPI as its users call
+//! it (a C program calling the same MPI function on the same buffers; `bench/c/` holds one, and
+//! `scripts/mpi-crosscheck.sh` compares the two).
+//!
+//! | psyne call | MPI call |
+//! |---|---|
+//! | `all_reduce` (in place) | `MPI_Allreduce(MPI_IN_PLACE, buf, ...)` |
+//! | `reduce` (in place at the root) | root: `MPI_Reduce(MPI_IN_PLACE, buf, ...)`; others: `MPI_Reduce(buf, NULL, ...)` |
+//! | `broadcast` | `MPI_Bcast(buf, ...)` |
+//! | `all_gather_into(local, out)` | `MPI_Allgather(local, out)`; chunks that differ by one: `MPI_Allgatherv` |
+//! | `reduce_scatter_into(input, out)` | `MPI_Reduce_scatter_block(input, out)`; chunks that differ: `MPI_Reduce_scatter` with psyne's chunk lengths as the counts |
+//! | `scatter_into`, `gather_into` | `MPI_Scatter`, `MPI_Gather`; uneven: `MPI_Scatterv`, `MPI_Gatherv` |
+//! | `all_to_all_into` | `MPI_Alltoall`; uneven: `MPI_Alltoallv` |
+//! | `barrier`, `send`, `recv` | `MPI_Barrier`, `MPI_Send`, `MPI_Recv` |
+//!
+//! All-gather and reduce-scatter run out of place because psyne's calls are out of place (and so
+//! are the OSU micro-benchmarks' and nccl-tests' defaults); `MPI_IN_PLACE` there would need the
+//! local chunk copied into the output first. The uneven forms build their counts and
+//! displacements (one `int` per rank each) per call, as an MPI program with uneven chunks does;
+//! psybench sizes are whole multiples of the ranks, so it never takes them. `ReduceOp::Avg`
+//! divides after the sum, one pass over the result, as an MPI user would. `MPI_IN_PLACE` comes
+//! from the system's `mpi.h` (build.rs compiles `src/mpi/in_place.c`), since its value is the MPI
+//! library's choice.
 //!
 //! Differences from the native backend:
 //! - MPI has no half-precision types: f16 and bf16 travel as 16-bit integers for data movement,
@@ -40,6 +65,7 @@
 
 mod layout;
 mod native;
+mod raw;
 
 pub use layout::launcher_world_size_with;
 pub use native::native_group;
@@ -314,11 +340,12 @@ mod typed {
         }
     }
 
-    pub(super) fn all_reduce<W: Wire>(c: &SimpleCommunicator, buf: &mut [W], op: ReduceOp) {
-        let mut spare = [W::zeroed()];
-        let buf = real_mut(buf, &mut spare);
-        let send = buf.to_vec();
-        c.all_reduce_into(&send[..], buf, system_op(op));
+    pub(super) fn all_reduce<W: Wire>(
+        c: &SimpleCommunicator,
+        buf: &mut [W],
+        op: ReduceOp,
+    ) -> Result<()> {
+        raw::all_reduce_in_place(c, buf, system_op(op))
     }
 
     pub(super) fn reduce<W: Wire>(
@@ -326,15 +353,12 @@ mod typed {
         buf: &mut [W],
         op: ReduceOp,
         root: ::mpi::Rank,
-    ) {
-        let mut spare = [W::zeroed()];
-        let buf = real_mut(buf, &mut spare);
-        let p = c.process_at_rank(root);
+    ) -> Result<()> {
         if c.rank() == root {
-            let send = buf.to_vec();
-            p.reduce_into_root(&send[..], buf, system_op(op));
+            raw::reduce_in_place_at_root(c, buf, system_op(op), root)
         } else {
-            p.reduce_into(&buf[..], system_op(op));
+            c.process_at_rank(root).reduce_into(&buf[..], system_op(op));
+            Ok(())
         }
     }
 
@@ -345,24 +369,17 @@ mod typed {
         op: ReduceOp,
     ) -> Result<()> {
         let size = c.size() as usize;
-        let n = input.len();
         let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let n = input.len();
         let input = real(input, &spare_in);
         let out = real_mut(out, &mut spare_out);
         if n % size == 0 {
             c.reduce_scatter_block_into(input, out, system_op(op));
             return Ok(());
         }
-        // Uneven: each chunk padded to the longest, so Reduce_scatter_block does the work.
-        let block = layout::padded_block(n, size);
-        layout::blocks(block, size, "reduce_scatter")?;
-        let mut padded = vec![W::zeroed(); block * size];
-        layout::pad_chunks(input, size, block, &mut padded);
-        let mut mine = vec![W::zeroed(); block];
-        c.reduce_scatter_block_into(&padded[..], &mut mine[..], system_op(op));
-        let len = out.len();
-        out.copy_from_slice(&mine[..len]);
-        Ok(())
+        // Uneven chunks: MPI_Reduce_scatter with psyne's chunk lengths as the counts.
+        let part = layout::chunks(n, size, "reduce_scatter")?;
+        raw::reduce_scatter(c, input, out, &part.counts, system_op(op))
     }
 
     pub(super) fn all_gather<W: Wire>(
@@ -370,10 +387,15 @@ mod typed {
         local: &[W],
         out: &mut [W],
     ) -> Result<()> {
+        let size = c.size() as usize;
         let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
         let local = real(local, &spare_in);
         let out = real_mut(out, &mut spare_out);
-        let p = layout::chunks(out.len(), c.size() as usize, "all_gather_into")?;
+        if out.len() % size == 0 {
+            c.all_gather_into(local, out);
+            return Ok(());
+        }
+        let p = layout::chunks(out.len(), size, "all_gather_into")?;
         let mut part = PartitionMut::new(out, &p.counts[..], &p.displs[..]);
         c.all_gather_varcount_into(local, &mut part);
         Ok(())
@@ -386,16 +408,20 @@ mod typed {
         count: usize,
         root: ::mpi::Rank,
     ) -> Result<()> {
+        let size = c.size() as usize;
         let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
         let input = real(input, &spare_in);
         let out = real_mut(out, &mut spare_out);
         let p = c.process_at_rank(root);
-        if c.rank() == root {
-            let part = layout::chunks(count, c.size() as usize, "scatter_into")?;
-            let send = Partition::new(input, &part.counts[..], &part.displs[..]);
-            p.scatter_varcount_into_root(&send, out);
-        } else {
-            p.scatter_varcount_into(out);
+        match (c.rank() == root, count % size == 0) {
+            (true, true) => p.scatter_into_root(input, out),
+            (false, true) => p.scatter_into(out),
+            (true, false) => {
+                let part = layout::chunks(count, size, "scatter_into")?;
+                let send = Partition::new(input, &part.counts[..], &part.displs[..]);
+                p.scatter_varcount_into_root(&send, out);
+            }
+            (false, false) => p.scatter_varcount_into(out),
         }
         Ok(())
     }
@@ -407,16 +433,20 @@ mod typed {
         count: usize,
         root: ::mpi::Rank,
     ) -> Result<()> {
+        let size = c.size() as usize;
         let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
         let local = real(local, &spare_in);
         let out = real_mut(out, &mut spare_out);
         let p = c.process_at_rank(root);
-        if c.rank() == root {
-            let part = layout::chunks(count, c.size() as usize, "gather_into")?;
-            let mut recv = PartitionMut::new(out, &part.counts[..], &part.displs[..]);
-            p.gather_varcount_into_root(local, &mut recv);
-        } else {
-            p.gather_varcount_into(local);
+        match (c.rank() == root, count % size == 0) {
+            (true, true) => p.gather_into_root(local, out),
+            (false, true) => p.gather_into(local),
+            (true, false) => {
+                let part = layout::chunks(count, size, "gather_into")?;
+                let mut recv = PartitionMut::new(out, &part.counts[..], &part.displs[..]);
+                p.gather_varcount_into_root(local, &mut recv);
+            }
+            (false, false) => p.gather_varcount_into(local),
         }
         Ok(())
     }
@@ -426,10 +456,16 @@ mod typed {
         input: &[W],
         out: &mut [W],
     ) -> Result<()> {
+        let size = c.size() as usize;
         let (spare_in, mut spare_out) = ([W::zeroed()], [W::zeroed()]);
+        let n = input.len();
         let input = real(input, &spare_in);
         let out = real_mut(out, &mut spare_out);
-        let (send, recv) = layout::all_to_all(input.len(), c.size() as usize, c.rank() as usize)?;
+        if n % size == 0 {
+            c.all_to_all_into(input, out);
+            return Ok(());
+        }
+        let (send, recv) = layout::all_to_all(n, size, c.rank() as usize)?;
         let send = Partition::new(input, &send.counts[..], &send.displs[..]);
         let mut recv = PartitionMut::new(out, &recv.counts[..], &recv.displs[..]);
         c.all_to_all_varcount_into(&send, &mut recv);
@@ -486,7 +522,7 @@ impl Communicator for MpiComm {
             return Ok(());
         }
         with_mpi_type!(T::DTYPE, W => {
-            typed::all_reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op);
+            typed::all_reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op)?;
         });
         finish_avg(op, self.size, buf);
         Ok(())
@@ -512,7 +548,7 @@ impl Communicator for MpiComm {
             return Ok(());
         }
         with_mpi_type!(T::DTYPE, W => {
-            typed::reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op, root_rank);
+            typed::reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op, root_rank)?;
         });
         if self.rank == root {
             finish_avg(op, self.size, buf);

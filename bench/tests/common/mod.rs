@@ -47,6 +47,7 @@ pub fn record(
         time_us_min: t * 0.9,
         time_us_avg: t * 0.95,
         time_us_max: t,
+        time_over_ranks: "max".into(),
         algbw_gbps: algbw,
         busbw_gbps: algbw * bus_factor(coll, ranks),
         wrong: Some(0),

@@ -122,6 +122,8 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
     echo
     echo '```'
     cat "$out/$name-compare.txt"
+    # psybench compare ends without a newline; the fence needs its own line.
+    [ -z "$(tail -c 1 "$out/$name-compare.txt")" ] || echo
     echo '```'
     echo
     echo "Table: \`$name.txt\`; rows: \`$name.csv\`, \`$name.json\`; plot: \`$name.png\`."

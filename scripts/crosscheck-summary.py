@@ -19,7 +19,6 @@ import sys
 
 # Fields both programs write that must agree for a comparison to be like with like.
 SAME = ("bytes", "count", "iters", "warmup", "in_place")
-COLL_ORDER = ["allreduce", "broadcast", "allgather", "reducescatter"]
 
 
 def median(values):
@@ -120,12 +119,8 @@ def summarise(out, tolerance):
                 problems.append(f"psybench {' '.join(key)}: record says cadence {r['cadence']}")
         data.setdefault(key, {}).setdefault(prog, []).append(rows)
 
-    def order(key):
-        t, c, cad = key
-        return (t, COLL_ORDER.index(c) if c in COLL_ORDER else 99, c, cad)
-
     cells = []
-    for key in sorted(data, key=order):
+    for key in data:  # in the order of runs.csv: the script's order of transports, collectives, cadences
         progs = data[key]
         sizes = sorted({b for rounds in progs.values() for rows in rounds for b in rows})
         for b in sizes:

@@ -229,6 +229,7 @@ fn sizes_round_up_like_psybench_and_flags_override_iterations() {
         COLLECTIVES[0],
         &[
             "--out-of-place",
+            "--page-aligned",
             "--sizes",
             "1M",
             "--iters",
@@ -283,6 +284,9 @@ fn bad_arguments_are_usage_errors_that_name_the_problem() {
 
 // ---- scripts/crosscheck-summary.py on a small fixture ----
 
+/// One program's rows of one round: (bytes, time_us_avg, time_us_max).
+type Rows = Vec<(u64, f64, f64)>;
+
 fn c_csv(rows: &[(u64, f64, f64)], iters: u64) -> String {
     let mut s = format!("{HEADER}\n");
     for &(bytes, avg, max) in rows {
@@ -318,11 +322,7 @@ fn psybench_json(rows: &[(u64, f64, f64)], iters: u64) -> String {
 
 /// Writes `rounds` of (C rows, psybench rows) as mpi-crosscheck.sh lays them out, runs the
 /// summary, and returns its exit code, its stdout and agreement.csv.
-fn summarise(
-    tag: &str,
-    rounds: &[(Vec<(u64, f64, f64)>, Vec<(u64, f64, f64)>)],
-    psybench_iters: u64,
-) -> (i32, String, String) {
+fn summarise(tag: &str, rounds: &[(Rows, Rows)], psybench_iters: u64) -> (i32, String, String) {
     let dir = common::temp_dir(&format!("crosscheck-{tag}"));
     std::fs::create_dir_all(dir.join("raw")).unwrap();
     let mut runs = String::from("round,transport,collective,cadence,program,rc,path\n");

@@ -35,6 +35,12 @@ def within(ratio, tolerance):
     return ratio is not None and (1 - tolerance) - 1e-12 <= ratio <= (1 + tolerance) + 1e-12
 
 
+def spread(values):
+    """(largest - smallest) / median of one program's rounds: how much the machine moved it."""
+    m = median(values)
+    return (max(values) - min(values)) / m if len(values) > 1 and m else 0.0
+
+
 def human(b):
     for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= k and b % k == 0:
@@ -148,6 +154,11 @@ def summarise(out, tolerance):
                                     f"C {sorted({r[f] for r in c_rows})}, psybench {sorted({r[f] for r in p_rows})}")
             cell["iters"] = c_rows[0]["iters"] if c_rows else (p_rows[0]["iters"] if p_rows else None)
             cell["ok"] = cell["max"]["ok"] and cell["avg"]["ok"]
+            # The noise of the cell: the larger round-to-round spread of the two programs' max.
+            cell["noise"] = max(spread(cell["max"]["c_rounds"]), spread(cell["max"]["p_rounds"]))
+            # Outside the band, but no further from 1 than the rounds scatter: undecided.
+            cell["in_noise"] = not cell["ok"] and all(
+                cell[st]["ratio"] is not None and abs(cell[st]["ratio"] - 1) <= cell["noise"] for st in ("max", "avg"))
             cells.append(cell)
     return cells, problems
 
@@ -168,29 +179,38 @@ def write_csv(out, cells):
                             ";".join(f"{v:.3f}" for v in s["p_rounds"])])
 
 
+def judge(cell):
+    if cell["ok"]:
+        return "yes"
+    return "no (within noise)" if cell["in_noise"] else "**no**"
+
+
 def markdown(cells, problems, tolerance):
     pct = round(tolerance * 100)
     lines = [
         "| transport | collective | cadence | size | iters | C max µs | psybench max µs | ratio | "
-        "C avg µs | psybench avg µs | ratio | within ±%d%% |" % pct,
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "C avg µs | psybench avg µs | ratio | within ±%d%% | noise |" % pct,
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for c in cells:
         m, a = c["max"], c["avg"]
         lines.append(
             f"| {c['transport']} | {c['collective']} | {c['cadence']} | {human(c['bytes'])} | {c['iters']} | "
             f"{fmt(m['c'])} | {fmt(m['p'])} | {fmt(m['ratio'], '.2f')} | "
-            f"{fmt(a['c'])} | {fmt(a['p'])} | {fmt(a['ratio'], '.2f')} | {'yes' if c['ok'] else '**no**'} |"
+            f"{fmt(a['c'])} | {fmt(a['p'])} | {fmt(a['ratio'], '.2f')} | {judge(c)} | "
+            f"{c['noise'] * 100:.0f}% |"
         )
     if problems:
         lines += ["", "Problems:", ""] + [f"- {p}" for p in problems]
     ok = sum(1 for c in cells if c["ok"])
+    in_noise = sum(1 for c in cells if c["in_noise"])
     n_max = sum(1 for c in cells if c["max"]["ok"])
     n_avg = sum(1 for c in cells if c["avg"]["ok"])
     lines += [
         "",
         f"verdict: {ok} of {len(cells)} cells within ±{pct}% (max over ranks: {n_max}, mean over ranks: "
-        f"{n_avg}){'; ' + str(len(problems)) + ' problem(s) listed above' if problems else ''}",
+        f"{n_avg}){'; ' + str(len(problems)) + ' problem(s) listed above' if problems else ''}"
+        f"{f'; cells outside but within their noise: {in_noise}' if in_noise else ''}",
     ]
     return "\n".join(lines)
 

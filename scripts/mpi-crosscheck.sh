@@ -172,7 +172,10 @@ pct=$(python3 -c "print(round($tolerance * 100))")
   echo "\`clamp(iters / 10, 2, 20)\`) and cadence, under the same \`mpirun\` flags, alternately (the one"
   echo "that goes first alternates per round). Each time is a per-rank mean per call; per size the table"
   echo "shows the median over rounds of the slowest rank's (max) and of the mean over ranks (avg), and"
-  echo "psybench / C. A cell is within ±$pct% when both ratios are. The C program:"
+  echo "psybench / C. A cell is within ±$pct% when both ratios are. \`noise\`: the larger of the two programs'"
+  echo "round-to-round spread of the max, (largest - smallest) / median; a cell outside the band whose"
+  echo "ratios differ from 1 by no more than that is marked \"no (within noise)\": these rounds cannot tell"
+  echo "it from the machine's noise. The C program:"
   echo "\`bench/c/mpi_coll_bench.c\` (see \`bench/c/README.md\`)."
   echo
   echo "| machine | |"

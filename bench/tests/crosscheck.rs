@@ -353,51 +353,43 @@ fn summarise(tag: &str, rounds: &[(Rows, Rows)], psybench_iters: u64) -> (i32, S
 
 #[test]
 fn summary_takes_medians_and_judges_each_cell_within_15_percent() {
-    // (bytes, avg, max) per round. 8 B: C max median 11, psybench's 12.5 (one outlier round
-    // ignored): 1.14, in; avg 10 vs 10: in. 64 KiB: max 100 vs 120: out. 1 MiB: exactly 1.15: in.
-    let rounds = vec![
+    // Per size, each round's (avg, max) for C, then for psybench. 8 B: C max median 11,
+    // psybench's 12.5 (an outlier round ignored): 1.14, in; avg 10 vs 10: in. 64 KiB: max 100 vs
+    // 120: out. 1 MiB: exactly 1.15: in. 16 MiB: 150 vs 190, out, but C's own rounds spread by
+    // (200 - 100) / 150: outside within its noise.
+    type Three = [(f64, f64); 3];
+    let table: [(u64, Three, Three); 4] = [
         (
-            vec![
-                (8, 9.0, 10.0),
-                (65536, 90.0, 100.0),
-                (1 << 20, 100.0, 200.0),
-            ],
-            vec![
-                (8, 11.5, 12.0),
-                (65536, 90.0, 120.0),
-                (1 << 20, 100.0, 230.0),
-            ],
+            8,
+            [(9.0, 10.0), (10.0, 12.0), (11.0, 11.0)],
+            [(11.5, 12.0), (9.0, 12.5), (10.0, 100.0)],
         ),
         (
-            vec![
-                (8, 10.0, 12.0),
-                (65536, 90.0, 100.0),
-                (1 << 20, 100.0, 200.0),
-            ],
-            vec![
-                (8, 9.0, 12.5),
-                (65536, 90.0, 121.0),
-                (1 << 20, 100.0, 230.0),
-            ],
+            65536,
+            [(90.0, 100.0); 3],
+            [(90.0, 120.0), (90.0, 121.0), (90.0, 119.0)],
         ),
+        (1 << 20, [(100.0, 200.0); 3], [(100.0, 230.0); 3]),
         (
-            vec![
-                (8, 11.0, 11.0),
-                (65536, 90.0, 100.0),
-                (1 << 20, 100.0, 200.0),
-            ],
-            vec![
-                (8, 10.0, 100.0),
-                (65536, 90.0, 119.0),
-                (1 << 20, 100.0, 230.0),
-            ],
+            16 << 20,
+            [(100.0, 100.0), (200.0, 200.0), (150.0, 150.0)],
+            [(100.0, 100.0), (200.0, 200.0), (190.0, 190.0)],
         ),
     ];
+    let rounds: Vec<(Rows, Rows)> = (0..3)
+        .map(|r| {
+            let pick = |f: fn(&(u64, Three, Three)) -> &Three| {
+                table.iter().map(|t| (t.0, f(t)[r].0, f(t)[r].1)).collect()
+            };
+            (pick(|t| &t.1), pick(|t| &t.2))
+        })
+        .collect();
     let (code, stdout, csv) = summarise("mixed", &rounds, 1000);
     assert_eq!(code, 1, "{stdout}");
     let last = stdout.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with("verdict: 2 of 3 cells within ±15%"),
+        last.starts_with("verdict: 2 of 4 cells within ±15%")
+            && last.ends_with("cells outside but within their noise: 1"),
         "{stdout}"
     );
     let rows: Vec<Vec<&str>> = csv
@@ -425,6 +417,11 @@ fn summary_takes_medians_and_judges_each_cell_within_15_percent() {
         ["100.000", "120.000", "1.2000", "no"]
     );
     assert_eq!(find("1048576", "max")[7..9], ["1.1500", "yes"]);
+    assert_eq!(
+        find("16777216", "max")[5..9],
+        ["150.000", "190.000", "1.2667", "no"]
+    );
+    assert!(stdout.contains("| no (within noise) |"), "{stdout}");
 
     // Two rounds (an even count: the mean of the middle two), everything within: exit 0.
     let rounds = vec![

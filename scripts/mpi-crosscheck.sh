@@ -18,6 +18,7 @@
 #   --tolerance F       default 0.15
 #   --keep-avx          leave out `--mca op ^avx` (Open MPI's AVX reductions: f32 sums far faster)
 #
+# Every mpirun is stopped after CROSSCHECK_TIMEOUT seconds (default 900; TERM, then KILL 10 s later).
 # Writes OUT_DIR/raw/ (every run's output and runs.csv listing them), OUT_DIR/agreement.csv and
 # OUT_DIR/README.md (machine, load, commands, table, verdict). Exits 1 if any cell is outside the
 # tolerance, a result was wrong or a run failed (the report is written anyway), 2 on usage errors.
@@ -26,8 +27,8 @@ cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-rounds=3
-sizes=8,64K,1M,16M,64M
+rounds=
+sizes=
 cadences=stream,osu
 transports=shm,tcp
 collectives=allreduce,broadcast,allgather,reducescatter
@@ -38,7 +39,7 @@ quick=
 op_flags=(--mca op ^avx)
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) quick=1; rounds=1; sizes=8,64K ;;
+    --quick) quick=1 ;;
     --rounds) rounds=${2:?--rounds needs a number}; shift ;;
     --sizes) sizes=${2:?--sizes needs a list}; shift ;;
     --cadences) cadences=${2:?--cadences needs a list}; shift ;;
@@ -54,6 +55,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 out=${out:-results/mpi-crosscheck}
+# --quick sets what --rounds and --sizes leave unset.
+rounds=${rounds:-${quick:+1}}
+rounds=${rounds:-3}
+sizes=${sizes:-${quick:+8,64K}}
+sizes=${sizes:-8,64K,1M,16M,64M}
 case "$rounds" in ''|*[!0-9]*|0) echo "mpi-crosscheck.sh: --rounds must be a positive number" >&2; exit 2 ;; esac
 IFS=, read -r -a cadence_list <<<"$cadences"
 IFS=, read -r -a transport_list <<<"$transports"
@@ -96,7 +102,7 @@ runs="$out/raw/runs.csv"
 echo "round,transport,collective,cadence,program,rc,path" >"$runs"
 commands=()
 failed=0
-# A run that outlives this is stopped (TERM, then KILL 10 s later): nothing hangs.
+# Nothing hangs: a run that outlives this is stopped (TERM, then KILL 10 s later).
 limit=${CROSSCHECK_TIMEOUT:-900}
 
 run() { # round transport coll cadence program -- command...

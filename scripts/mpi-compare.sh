@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# psyne against Open MPI on this host, in ONE mpirun job per comparison (the two backends
-# interleaved per size and alternating which goes first, ROUNDS rounds per size, medians), in two
-# cadences: `stream` (back to back, slowest rank: nccl-tests) and `osu` (a barrier after each
-# call, mean over ranks: the OSU micro-benchmarks); plus this host's raw memory-copy and
-# loopback-TCP bandwidth measured in the same run. Writes CSV, JSON, PNG, the tables and a README
-# describing the machine, its load and the commands into results/. psybench calls MPI as an MPI
-# program does (in place, no copies: src/mpi/mod.rs); scripts/mpi-crosscheck.sh shows that its MPI
-# times agree with a plain C program's.
+# psyne against Open MPI on this host: each as its own users run it (psyne under psyrun, Open MPI
+# under mpirun as a plain MPI program), in separate jobs that alternate, ROUNDS rounds (default 3;
+# the one that goes first swaps each round), medians over the rounds; in two cadences: `stream`
+# (back to back, slowest rank: nccl-tests) and `osu` (a barrier after each call, mean over ranks:
+# the OSU micro-benchmarks); plus this host's raw memory-copy and loopback-TCP bandwidth measured
+# in the same run. Writes CSV, JSON (every round's rows, both backends), PNG, the tables, the raw
+# per-job reports and a README describing the machine, its load and the commands into results/.
+# psybench calls MPI as an MPI program does (in place, no copies: src/mpi/mod.rs), and
+# scripts/mpi-crosscheck.sh shows that its MPI times agree with a plain C program's.
 #
 #   scripts/mpi-compare.sh tcp [OUT_DIR] [SIZES]   all-reduce, 2 ranks, both over loopback TCP
 #   scripts/mpi-compare.sh shm [OUT_DIR] [SIZES]   all-reduce, broadcast, all-gather, reduce-scatter
@@ -26,22 +27,25 @@ esac
 
 scripts/setup.sh >/dev/null
 cargo build --release -q -p psybench --features mpi
+cargo build --release -q -p psyrun
 bench=target/release/psybench
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$bench" peak | tee "$out/peak.txt"
-# op ^avx: Open MPI 4.1's AVX reduction component saturates 8/16-bit integer sums
-# (open-mpi/ompi#8045); f32 is unaffected, but every result is checked, so keep MPI exact.
+# Open MPI runs with its defaults, as its users run it. Its AVX reduction component (on by
+# default) saturates 8/16-bit integer sums (open-mpi/ompi#8045), which is why the correctness
+# tests pass `--mca op ^avx`; these runs sum f32, where it is exact and 2-3.5x faster than the
+# generic op, so leaving it on is the fair comparison.
 if [ "$mode" = tcp ]; then
   peak=$(awk '/^loopback TCP:/ {print $3}' "$out/peak.txt")
-  mpi=(mpirun --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca op ^avx)
+  mpi=(mpirun --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
   export PSY_TRANSPORT=tcp
   runs=("allreduce -n 2")
 else
   peak=$(awk '/^memory copy:/ {print $3}' "$out/peak.txt")
-  mpi=(mpirun --oversubscribe --mca op ^avx)
+  mpi=(mpirun --oversubscribe)
   export PSY_TRANSPORT=shm
   # The last run leaves the ranks unbound (Open MPI binds each to a core by default), which on
   # this VM changes small-message latency a lot, for both backends.
@@ -53,20 +57,26 @@ fi
 commands=()
 names=()
 whats=()
+raw="$out/raw"
+mkdir -p "$raw"
 for run in "${runs[@]}"; do
  for cadence in "${cadences[@]}"; do
   read -r coll _ n bind <<<"$run"
   name="$coll-$n${bind:+-$bind}-$cadence"
   run_sizes=$sizes
   [ "$n" -gt 2 ] && run_sizes=8,1K,64K,1M
-  binding=()
+  mpi_bind=()
+  psy_bind=()
   extra=()
-  [ "$bind" = unbound ] && run_sizes=8:64K && binding=(--bind-to none)
+  [ "$bind" = unbound ] && run_sizes=8:64K && mpi_bind=(--bind-to none) && psy_bind=(--bind-to none)
   [ "$bind" = shared ] && extra=(--shared-buffers)
-  cmd=("${mpi[@]}" "${binding[@]}" -n "$n" "$bench" "$coll" "${extra[@]}" --backend native,mpi --sizes "$run_sizes" --peak "$peak"
-    --cadence "$cadence" --rounds "$rounds"
-    --csv "$out/$name.csv" --json "$out/$name.json" --plot "$out/$name.png")
-  commands+=("PSY_TRANSPORT=$PSY_TRANSPORT ${cmd[*]}")
+  sweep=("$coll" --sizes "$run_sizes" --peak "$peak" --cadence "$cadence")
+  # psyne as its users run it (psyrun), Open MPI as its users run it (mpirun, MPI_Init), each in
+  # its own job; the two alternate which goes first, round by round.
+  native=(target/release/psyrun "${psy_bind[@]}" -n "$n" "$bench" "${sweep[@]}" "${extra[@]}")
+  mpijob=("${mpi[@]}" "${mpi_bind[@]}" -n "$n" "$bench" "${sweep[@]}" --backend mpi)
+  commands+=("PSY_TRANSPORT=$PSY_TRANSPORT ${native[*]} --json R<round>-native.json
+${mpijob[*]} --json R<round>-mpi.json")
   names+=("$name")
   case "$bind" in
     unbound) what=", unbound (--bind-to none)" ;;
@@ -74,8 +84,26 @@ for run in "${runs[@]}"; do
     *) what="" ;;
   esac
   whats+=("$coll, $n ranks$what, cadence $cadence")
-  "${cmd[@]}" | tee "$out/$name.txt"
+  : > "$out/$name.txt"
+  parts=()
+  for ((round = 1; round <= rounds; round++)); do
+    order=(native mpi)
+    [ $((round % 2)) -eq 0 ] && order=(mpi native)
+    for who in "${order[@]}"; do
+      json="$raw/$name-r$round-$who.json"
+      echo "# round $round/$rounds: $who" | tee -a "$out/$name.txt"
+      if [ "$who" = native ]; then
+        "${native[@]}" --json "$json" | tee -a "$out/$name.txt"
+      else
+        "${mpijob[@]}" --json "$json" | tee -a "$out/$name.txt"
+      fi
+      parts+=("$json")
+    done
+  done
+  python3 scripts/merge-reports.py "$out/$name.json" "$out/$name.csv" "${parts[@]}"
+  "$bench" plot "$out/$name.json" -o "$out/$name.png" >/dev/null
   "$bench" compare "$out/$name.json" | tee "$out/$name-compare.txt"
+  echo
  done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -87,8 +115,9 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
   echo "# psyne vs Open MPI ($mode)"
   echo
   echo "Made by \`scripts/mpi-compare.sh $mode\` on $(date -u +%Y-%m-%dT%H:%M:%SZ), source revision $(git describe --always --dirty 2>/dev/null || echo unknown)."
-  echo "Both backends run in one mpirun job per table, interleaved per size, $rounds rounds per size with the"
-  echo "backends alternating which goes first; the ratios are medians over the rounds. f32, sum; every"
+  echo "Each backend runs in its own job, as its users run it: psyne under psyrun, Open MPI under mpirun"
+  echo "(psybench --backend mpi initializes MPI as a plain MPI program does). The two jobs alternate,"
+  echo "$rounds rounds, the first one swapping each round; the ratios are medians over the rounds. f32, sum; every"
   echo "result is checked element by element against the oracle (#wrong column). Two cadences: \`stream\`"
   echo "(back to back, the slowest rank's time per operation, as nccl-tests) and \`osu\` (each call timed"
   echo "alone with an untimed barrier after it, the mean over ranks, as the OSU micro-benchmarks)."
@@ -104,7 +133,7 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
   echo "| MPI | $ompi |"
   echo "| load average before / after | $load_before / $load_after |"
   echo
-  echo "Raw bandwidth of this host, same run (\`psybench peak\`); the fits' \"% of peak\" use $peak GB/s:"
+  echo "Raw bandwidth of this host, same run (\`psybench peak\`); the plots' peak line and the per-job tables' \"% of peak\" use $peak GB/s:"
   echo
   echo '```'
   cat "$out/peak.txt"

@@ -54,7 +54,15 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Vec<AnyComm>> {
     }
     #[cfg(feature = "mpi")]
     if wanted.contains(&Backend::Mpi) {
-        let mpi = psyne::mpi::init()?;
+        // MPI alone is initialized as a plain MPI program is (MPI_Init: one thread), which Open
+        // MPI makes faster per call; beside a native group, whose threads share the process,
+        // it needs MPI_THREAD_FUNNELED.
+        let threading = if wanted.contains(&Backend::Native) {
+            psyne::mpi::Threading::Funneled
+        } else {
+            psyne::mpi::Threading::Single
+        };
+        let mpi = psyne::mpi::init_with(threading)?;
         let mut out = Vec::new();
         let native = if wanted.contains(&Backend::Native) {
             Some(psyne::mpi::native_group(&mpi, psyne::contract::timeout()?)?)

@@ -60,8 +60,9 @@
 //! - A collective of zero elements in total returns at once without calling MPI (every rank
 //!   passes the same total, so every rank skips it alike; Open MPI refuses some such calls).
 //! - Every call blocks the calling thread; there are no deadlines.
-//! - MPI is initialized with `MPI_THREAD_FUNNELED`: [`MpiComm`] is neither `Send` nor `Sync`, so
-//!   only the thread that called [`init`] uses it. Other threads (a native group's) may exist.
+//! - [`init`] initializes MPI with `MPI_THREAD_FUNNELED` ([`init_with`] chooses): [`MpiComm`] is
+//!   neither `Send` nor `Sync`, so only the thread that initialized it uses it. Other threads (a
+//!   native group's) may exist.
 
 mod layout;
 mod native;
@@ -80,7 +81,8 @@ use ::mpi::datatype::{Equivalence, Partition, PartitionMut};
 use ::mpi::environment::Universe;
 use ::mpi::topology::SimpleCommunicator;
 use ::mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Root, Source};
-use ::mpi::Threading;
+/// MPI's thread-support levels, for [`init_with`].
+pub use ::mpi::Threading;
 
 /// The tag of [`Communicator::send`] and [`Communicator::recv`] messages.
 const P2P_TAG: ::mpi::Tag = 0;
@@ -106,11 +108,22 @@ impl std::fmt::Debug for MpiComm {
     }
 }
 
-/// Initializes MPI and returns its world. Fails if MPI is already initialized (or was finalized)
-/// in this process, and if the launcher's environment says the job has more ranks than MPI
-/// reports: that is a binary built against one MPI started by another MPI's `mpirun`, where
-/// every process silently becomes a world of one.
+/// Initializes MPI with `MPI_THREAD_FUNNELED` (see [`init_with`]): the level a program needs
+/// when other threads exist beside the one that calls MPI, as a native [`crate::Group`]'s do.
 pub fn init() -> Result<MpiComm> {
+    init_with(Threading::Funneled)
+}
+
+/// Initializes MPI asking for `threading` and returns its world. Fails if MPI is already
+/// initialized (or was finalized) in this process, and if the launcher's environment says the job
+/// has more ranks than MPI reports: that is a binary built against one MPI started by another
+/// MPI's `mpirun`, where every process silently becomes a world of one.
+///
+/// The level has a price: Open MPI 4.1 adds about 0.25 µs to every 8-byte all-reduce between two
+/// ranks on shared memory at `Funneled` over `Single` (measured on a 2-core VM). A program that
+/// only calls MPI from one thread and runs no other threads, as an MPI benchmark does, asks for
+/// `Threading::Single`, which is what `MPI_Init` gives.
+pub fn init_with(threading: Threading) -> Result<MpiComm> {
     if ::mpi::is_finalized() {
         return Err(Error::new(
             ErrorKind::Bootstrap,
@@ -118,14 +131,13 @@ pub fn init() -> Result<MpiComm> {
              initialized again; keep one MpiComm for the life of the program",
         ));
     }
-    let (universe, threading) =
-        ::mpi::initialize_with_threading(Threading::Funneled).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Bootstrap,
-                "MPI is already initialized in this process; psyne::mpi::init must be the only \
+    let (universe, threading) = ::mpi::initialize_with_threading(threading).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Bootstrap,
+            "MPI is already initialized in this process; psyne::mpi::init must be the only \
                  initialization, and there can be only one MpiComm",
-            )
-        })?;
+        )
+    })?;
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size());
     let (rank, size) = match (usize::try_from(rank), usize::try_from(size)) {
@@ -161,7 +173,7 @@ impl MpiComm {
         &self.world
     }
 
-    /// The thread support MPI granted (psyne asks for `Funneled`).
+    /// The thread support MPI granted ([`init`] asks for `Funneled`).
     pub fn threading(&self) -> Threading {
         self.threading
     }

@@ -129,7 +129,8 @@ fn foreign_error(f: &psyne::contract::ForeignLaunch) -> Error {
         e.kind(),
         format!(
             "{e}.\nFor psybench: `psybench -n {n} ...` starts the ranks itself, or `psyrun -n {n} \
-             psybench ...`; {build}"
+             psybench ...`{}; {build}",
+            f.launcher.psyrun_where
         ),
     )
 }

@@ -262,7 +262,10 @@ fn foreign_hint(f: &psyne::contract::ForeignLaunch) -> String {
          under mpirun as now (it then checks the native group formed over MPI)"
             .into()
     };
-    format!("psyne-check: for psyne-check: `psyrun -n {n} psyne-check`; {mpi}")
+    format!(
+        "psyne-check: for psyne-check: `psyrun -n {n} psyne-check`{}; {mpi}",
+        f.launcher.psyrun_where
+    )
 }
 
 /// The world size the launcher announced: psyrun's, torchrun's, or another launcher's

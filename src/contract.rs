@@ -21,8 +21,26 @@
 //! `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) so torch programs run under psyrun
 //! unchanged. With only those set (torchrun, srun wrappers), rank 0 serves the store at
 //! `MASTER_ADDR:MASTER_PORT`. With nothing set, a program is a world of one.
+//!
+//! Other launchers are recognised by the variables they set in every process they start
+//! ([`FOREIGN_LAUNCHERS`], tried in this order, after `PSY_STORE` and then PyTorch's names):
+//!
+//! | launcher | rank | world size |
+//! |---|---|---|
+//! | Open MPI's `mpirun` | `OMPI_COMM_WORLD_RANK` | `OMPI_COMM_WORLD_SIZE` |
+//! | MPICH's and Intel MPI's `mpiexec` (Hydra), `srun --mpi=pmi2` | `PMI_RANK` | `PMI_SIZE` |
+//! | MVAPICH's `mpirun_rsh` | `MV2_COMM_WORLD_RANK` | `MV2_COMM_WORLD_SIZE` |
+//! | Slurm's `srun` (a job step) | `SLURM_PROCID` | `SLURM_STEP_NUM_TASKS` |
+//! | a PMIx launcher (`prterun`, `srun --mpi=pmix`) | `PMIX_RANK` | none |
+//!
+//! Such a launcher gives psyne no way to reach the other ranks, so a world of more than one from
+//! it is [`Launch::Foreign`], which [`crate::init`] refuses with an error naming the launcher and
+//! the fixes (run under psyrun, set PyTorch's names, or bootstrap over MPI with the `mpi`
+//! feature), instead of every rank silently becoming a world of one. A world of one from it is
+//! [`Launch::Alone`]. Slurm sets `SLURM_PROCID` but not `SLURM_STEP_NUM_TASKS` in a batch script,
+//! and neither in an `salloc` shell, so a single process there stays a world of one.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use std::time::Duration;
 
 /// `PSY_RANK`
@@ -128,8 +146,180 @@ pub enum Launch {
         /// `TORCHELASTIC_RUN_ID`, which keeps strangers out only by obscurity.
         secret: Option<String>,
     },
-    /// Nothing set: a world of one.
+    /// Started by another launcher ([`FOREIGN_LAUNCHERS`]) as one of more than one process: psyne
+    /// cannot reach the others from what it sets. [`crate::init`] refuses it with
+    /// [`ForeignLaunch::error`]; with the `mpi` feature, an MPI launcher's world can be formed over
+    /// MPI instead ([`ForeignLaunch::mpi`]).
+    Foreign(ForeignLaunch),
+    /// Nothing set (or a launcher's world of one): a world of one.
     Alone,
+}
+
+/// A launcher other than psyrun and torchrun, as recognised by the variables it sets in every
+/// process it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForeignLauncher {
+    /// Who it is, as its users know it (`Open MPI's mpirun`).
+    pub name: &'static str,
+    /// The variable that holds this process's rank.
+    pub rank_var: &'static str,
+    /// The variable that holds the number of processes started, if the launcher sets one.
+    pub size_var: Option<&'static str>,
+    /// True when `MPI_Init` in a process it started joins the whole world (an MPI launcher, or
+    /// the PMI/PMIx an MPI library asks); false for a plain resource-manager launch.
+    pub mpi: bool,
+    /// Where to run psyrun instead, for the error's psyrun route (empty: in its place).
+    pub psyrun_where: &'static str,
+    /// How to start the job so that MPI can form its world, for the error's MPI route.
+    pub mpi_how: &'static str,
+}
+
+/// Open MPI's `mpirun`.
+pub const OPEN_MPI: ForeignLauncher = ForeignLauncher {
+    name: "Open MPI's mpirun",
+    rank_var: "OMPI_COMM_WORLD_RANK",
+    size_var: Some("OMPI_COMM_WORLD_SIZE"),
+    mpi: true,
+    psyrun_where: "",
+    mpi_how: "under the same mpirun",
+};
+
+/// A launcher that sets up PMI: MPICH's and Intel MPI's `mpiexec` (Hydra), `srun --mpi=pmi2`.
+pub const PMI: ForeignLauncher = ForeignLauncher {
+    name: "a PMI launcher (MPICH's or Intel MPI's mpiexec, or srun --mpi=pmi2)",
+    rank_var: "PMI_RANK",
+    size_var: Some("PMI_SIZE"),
+    mpi: true,
+    psyrun_where: "",
+    mpi_how: "under the same launcher, with psyne built against that MPI",
+};
+
+/// MVAPICH's `mpirun_rsh`.
+pub const MVAPICH: ForeignLauncher = ForeignLauncher {
+    name: "MVAPICH's mpirun_rsh",
+    rank_var: "MV2_COMM_WORLD_RANK",
+    size_var: Some("MV2_COMM_WORLD_SIZE"),
+    mpi: true,
+    psyrun_where: "",
+    mpi_how: "under the same launcher, with psyne built against MVAPICH",
+};
+
+/// A Slurm job step started by `srun` (not the batch script of `sbatch`, nor an `salloc` shell,
+/// neither of which sets `SLURM_STEP_NUM_TASKS`).
+pub const SLURM: ForeignLauncher = ForeignLauncher {
+    name: "Slurm's srun",
+    rank_var: "SLURM_PROCID",
+    size_var: Some("SLURM_STEP_NUM_TASKS"),
+    mpi: false,
+    psyrun_where: " from the batch script or the salloc shell, not through srun",
+    mpi_how: "with `srun --mpi=pmix`",
+};
+
+/// A PMIx launcher (`prterun`, `srun --mpi=pmix`); it announces no world size in the environment.
+pub const PMIX: ForeignLauncher = ForeignLauncher {
+    name: "a PMIx launcher (prterun, or srun --mpi=pmix)",
+    rank_var: "PMIX_RANK",
+    size_var: None,
+    mpi: true,
+    psyrun_where: "",
+    mpi_how: "under the same launcher",
+};
+
+/// The other launchers psyne recognises, in the order they are tried: MPI launchers before
+/// Slurm (an `mpirun` or `mpiexec` inside an allocation starts its ranks through `srun`, and
+/// they inherit that step's variables), and PMIx, which says no world size, last.
+pub const FOREIGN_LAUNCHERS: [ForeignLauncher; 5] = [OPEN_MPI, PMI, MVAPICH, SLURM, PMIX];
+
+/// What a [`ForeignLauncher`] said about this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignLaunch {
+    /// The launcher.
+    pub launcher: ForeignLauncher,
+    /// This process's rank, if the launcher said it.
+    pub rank: Option<usize>,
+    /// The number of processes, if the launcher said it.
+    pub world_size: Option<usize>,
+    /// True when `MPI_Init` can form this world: the launcher, or any other launcher whose
+    /// variables are set too (`srun --mpi=pmix`), is an MPI one.
+    pub mpi: bool,
+}
+
+impl ForeignLaunch {
+    /// The variables the launcher set, as `NAME=value`, comma-separated.
+    pub fn variables(&self) -> String {
+        let mut seen = Vec::new();
+        if let Some(rank) = self.rank {
+            seen.push(format!("{}={rank}", self.launcher.rank_var));
+        }
+        if let (Some(name), Some(size)) = (self.launcher.size_var, self.world_size) {
+            seen.push(format!("{name}={size}"));
+        }
+        seen.join(", ")
+    }
+
+    /// "rank 1 of 2", "one of 2 ranks", or "rank 3 (of at least 4)".
+    fn position(&self) -> String {
+        match (self.rank, self.world_size) {
+            (Some(r), Some(n)) => format!("rank {r} of {n}"),
+            (None, Some(n)) => format!("one of {n} ranks"),
+            (Some(r), None) => format!("rank {r} (of at least {})", r + 1),
+            (None, None) => "one of several ranks".into(),
+        }
+    }
+
+    /// The number of ranks to name in a `psyrun -n N` hint.
+    fn ranks_hint(&self) -> String {
+        self.world_size
+            .map_or_else(|| "N".into(), |n| n.to_string())
+    }
+
+    /// `started by Open MPI's mpirun as rank 1 of 2 (OMPI_COMM_WORLD_RANK=1, ...)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "started by {} as {} ({})",
+            self.launcher.name,
+            self.position(),
+            self.variables()
+        )
+    }
+
+    /// The error [`crate::init`] returns ([`ErrorKind::Bootstrap`]): who started this process,
+    /// what it said, and the three ways to run it as one job; `program` is how it was started.
+    pub fn error_for(&self, program: &str) -> Error {
+        let n = self.ranks_hint();
+        let torch = match self.launcher.size_var {
+            Some(size) => format!("RANK=${} and WORLD_SIZE=${size}", self.launcher.rank_var),
+            None => "RANK and WORLD_SIZE".into(),
+        };
+        Error::new(
+            ErrorKind::Bootstrap,
+            format!(
+                "this process was {}, but psyne cannot reach the other ranks from what that \
+                 launcher tells it (and running alone would silently make every rank a world of \
+                 one). Run it under psyrun instead (`psyrun -n {n} {program}`{}); or set \
+                 MASTER_ADDR and MASTER_PORT (rank 0's host and a free port) with {torch} in \
+                 every rank, as torchrun does; or build with the `mpi` feature and form the group \
+                 over MPI (psyne::mpi::init() then psyne::mpi::native_group) {}",
+                self.describe(),
+                self.launcher.psyrun_where,
+                self.launcher.mpi_how
+            ),
+        )
+    }
+
+    /// [`ForeignLaunch::error_for`] this process, named as it was started (its `argv[0]`).
+    pub fn error(&self) -> Error {
+        self.error_for(&program_name())
+    }
+}
+
+/// How this process was started (`argv[0]`), for hints; `PROGRAM` if unknown.
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "PROGRAM".into())
 }
 
 fn parse_var<T: std::str::FromStr>(
@@ -181,7 +371,7 @@ pub fn detect_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
     let rank: Option<usize> = parse_var(TORCH_NAMES[0], get)?;
     let world_size: Option<usize> = parse_var(TORCH_NAMES[1], get)?;
     match (rank, world_size) {
-        (None, None) => Ok(Launch::Alone),
+        (None, None) => foreign_with(get),
         (Some(rank), Some(world_size)) => {
             check_rank(rank, world_size)?;
             if world_size == 1 {
@@ -201,6 +391,68 @@ pub fn detect_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
             "only one of RANK and WORLD_SIZE is set; set both (or neither for a world of one)",
         )),
     }
+}
+
+/// The first of [`FOREIGN_LAUNCHERS`] whose variables are set: [`Launch::Foreign`] for a world of
+/// more than one (a rank above 0 when no size is said), [`Launch::Alone`] otherwise.
+fn foreign_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
+    let present = |l: &ForeignLauncher| {
+        get(l.rank_var).is_some() || l.size_var.is_some_and(|v| get(v).is_some())
+    };
+    let Some(launcher) = FOREIGN_LAUNCHERS.into_iter().find(present) else {
+        return Ok(Launch::Alone);
+    };
+    let rank: Option<usize> = parse_var(launcher.rank_var, get)?;
+    let world_size: Option<usize> = match launcher.size_var {
+        Some(name) => parse_var(name, get)?,
+        None => None,
+    };
+    let found = ForeignLaunch {
+        launcher,
+        rank,
+        world_size,
+        mpi: FOREIGN_LAUNCHERS.iter().any(|l| l.mpi && present(l)),
+    };
+    let alone = match (rank, world_size) {
+        (Some(r), Some(n)) if r >= n => {
+            return Err(Error::config(format!(
+                "{}: the rank is not inside the world; was the environment edited?",
+                found.describe()
+            )))
+        }
+        (_, Some(0)) => {
+            return Err(Error::config(format!(
+                "{}: a world of no ranks; was the environment edited?",
+                found.describe()
+            )))
+        }
+        (_, Some(n)) => n == 1,
+        (r, None) => r.unwrap_or(0) == 0,
+    };
+    Ok(if alone {
+        Launch::Alone
+    } else {
+        Launch::Foreign(found)
+    })
+}
+
+/// The world size the environment announces and the variable that says it: the MPI launchers'
+/// ([`FOREIGN_LAUNCHERS`] with `mpi`), then psyrun's `PSY_WORLD_SIZE`, then the others' (Slurm's
+/// step): the innermost launcher first. Unset or unparsable variables are skipped. Used to
+/// check the world MPI reports against the one that was launched.
+pub fn announced_world_size_with(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Option<(&'static str, usize)> {
+    let sizes = |mpi: bool| {
+        FOREIGN_LAUNCHERS
+            .into_iter()
+            .filter(move |l| l.mpi == mpi)
+            .filter_map(|l| l.size_var)
+    };
+    sizes(true)
+        .chain([WORLD_SIZE])
+        .chain(sizes(false))
+        .find_map(|name| Some((name, get(name)?.trim().parse().ok()?)))
 }
 
 fn check_rank(rank: usize, world_size: usize) -> Result<()> {
@@ -297,6 +549,300 @@ mod tests {
         assert_eq!(
             timeout_with(&env(&[("PSY_TIMEOUT", "1.5")])).unwrap(),
             Duration::from_millis(1500)
+        );
+    }
+
+    /// The launch `pairs` describe, which must be a foreign one.
+    fn foreign(pairs: &[(&str, &str)]) -> ForeignLaunch {
+        match detect_with(&env(pairs)).unwrap() {
+            Launch::Foreign(f) => f,
+            other => panic!("{pairs:?}: expected a foreign launch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_foreign_launcher_with_more_than_one_rank_is_recognised() {
+        type Case<'a> = (
+            &'a [(&'a str, &'a str)],
+            ForeignLauncher,
+            Option<usize>,
+            Option<usize>,
+            bool,
+        );
+        let cases: [Case; 5] = [
+            // What Open MPI 4.1's mpirun -n 2 sets (checked on Debian 12).
+            (
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "1"),
+                    ("OMPI_COMM_WORLD_SIZE", "2"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+                    ("PMIX_RANK", "1"),
+                ],
+                OPEN_MPI,
+                Some(1),
+                Some(2),
+                true,
+            ),
+            // MPICH's and Intel MPI's Hydra.
+            (
+                &[("PMI_RANK", "2"), ("PMI_SIZE", "4"), ("PMI_FD", "7")],
+                PMI,
+                Some(2),
+                Some(4),
+                true,
+            ),
+            (
+                &[("MV2_COMM_WORLD_RANK", "0"), ("MV2_COMM_WORLD_SIZE", "3")],
+                MVAPICH,
+                Some(0),
+                Some(3),
+                true,
+            ),
+            // An srun step of 2 tasks (Slurm 22.05, default --mpi=none).
+            (
+                &[
+                    ("SLURM_JOB_ID", "1"),
+                    ("SLURM_PROCID", "1"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_STEP_ID", "0"),
+                    ("SLURM_STEP_NUM_TASKS", "2"),
+                ],
+                SLURM,
+                Some(1),
+                Some(2),
+                false,
+            ),
+            // A PMIx launcher says only the rank.
+            (&[("PMIX_RANK", "3")], PMIX, Some(3), None, true),
+        ];
+        for (pairs, launcher, rank, world_size, mpi) in cases {
+            let f = foreign(pairs);
+            assert_eq!(
+                f,
+                ForeignLaunch {
+                    launcher,
+                    rank,
+                    world_size,
+                    mpi
+                },
+                "{pairs:?}"
+            );
+            let e = f.error_for("./prog");
+            assert_eq!(e.kind(), ErrorKind::Bootstrap);
+            let m = e.message();
+            assert!(m.contains(launcher.name), "{m}");
+            assert!(m.contains(launcher.rank_var), "{m}");
+            let n = world_size.map_or("N".to_string(), |n| n.to_string());
+            assert!(m.contains(&format!("`psyrun -n {n} ./prog`")), "{m}");
+            assert!(m.contains("MASTER_ADDR and MASTER_PORT"), "{m}");
+            assert!(m.contains("psyne::mpi::native_group"), "{m}");
+        }
+    }
+
+    #[test]
+    fn the_error_names_the_launcher_the_variables_and_the_fixes() {
+        let f = foreign(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+        let m = f.error_for("target/release/examples/allreduce").to_string();
+        assert!(
+            m.starts_with(
+                "this process was started by Open MPI's mpirun as rank 1 of 2 \
+                 (OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=2), but psyne cannot reach"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("`psyrun -n 2 target/release/examples/allreduce`"),
+            "{m}"
+        );
+        assert!(
+            m.contains("RANK=$OMPI_COMM_WORLD_RANK and WORLD_SIZE=$OMPI_COMM_WORLD_SIZE"),
+            "{m}"
+        );
+        let f = foreign(&[("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "2")]);
+        let m = f.error_for("./prog").to_string();
+        assert!(m.contains("Slurm's srun as rank 0 of 2"), "{m}");
+        assert!(
+            m.contains("(`psyrun -n 2 ./prog` from the batch script or the salloc shell, not"),
+            "{m}"
+        );
+        assert!(m.contains("srun --mpi=pmix"), "{m}");
+        let f = foreign(&[("PMIX_RANK", "1")]);
+        assert!(
+            f.describe()
+                .contains("as rank 1 (of at least 2) (PMIX_RANK=1)"),
+            "{}",
+            f.describe()
+        );
+    }
+
+    #[test]
+    fn a_world_of_one_from_any_launcher_is_alone() {
+        let alone: [&[(&str, &str)]; 8] = [
+            &[
+                ("OMPI_COMM_WORLD_RANK", "0"),
+                ("OMPI_COMM_WORLD_SIZE", "1"),
+                ("PMIX_RANK", "0"),
+            ],
+            &[("PMI_RANK", "0"), ("PMI_SIZE", "1")],
+            &[("MV2_COMM_WORLD_RANK", "0"), ("MV2_COMM_WORLD_SIZE", "1")],
+            &[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_STEP_NUM_TASKS", "1"),
+                ("SLURM_NTASKS", "1"),
+            ],
+            &[("PMIX_RANK", "0")],
+            // `sbatch -n2` runs the batch script once, as task 0 of no step (Slurm 22.05).
+            &[
+                ("SLURM_JOB_ID", "6"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_NPROCS", "2"),
+                ("SLURM_LOCALID", "0"),
+            ],
+            // The shell of `salloc -n2`: the job's variables, no task's.
+            &[
+                ("SLURM_JOB_ID", "3"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_NPROCS", "2"),
+            ],
+            // `srun -n1` inside `salloc -n2`: the step's own count.
+            &[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "1"),
+                ("SLURM_STEP_NUM_TASKS", "1"),
+                ("SLURM_JOB_CPUS_PER_NODE", "2"),
+            ],
+        ];
+        for pairs in alone {
+            assert_eq!(
+                detect_with(&env(pairs)).unwrap(),
+                Launch::Alone,
+                "{pairs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn mpi_launchers_win_over_the_slurm_step_they_run_in() {
+        // mpirun (or mpiexec) inside an allocation starts its daemons with srun, one task per
+        // node; the ranks inherit that step's variables.
+        let f = foreign(&[
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "1"),
+        ]);
+        assert_eq!(
+            (f.launcher, f.rank, f.world_size),
+            (OPEN_MPI, Some(3), Some(4))
+        );
+        // srun --mpi=pmi2 and --mpi=pmix: MPI can form the world.
+        let f = foreign(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "2"),
+        ]);
+        assert_eq!((f.launcher, f.mpi), (PMI, true));
+        let f = foreign(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("PMIX_RANK", "1"),
+        ]);
+        assert_eq!((f.launcher, f.mpi), (SLURM, true));
+    }
+
+    #[test]
+    fn psyrun_then_torch_names_come_before_any_other_launcher() {
+        let mpirun = [("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")];
+        let srun = [("SLURM_PROCID", "1"), ("SLURM_STEP_NUM_TASKS", "2")];
+        let psyrun = [
+            ("PSY_STORE", "127.0.0.1:5000"),
+            ("PSY_RANK", "0"),
+            ("PSY_WORLD_SIZE", "3"),
+            ("PSY_JOB_SECRET", "00ff"),
+        ];
+        let torch = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        for other in [&mpirun[..], &srun[..]] {
+            let both: Vec<_> = psyrun.iter().chain(other).copied().collect();
+            assert!(
+                matches!(detect_with(&env(&both)).unwrap(), Launch::Psyrun(e) if e.world_size == 3),
+                "{both:?}"
+            );
+            let both: Vec<_> = torch.iter().chain(other).copied().collect();
+            assert!(
+                matches!(
+                    detect_with(&env(&both)).unwrap(),
+                    Launch::Torch { world_size: 2, .. }
+                ),
+                "{both:?}"
+            );
+            // A torch world of one stays one, as before.
+            let both: Vec<_> = [("RANK", "0"), ("WORLD_SIZE", "1")]
+                .iter()
+                .chain(other)
+                .copied()
+                .collect();
+            assert_eq!(detect_with(&env(&both)).unwrap(), Launch::Alone, "{both:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_launcher_values_name_the_variable() {
+        let e = detect_with(&env(&[
+            ("OMPI_COMM_WORLD_SIZE", "two"),
+            ("OMPI_COMM_WORLD_RANK", "0"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert!(e.message().contains("OMPI_COMM_WORLD_SIZE=\"two\""), "{e}");
+        let e = detect_with(&env(&[
+            ("SLURM_PROCID", "-1"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+        ]))
+        .unwrap_err();
+        assert!(e.message().contains("SLURM_PROCID"), "{e}");
+        let e = detect_with(&env(&[("PMI_RANK", "4"), ("PMI_SIZE", "4")])).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert!(e.message().contains("PMI_RANK=4, PMI_SIZE=4"), "{e}");
+        let e = detect_with(&env(&[("MV2_COMM_WORLD_SIZE", "0")])).unwrap_err();
+        assert!(e.message().contains("MV2_COMM_WORLD_SIZE=0"), "{e}");
+        // A size without a rank is still a world of that size.
+        let f = foreign(&[("PMI_SIZE", " 3 ")]);
+        assert_eq!((f.rank, f.world_size), (None, Some(3)));
+        assert!(
+            f.describe().contains("as one of 3 ranks (PMI_SIZE=3)"),
+            "{}",
+            f.describe()
+        );
+    }
+
+    #[test]
+    fn the_announced_world_size_is_the_innermost_launchers() {
+        let said = |pairs: &[(&str, &str)]| announced_world_size_with(&env(pairs));
+        assert_eq!(said(&[]), None);
+        assert_eq!(said(&[("PMI_SIZE", " 6 ")]), Some(("PMI_SIZE", 6)));
+        assert_eq!(said(&[("PMI_SIZE", "x")]), None);
+        assert_eq!(
+            said(&[("OMPI_COMM_WORLD_SIZE", "4"), ("PMI_SIZE", "8")]),
+            Some(("OMPI_COMM_WORLD_SIZE", 4))
+        );
+        assert_eq!(
+            said(&[("PSY_WORLD_SIZE", "2"), ("SLURM_STEP_NUM_TASKS", "1")]),
+            Some(("PSY_WORLD_SIZE", 2))
+        );
+        assert_eq!(
+            said(&[("MV2_COMM_WORLD_SIZE", "3"), ("PSY_WORLD_SIZE", "2")]),
+            Some(("MV2_COMM_WORLD_SIZE", 3))
+        );
+        assert_eq!(
+            said(&[("SLURM_STEP_NUM_TASKS", "5"), ("SLURM_NTASKS", "9")]),
+            Some(("SLURM_STEP_NUM_TASKS", 5))
         );
     }
 }

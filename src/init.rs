@@ -13,12 +13,18 @@ use std::time::Instant;
 /// Joins the job this process belongs to: under psyrun through `PSY_STORE`; under torchrun or any
 /// launcher that sets `RANK`, `WORLD_SIZE`, `MASTER_ADDR` and `MASTER_PORT`, with rank 0 serving
 /// the store at the master address; alone, as a world of one.
+///
+/// Started by another launcher (`mpirun`, `mpiexec`, `srun`: see [`crate::contract`]) as one of
+/// several processes, it fails with [`crate::ErrorKind::Bootstrap`], naming the launcher, the
+/// variables it set and the ways to run the program as one job, rather than making every process
+/// a world of one. A world of one from such a launcher is fine.
 pub fn init() -> Result<Group> {
     let timeout = contract::timeout()?;
     let tuning = Tuning::from_env()?;
     let deadline = Instant::now() + timeout;
     match contract::detect()? {
         Launch::Alone => Ok(Group::alone()),
+        Launch::Foreign(launch) => Err(launch.error()),
         Launch::Psyrun(env) => {
             let secret = Secret::from_hex(&env.secret)?;
             let store = Arc::new(TcpStore::connect(&env.store, &secret, deadline)?);

@@ -7,17 +7,18 @@ use psyne::{Error, Result};
 use std::ffi::OsString;
 use std::time::Duration;
 
-/// True when this process is already a rank of a job (psyrun, torchrun-style or mpirun).
+/// True when this process is already a rank of a job: psyrun's or PyTorch's rank is set, or an
+/// MPI launcher's ([`psyne::contract::FOREIGN_LAUNCHERS`]; not Slurm's, whose `SLURM_PROCID` is
+/// also set in a batch script, where `-n` must still spawn).
 pub fn inside_job() -> bool {
-    [
-        "PSY_RANK",
-        "RANK",
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
+    let mpi = psyne::contract::FOREIGN_LAUNCHERS
+        .into_iter()
+        .filter(|l| l.mpi)
+        .map(|l| l.rank_var);
+    [psyne::contract::RANK, psyne::contract::TORCH_NAMES[0]]
+        .into_iter()
+        .chain(mpi)
+        .any(|v| std::env::var_os(v).is_some())
 }
 
 /// Starts `ranks` copies of this executable with `args` (the command line without `-n`) under
@@ -43,45 +44,123 @@ pub fn spawn_ranks(ranks: usize, args: Vec<String>) -> Result<u8> {
     }
 }
 
+/// The backends of a run, in the order asked for. Dereferences to them. When MPI was
+/// initialized (to run the MPI backend, or to form the native group under an MPI launcher), the
+/// native groups are dropped first and MPI last, since dropping the MPI communicator finalizes
+/// MPI.
+pub struct Backends {
+    comms: Vec<AnyComm>,
+    /// MPI's environment when no [`AnyComm::Mpi`] holds it: it bootstrapped the native group.
+    #[cfg(feature = "mpi")]
+    _mpi: Option<psyne::mpi::MpiComm>,
+}
+
+impl std::ops::Deref for Backends {
+    type Target = [AnyComm];
+    fn deref(&self) -> &[AnyComm] {
+        &self.comms
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        // Native groups before the MPI communicator (in `comms` or in `_mpi`), whatever the order
+        // they were asked for in.
+        self.comms.retain(|c| c.native().is_none());
+    }
+}
+
+impl Backends {
+    fn new(comms: Vec<AnyComm>) -> Backends {
+        Backends {
+            comms,
+            #[cfg(feature = "mpi")]
+            _mpi: None,
+        }
+    }
+}
+
 /// Connects to every backend in `wanted`, in that order, the native one over `transport`
-/// (`auto`, `tcp`, `shm`: it becomes `PSY_TRANSPORT` unless that is already set). MPI (feature
-/// `mpi`) must be started by mpirun; with it, the native group bootstraps over MPI so both run in
-/// one job.
-pub fn connect(wanted: &[Backend], transport: &str) -> Result<Vec<AnyComm>> {
+/// (`auto`, `tcp`, `shm`: it becomes `PSY_TRANSPORT` unless that is already set).
+///
+/// MPI (feature `mpi`) must be started by an MPI launcher; with it, the native group bootstraps
+/// over MPI so both run in one job. Under an MPI launcher (`mpirun -n 2 psybench ...`) the
+/// native backend alone bootstraps over MPI too when psybench has the `mpi` feature; without it,
+/// that is an error saying how to run psybench instead.
+pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
     if transport != "auto" && std::env::var_os(psyne::contract::TRANSPORT).is_none() {
         // Set before any group (or any thread reading the environment) exists.
         std::env::set_var(psyne::contract::TRANSPORT, transport);
     }
+    let foreign = match psyne::contract::detect() {
+        Ok(psyne::contract::Launch::Foreign(f)) => Some(f),
+        _ => None,
+    };
     #[cfg(feature = "mpi")]
-    if wanted.contains(&Backend::Mpi) {
-        // MPI alone is initialized as a plain MPI program is (MPI_Init: one thread), which Open
-        // MPI makes faster per call; beside a native group, whose threads share the process,
-        // it needs MPI_THREAD_FUNNELED.
-        let threading = if wanted.contains(&Backend::Native) {
-            psyne::mpi::Threading::Funneled
-        } else {
-            psyne::mpi::Threading::Single
-        };
-        let mpi = psyne::mpi::init_with(threading)?;
-        let mut out = Vec::new();
-        let native = if wanted.contains(&Backend::Native) {
-            Some(psyne::mpi::native_group(&mpi, psyne::contract::timeout()?)?)
-        } else {
-            None
-        };
-        let mut mpi = Some(mpi);
-        for b in wanted {
-            match b {
-                Backend::Native => out.extend(native.clone().map(AnyComm::Native)),
-                Backend::Mpi => out.extend(mpi.take().map(AnyComm::Mpi)),
-            }
-        }
-        return Ok(out);
+    if wanted.contains(&Backend::Mpi) || foreign.as_ref().is_some_and(|f| f.mpi) {
+        return connect_over_mpi(wanted);
     }
     if wanted.contains(&Backend::Mpi) {
         return Err(Error::config(
             "--backend mpi needs psybench built with the MPI backend: cargo build --release -p psybench --features mpi (scripts/setup.sh installs Open MPI), then run it under mpirun",
         ));
     }
-    Ok(vec![AnyComm::Native(psyne::init()?)])
+    if let Some(f) = foreign {
+        return Err(foreign_error(&f));
+    }
+    Ok(Backends::new(vec![AnyComm::Native(psyne::init()?)]))
+}
+
+/// psyne's error for a launch it cannot join, with what to do for psybench.
+fn foreign_error(f: &psyne::contract::ForeignLaunch) -> Error {
+    let e = f.error();
+    let n = f.world_size.map_or_else(|| "N".into(), |n| n.to_string());
+    let build = if cfg!(feature = "mpi") {
+        format!(
+            "or start it {}: this psybench has the MPI backend and then forms its group over MPI",
+            f.launcher.mpi_how
+        )
+    } else {
+        "or build psybench with the MPI backend (cargo build --release -p psybench --features \
+         mpi) and run it under mpirun as now"
+            .to_string()
+    };
+    Error::new(
+        e.kind(),
+        format!(
+            "{e}.\nFor psybench: `psybench -n {n} ...` starts the ranks itself, or `psyrun -n {n} \
+             psybench ...`{}; {build}",
+            f.launcher.psyrun_where
+        ),
+    )
+}
+
+/// The backends of `wanted` in an MPI job: MPI initialized once, the native group (if wanted)
+/// bootstrapped over it.
+#[cfg(feature = "mpi")]
+fn connect_over_mpi(wanted: &[Backend]) -> Result<Backends> {
+    // MPI alone is initialized as a plain MPI program is (MPI_Init: one thread), which Open MPI
+    // makes faster per call; beside a native group, whose threads share the process, it needs
+    // MPI_THREAD_FUNNELED.
+    let threading = if wanted.contains(&Backend::Native) {
+        psyne::mpi::Threading::Funneled
+    } else {
+        psyne::mpi::Threading::Single
+    };
+    let mpi = psyne::mpi::init_with(threading)?;
+    let native = if wanted.contains(&Backend::Native) {
+        Some(psyne::mpi::native_group(&mpi, psyne::contract::timeout()?)?)
+    } else {
+        None
+    };
+    let mut mpi = Some(mpi);
+    let mut comms = Vec::new();
+    for b in wanted {
+        match b {
+            Backend::Native => comms.extend(native.clone().map(AnyComm::Native)),
+            Backend::Mpi => comms.extend(mpi.take().map(AnyComm::Mpi)),
+        }
+    }
+    drop(native);
+    Ok(Backends { comms, _mpi: mpi })
 }

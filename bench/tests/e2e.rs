@@ -286,6 +286,31 @@ fn bad_input_is_a_usage_error_that_names_the_problem() {
     }
 }
 
+/// Without the MPI backend, a psybench started by an MPI launcher as one of two ranks says so and
+/// how to run it, instead of measuring a world of one. (The environment is Open MPI's; with the
+/// `mpi` feature the same launch forms the group over MPI: see `mpi::native_alone_under_mpirun`.)
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn an_mpi_launch_without_the_mpi_backend_is_an_error_that_says_what_to_do() {
+    let mut cmd = psybench();
+    cmd.args(["allreduce", "--sizes", "8", "--iters", "2"])
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .env("OMPI_COMM_WORLD_SIZE", "2");
+    let out = run(cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "started by Open MPI's mpirun as rank 1 of 2",
+        "OMPI_COMM_WORLD_SIZE=2",
+        "`psybench -n 2 ...`",
+        "`psyrun -n 2 psybench ...`",
+        "--features mpi",
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} in:\n{}", text(&out));
+    }
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+}
+
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
@@ -357,6 +382,32 @@ mod mpi {
                     "no {backend} row at {bytes} B"
                 );
             }
+        }
+    }
+
+    /// `mpirun -n 2 psybench` with only the native backend: the group forms over MPI, two ranks.
+    #[test]
+    fn native_alone_under_mpirun_forms_a_2_rank_group_over_mpi() {
+        let d = Dir::new("mpi-native");
+        let json = d.join("r.json");
+        let mut cmd = mpirun(2);
+        cmd.arg(env!("CARGO_BIN_EXE_psybench"))
+            .args(["allreduce", "--sizes", "8,64K", "--iters", "20"])
+            .arg("--json")
+            .arg(&json);
+        let out = run(cmd, Duration::from_secs(180));
+        assert!(out.status.success(), "{}", text(&out));
+        let report = read_report(&json).unwrap();
+        assert_eq!(report.meta.world_size, 2, "{}", text(&out));
+        assert_eq!(report.records.len(), 2, "{}", text(&out));
+        for r in &report.records {
+            assert_eq!(
+                (r.backend.as_str(), r.ranks, r.wrong),
+                ("native", 2, Some(0)),
+                "{}",
+                text(&out)
+            );
+            assert!(r.busbw_gbps > 0.0, "{} B: busbw {}", r.bytes, r.busbw_gbps);
         }
     }
 }

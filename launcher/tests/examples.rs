@@ -1,8 +1,10 @@
 //! The seed examples (`examples/*.rs` of the psyne package) as a user runs them, under the real
 //! psyrun on 1, 2, 3 and 4 ranks: each must exit 0 and rank 0 must print its summary line, once,
 //! ending in `: OK` (every example checks its own result against a sequential computation and
-//! exits 1 when it is wrong). Also: inputs so small that some ranks hold nothing, and a bad
-//! argument giving a clear error and exit code 2.
+//! exits 1 when it is wrong). Also: inputs so small that some ranks hold nothing, a bad
+//! argument giving a clear error and exit code 2, an example started by `mpirun` failing with an
+//! error that names mpirun and the fix (not two worlds of one), and PyTorch's variables winning
+//! over an srun step's.
 //!
 //! The example binaries are the plain ones cargo puts in `<target>/<profile>/examples/`, beside
 //! the psyrun under test. `cargo test --all-targets` does not make those (it builds examples only
@@ -313,4 +315,92 @@ fn a_bad_argument_is_a_clear_error_and_exit_code_2() {
         "{}",
         done.stderr
     );
+}
+
+/// An example built without the `mpi` feature, started by Open MPI's mpirun as two processes:
+/// psyne cannot reach the other rank from mpirun's environment, so each process fails, naming
+/// mpirun and the fixes, instead of printing `rank 0/1 ... OK` twice.
+#[test]
+fn under_mpirun_without_the_mpi_feature_the_example_fails_naming_mpirun_and_the_fix() {
+    if !on_path("mpirun") {
+        eprintln!("skipped: mpirun is not installed (scripts/setup.sh installs Open MPI)");
+        return;
+    }
+    let dir = TempDir::new("example-mpirun");
+    let allreduce = example("allreduce");
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(&allreduce)
+        .arg("8")
+        .env("PSY_TIMEOUT", "60")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let done = run_launcher(cmd, &dir, LIMIT);
+    let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_ne!(done.code(), Some(0), "{context}");
+    assert!(!done.stdout.contains(": OK"), "{context}");
+    for rank in 0..2 {
+        let who = format!(
+            "allreduce: this process was started by Open MPI's mpirun as rank {rank} of 2 \
+             (OMPI_COMM_WORLD_RANK={rank}, OMPI_COMM_WORLD_SIZE=2)"
+        );
+        assert!(done.stderr.contains(&who), "{who:?} in:\n{context}");
+    }
+    for fix in [
+        format!("`psyrun -n 2 {}`", allreduce.display()),
+        "MASTER_ADDR and MASTER_PORT".into(),
+        "build with the `mpi` feature".into(),
+    ] {
+        assert!(done.stderr.contains(&fix), "{fix:?} in:\n{context}");
+    }
+}
+
+/// An srun wrapper's way: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as torchrun does) in
+/// two processes that also carry an srun step's variables; PyTorch's names win and the two form
+/// one world (rank 0 serves the store). Plain torchrun-style launches are covered by
+/// collectives.rs (`without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun`).
+#[test]
+fn torchrun_style_variables_win_over_the_srun_step_they_are_set_in() {
+    let dir = TempDir::new("example-torch");
+    let allreduce = example("allreduce");
+    let port = free_port();
+    let jobs: Vec<Job> = (0..2)
+        .map(|rank| {
+            let mut cmd = Command::new(&allreduce);
+            cmd.arg("1000")
+                .env_clear()
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env("SLURM_PROCID", rank.to_string())
+                .env("SLURM_STEP_NUM_TASKS", "2")
+                .env("PSY_TIMEOUT", "60")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            Job::start(cmd, &dir)
+        })
+        .collect();
+    for (rank, job) in jobs.into_iter().enumerate() {
+        let done = job.wait(LIMIT);
+        let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+        assert_eq!(done.code(), Some(0), "rank {rank}: {context}");
+        let prefix = format!("rank {rank}/2 on ");
+        assert!(
+            done.stdout
+                .lines()
+                .any(|l| l.starts_with(&prefix) && l.ends_with(": OK")),
+            "no `{prefix}... : OK` in:\n{context}"
+        );
+    }
+}
+
+/// A TCP port that was free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }

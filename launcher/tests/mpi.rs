@@ -233,6 +233,14 @@ fn native_group_bootstrapped_over_mpi_matches_the_oracle_in_2_and_4_processes() 
 }
 
 #[test]
+fn the_default_native_backend_under_mpirun_forms_its_group_over_mpi() {
+    // Not a world of one per process: psyne-check has the mpi feature here, so under mpirun its
+    // native group forms over MPI.
+    let done = mpirun(2, &["--counts", "0,1,1001"]);
+    assert_all_ranks_pass(&done, 2, "on native-over-mpi");
+}
+
+#[test]
 fn alone_mpi_is_a_world_of_one_and_every_backend_still_checks_out() {
     for backend in ["mpi", "native-over-mpi"] {
         let done = alone(&["--backend", backend], &[]);

@@ -3,6 +3,11 @@
 //! test and always stopped again. psyrun is run inside `salloc` and from an `sbatch` script with
 //! no `-H`: it takes the hosts from the allocation and reaches each host's agent through srun.
 //!
+//! Programs started by Slurm without psyrun: an `srun` step of two tasks makes an example fail
+//! naming srun and the fix (psyne cannot reach the other task), while a single process run
+//! directly in an `salloc` shell, an `sbatch` script or a one-task step is a world of one; with
+//! the `mpi` feature, `srun --mpi=pmix` forms the native group over MPI.
+//!
 //! These tests need root and the Debian packages slurmctld, slurmd, munge and slurm-client
 //! (`scripts/setup.sh`); without them they say why and pass. The one about `--launcher slurm`
 //! outside an allocation needs neither.
@@ -372,4 +377,116 @@ fn launcher_slurm_outside_an_allocation_is_a_clear_error() {
         );
         assert!(done.stdout.is_empty(), "{}", done.stdout);
     }
+}
+
+/// The examples' directory, built (once per test process, without features) beside psyrun.
+fn examples_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match DIR.get_or_init(|| {
+        common::cargo_build_beside_psyrun(&["-p", "psyne", "--examples"], Duration::from_secs(900))
+    }) {
+        Ok(dir) => dir.join("examples"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The `allreduce` example, built without features.
+fn allreduce() -> PathBuf {
+    examples_dir().join("allreduce")
+}
+
+/// One `rank 0/1 ... OK` line: the example ran as a world of one, and was right.
+fn assert_world_of_one(done: &Done, out: &str) {
+    let context = format!("{out}\nstdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code(), Some(0), "{context}");
+    let text = format!("{}{out}", done.stdout);
+    let ok: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("rank 0/1 on ") && l.ends_with(": OK"))
+        .collect();
+    assert_eq!(ok.len(), 1, "{context}");
+}
+
+#[test]
+fn an_srun_step_of_two_tasks_is_refused_naming_srun_and_the_fix() {
+    let Some(cluster) = Cluster::up("srun") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-srun");
+    let example = allreduce();
+    let mut cmd = cluster.command("srun", &dir);
+    cmd.args(["-n2"]).arg(&example).arg("8");
+    let done = finish(cmd, &dir);
+    let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_ne!(done.code(), Some(0), "{context}");
+    assert!(!done.stdout.contains(": OK"), "{context}");
+    for rank in 0..2 {
+        let who = format!(
+            "allreduce: this process was started by Slurm's srun as rank {rank} of 2 \
+             (SLURM_PROCID={rank}, SLURM_STEP_NUM_TASKS=2)"
+        );
+        assert!(done.stderr.contains(&who), "{who:?} in:\n{context}");
+    }
+    for fix in [
+        format!(
+            "`psyrun -n 2 {}` from the batch script or the salloc shell, not through srun",
+            example.display()
+        ),
+        "RANK=$SLURM_PROCID and WORLD_SIZE=$SLURM_STEP_NUM_TASKS".into(),
+        "`srun --mpi=pmix`".into(),
+    ] {
+        assert!(done.stderr.contains(&fix), "{fix:?} in:\n{context}");
+    }
+    // A step of one task is a world of one.
+    let mut cmd = cluster.command("srun", &dir);
+    cmd.args(["-n1"]).arg(&example).arg("8");
+    assert_world_of_one(&finish(cmd, &dir), "");
+    // With the MPI backend, srun's PMIx lets psyne-check form its native group over MPI.
+    #[cfg(feature = "mpi")]
+    {
+        let mut cmd = cluster.command("srun", &dir);
+        cmd.args(["--mpi=pmix", "-n2", psyne_check(), "--counts", "0,5,1001"])
+            .env("OMPI_MCA_op", "^avx");
+        let done = finish(cmd, &dir);
+        assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+        for rank in 0..2 {
+            let line = format!("rank {rank}/2: every collective x op x type matches the oracle");
+            assert!(
+                done.stdout
+                    .lines()
+                    .any(|l| l.starts_with(&line) && l.ends_with("on native-over-mpi")),
+                "{line:?} in:\n{}\n{}",
+                done.stdout,
+                done.stderr
+            );
+        }
+    }
+    cluster.assert_nothing_left();
+}
+
+#[test]
+fn a_single_process_in_salloc_or_sbatch_is_a_world_of_one() {
+    let Some(cluster) = Cluster::up("single") else {
+        return;
+    };
+    let dir = TempDir::new("slurm-single");
+    let example = allreduce();
+    // The shell of an allocation of two tasks runs one process.
+    let mut cmd = cluster.command("salloc", &dir);
+    cmd.args(["-N1", "-n2"]).arg(&example).arg("8");
+    assert_world_of_one(&finish(cmd, &dir), "");
+    // So does a batch script (which has SLURM_PROCID=0 and SLURM_NTASKS=2, but no step).
+    let job = dir.script(
+        "job.sh",
+        &format!("#!/bin/sh\nexec {} 8\n", example.display()),
+        0o755,
+    );
+    let out = dir.path().join("job.out");
+    let mut cmd = cluster.command("sbatch", &dir);
+    cmd.args(["--wait", "-N1", "-n2"])
+        .arg(format!("--output={}", out.display()))
+        .arg(&job);
+    let done = finish(cmd, &dir);
+    assert_world_of_one(&done, &std::fs::read_to_string(&out).unwrap_or_default());
+    cluster.assert_nothing_left();
 }

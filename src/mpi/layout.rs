@@ -2,6 +2,7 @@
 //! the `v` collectives), the launcher's idea of the world size, and the message that hands the
 //! native group's store to every rank. No MPI calls here, so all of it is unit tested.
 
+use crate::contract;
 use crate::error::{Error, ErrorKind, Result};
 use crate::schedule::chunk_span;
 use ::mpi::Count;
@@ -70,23 +71,19 @@ pub(crate) fn all_to_all(n: usize, size: usize, rank: usize) -> Result<(Partitio
 }
 
 /// The world size a launcher announced in the environment, with the variable that said it:
-/// `OMPI_COMM_WORLD_SIZE` (Open MPI's mpirun), else `PMI_SIZE` (MPICH's Hydra, Slurm's PMI), else
-/// `PSY_WORLD_SIZE` (psyrun). `None` when none is set or parses.
+/// [`crate::contract::announced_world_size_with`] (`OMPI_COMM_WORLD_SIZE` of Open MPI's mpirun,
+/// `PMI_SIZE` of MPICH's Hydra or `srun --mpi=pmi2`, `MV2_COMM_WORLD_SIZE`, then psyrun's
+/// `PSY_WORLD_SIZE`, then Slurm's `SLURM_STEP_NUM_TASKS`). `None` when none is set or parses.
 pub fn launcher_world_size_with(
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Option<(&'static str, usize)> {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        crate::contract::WORLD_SIZE,
-    ]
-    .into_iter()
-    .find_map(|name| Some((name, get(name)?.trim().parse().ok()?)))
+    contract::announced_world_size_with(get)
 }
 
 /// Refuses a world that is not the one the launcher started: MPI says `size` ranks (this one is
 /// `rank`) but the environment says more. That is what a binary built against one MPI does when
-/// another MPI's launcher starts it: every process is a world of one, and no error comes.
+/// another MPI's launcher starts it, or what any MPI does under an `srun` without an MPI plugin:
+/// every process is a world of one, and no error comes.
 pub(crate) fn check_world(
     get: &dyn Fn(&str) -> Option<String>,
     rank: usize,
@@ -95,11 +92,18 @@ pub(crate) fn check_world(
     let mismatch = |msg: String| Err(Error::new(ErrorKind::Bootstrap, msg));
     if let Some((name, said)) = launcher_world_size_with(get) {
         if said > size {
-            if name == crate::contract::WORLD_SIZE {
+            if name == contract::WORLD_SIZE {
                 return mismatch(format!(
                     "MPI reports a world of {size} but {name}={said}: psyrun started this process, \
                      and psyrun does not start MPI jobs; start it with mpirun (or use the native \
                      backend under psyrun)"
+                ));
+            }
+            if Some(name) == contract::SLURM.size_var {
+                return mismatch(format!(
+                    "MPI reports a world of {size} but {name}={said}: srun started this process \
+                     without an MPI plugin, so every process is a world of one; start it with \
+                     `srun --mpi=pmix` (or `--mpi=pmi2`; `srun --mpi=list` lists them)"
                 ));
             }
             return mismatch(format!(
@@ -110,10 +114,11 @@ pub(crate) fn check_world(
             ));
         }
     }
-    if let Some(r) = get("PMIX_RANK").and_then(|v| v.trim().parse::<usize>().ok()) {
+    let pmix = contract::PMIX.rank_var;
+    if let Some(r) = get(pmix).and_then(|v| v.trim().parse::<usize>().ok()) {
         if r >= size {
             return mismatch(format!(
-                "MPI reports a world of {size} (this is rank {rank}) but PMIX_RANK={r}: this \
+                "MPI reports a world of {size} (this is rank {rank}) but {pmix}={r}: this \
                  binary was built against a different MPI than the mpirun that started it; start \
                  it with the mpirun of the MPI it was built with, or rebuild against that one"
             ));
@@ -244,6 +249,23 @@ mod tests {
         // psyrun.
         let e = check_world(&env(&[("PSY_WORLD_SIZE", "2")]), 0, 1).unwrap_err();
         assert!(e.message().contains("mpirun"), "{e}");
+        // srun without an MPI plugin.
+        let e = check_world(&env(&[("SLURM_STEP_NUM_TASKS", "2")]), 0, 1).unwrap_err();
+        assert!(e.message().contains("srun --mpi=pmix"), "{e}");
+        // An MPI launcher inside a Slurm step, or psyrun's ranks in one, say their own size.
+        check_world(
+            &env(&[("OMPI_COMM_WORLD_SIZE", "2"), ("SLURM_STEP_NUM_TASKS", "1")]),
+            1,
+            2,
+        )
+        .unwrap();
+        let e = check_world(
+            &env(&[("PSY_WORLD_SIZE", "2"), ("SLURM_STEP_NUM_TASKS", "1")]),
+            0,
+            1,
+        )
+        .unwrap_err();
+        assert!(e.message().contains("psyrun"), "{e}");
         // The right worlds.
         check_world(&env(&[]), 0, 1).unwrap();
         check_world(

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `--backend native` (the default) checks psyne's own engine in the job psyrun (or torchrun, or
-//! nothing) started. `--backend mpi` checks the MPI backend (`psyne::mpi::MpiComm`) the same way,
+//! nothing) started; under an MPI launcher (`mpirun -n 4 psyne-check`) it is `native-over-mpi`
+//! when built with the `mpi` feature, and an error saying how to run it otherwise. `--backend mpi` checks the MPI backend (`psyne::mpi::MpiComm`) the same way,
 //! except that it cannot reduce f16/bf16: it checks that those reductions are refused with a clear
 //! error instead. `--backend native-over-mpi` forms a native group over MPI
 //! (`psyne::mpi::native_group`) and checks everything. Every backend first checks that the world
@@ -114,13 +115,25 @@ fn parse() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
+    let mut args = match parse() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("psyne-check: {e}");
             return ExitCode::from(2);
         }
     };
+    let foreign = match psyne::contract::detect() {
+        Ok(psyne::contract::Launch::Foreign(f)) => Some(f),
+        _ => None,
+    };
+    // Under an MPI launcher the native group can only form over MPI.
+    if cfg!(feature = "mpi")
+        && args.backend == Backend::Native
+        && args.fault.is_none()
+        && foreign.as_ref().is_some_and(|f| f.mpi)
+    {
+        args.backend = Backend::NativeOverMpi;
+    }
     match args.backend {
         Backend::Native => {}
         Backend::Mpi | Backend::NativeOverMpi => return mpi_backends::run(&args),
@@ -134,6 +147,9 @@ fn main() -> ExitCode {
         Ok(g) => g,
         Err(e) => {
             eprintln!("psyne-check: {e}");
+            if let Some(f) = foreign {
+                eprintln!("{}", foreign_hint(&f));
+            }
             return ExitCode::from(2);
         }
     };
@@ -233,16 +249,33 @@ fn saturated_sum(case: &str) -> bool {
     })
 }
 
-/// The world size the launcher announced: psyrun's, torchrun's, or an MPI launcher's.
+/// What to do for psyne-check when another launcher started it as one of several ranks.
+fn foreign_hint(f: &psyne::contract::ForeignLaunch) -> String {
+    let n = f.world_size.map_or_else(|| "N".into(), |n| n.to_string());
+    let mpi = if cfg!(feature = "mpi") {
+        format!(
+            "or start it {} (this psyne-check then checks the native group formed over MPI)",
+            f.launcher.mpi_how
+        )
+    } else {
+        "or build it with the MPI backend (cargo build -p psyrun --features mpi) and run it \
+         under mpirun as now (it then checks the native group formed over MPI)"
+            .into()
+    };
+    format!(
+        "psyne-check: for psyne-check: `psyrun -n {n} psyne-check`{}; {mpi}",
+        f.launcher.psyrun_where
+    )
+}
+
+/// The world size the launcher announced: psyrun's, torchrun's, or another launcher's
+/// ([`psyne::contract::announced_world_size_with`]).
 fn launcher_world_size() -> Option<(&'static str, usize)> {
-    [
-        "PSY_WORLD_SIZE",
-        "WORLD_SIZE",
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-    ]
-    .into_iter()
-    .find_map(|name| Some((name, std::env::var(name).ok()?.trim().parse().ok()?)))
+    let get = |name: &str| std::env::var(name).ok();
+    [psyne::contract::WORLD_SIZE, psyne::contract::TORCH_NAMES[1]]
+        .into_iter()
+        .find_map(|name| Some((name, get(name)?.trim().parse().ok()?)))
+        .or_else(|| psyne::contract::announced_world_size_with(&get))
 }
 
 /// Prints the world size and fails if it is not the one the launcher announced.

@@ -380,3 +380,61 @@ pub fn run_script<S: AsRef<std::ffi::OsStr>>(name: &str, args: impl IntoIterator
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs a launcher other than psyrun (`mpirun`, `srun`) with `cmd` to completion, at most
+/// `limit`. Past it: SIGTERM to the launcher (which then ends its ranks), up to 10 s, then SIGKILL
+/// to it and to the children it had; and the test fails.
+pub fn run_launcher(cmd: Command, dir: &TempDir, limit: Duration) -> Done {
+    let mut job = Job::start(cmd, dir);
+    let start = Instant::now();
+    while job
+        .child
+        .try_wait()
+        .expect("waiting for the launcher")
+        .is_none()
+    {
+        if start.elapsed() > limit {
+            let ranks = children(job.pid());
+            job.signal(libc::SIGTERM);
+            eventually_or_not(Duration::from_secs(10), || {
+                job.child.try_wait().ok().flatten().is_some()
+            });
+            let _ = job.child.kill();
+            let _ = job.child.wait();
+            for pid in ranks {
+                // SAFETY: kill takes plain integers; these were the launcher's children a moment
+                // ago (a rank that already exited was reaped by the launcher, or by init).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            panic!(
+                "{:?} did not finish within {limit:?}; killed.\nstdout:\n{}\nstderr:\n{}",
+                job.child.id(),
+                job.stdout.text(),
+                job.stderr.text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    job.wait(Duration::from_secs(1))
+}
+
+/// Polls `cond` until it holds or `limit` passes; says which.
+pub fn eventually_or_not(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while !cond() {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Whether `program` is on `PATH`.
+pub fn on_path(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}

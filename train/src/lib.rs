@@ -80,8 +80,7 @@ impl<T> Context<T> for psyne::Result<T> {
 /// `Ok(false)` means a check failed (exit status 1).
 pub fn run(cfg: Config) -> Result<bool, Error> {
     let (train_set, test_set) = data::digits().map_err(Error::Data)?;
-    let group =
-        psyne::init().ctx(|| "joining the job (psyne::init, from psyrun's environment)".into())?;
+    let group = psyne::init().ctx(|| "joining the job (psyne::init)".into())?;
     let (rank, size) = (group.rank(), group.size());
 
     // Every rank must train the same model the same way.

@@ -160,8 +160,8 @@ pub fn init_with(threading: Threading) -> Result<MpiComm> {
 }
 
 /// The world size the launcher announced in this process's environment, and the variable that
-/// said it (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE` or `PSY_WORLD_SIZE`), to check against
-/// [`Communicator::size`].
+/// said it (one of the launchers of [`crate::contract`], e.g. `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`,
+/// `SLURM_STEP_NUM_TASKS` or `PSY_WORLD_SIZE`), to check against [`Communicator::size`].
 pub fn launcher_world_size() -> Option<(&'static str, usize)> {
     launcher_world_size_with(&|name| std::env::var(name).ok())
 }

@@ -162,9 +162,6 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 summary_rc=0
 scripts/crosscheck-summary.py "$out" --tolerance "$tolerance" >"$out/summary.md" || summary_rc=$?
 
-cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
-ompi=$(mpirun --version 2>/dev/null | head -n 1)
 pct=$(python3 -c "print(round($tolerance * 100))")
 {
   echo "# psybench's MPI backend vs a plain C MPI benchmark"
@@ -185,13 +182,7 @@ pct=$(python3 -c "print(round($tolerance * 100))")
   echo "it from the machine's noise. The C program:"
   echo "\`bench/c/mpi_coll_bench.c\` (see \`bench/c/README.md\`)."
   echo
-  echo "| machine | |"
-  echo "|---|---|"
-  echo "| CPU | $cpu, $(nproc) cores |"
-  echo "| memory | $mem |"
-  echo "| kernel | $(uname -r) |"
-  echo "| MPI | $ompi |"
-  echo "| load average before / after | $load_before / $load_after |"
+  scripts/machine-table.sh "$load_before" "$load_after"
   echo
   echo "Commands of round 1 (later rounds repeat them; \`OUT.json\` is \`raw/r<round>-<transport>-<collective>-<cadence>-psybench.json\`):"
   echo

@@ -267,8 +267,8 @@ impl ForeignLaunch {
         }
     }
 
-    /// The number of ranks to name in a `psyrun -n N` hint.
-    fn ranks_hint(&self) -> String {
+    /// The number of ranks to name in a `psyrun -n N` hint (`N` when the launcher said none).
+    pub fn ranks_hint(&self) -> String {
         self.world_size
             .map_or_else(|| "N".into(), |n| n.to_string())
     }
@@ -434,6 +434,16 @@ fn foreign_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
     } else {
         Launch::Foreign(found)
     })
+}
+
+/// The launcher other than psyrun and torchrun that started this process as one of several, if
+/// one did ([`Launch::Foreign`] of [`detect`]); tools use it to add their own hints to
+/// [`ForeignLaunch::error`] or to form their group over MPI instead.
+pub fn foreign_launch() -> Option<ForeignLaunch> {
+    match detect() {
+        Ok(Launch::Foreign(f)) => Some(f),
+        _ => None,
+    }
 }
 
 /// The world size the environment announces and the variable that says it: the MPI launchers'

@@ -92,10 +92,7 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
         // Set before any group (or any thread reading the environment) exists.
         std::env::set_var(psyne::contract::TRANSPORT, transport);
     }
-    let foreign = match psyne::contract::detect() {
-        Ok(psyne::contract::Launch::Foreign(f)) => Some(f),
-        _ => None,
-    };
+    let foreign = psyne::contract::foreign_launch();
     #[cfg(feature = "mpi")]
     if wanted.contains(&Backend::Mpi) || foreign.as_ref().is_some_and(|f| f.mpi) {
         return connect_over_mpi(wanted);
@@ -114,7 +111,7 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
 /// psyne's error for a launch it cannot join, with what to do for psybench.
 fn foreign_error(f: &psyne::contract::ForeignLaunch) -> Error {
     let e = f.error();
-    let n = f.world_size.map_or_else(|| "N".into(), |n| n.to_string());
+    let n = f.ranks_hint();
     let build = if cfg!(feature = "mpi") {
         format!(
             "or start it {}: this psybench has the MPI backend and then forms its group over MPI",

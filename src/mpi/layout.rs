@@ -70,16 +70,6 @@ pub(crate) fn all_to_all(n: usize, size: usize, rank: usize) -> Result<(Partitio
     Ok((send, recv))
 }
 
-/// The world size a launcher announced in the environment, with the variable that said it:
-/// [`crate::contract::announced_world_size_with`] (`OMPI_COMM_WORLD_SIZE` of Open MPI's mpirun,
-/// `PMI_SIZE` of MPICH's Hydra or `srun --mpi=pmi2`, `MV2_COMM_WORLD_SIZE`, then psyrun's
-/// `PSY_WORLD_SIZE`, then Slurm's `SLURM_STEP_NUM_TASKS`). `None` when none is set or parses.
-pub fn launcher_world_size_with(
-    get: &dyn Fn(&str) -> Option<String>,
-) -> Option<(&'static str, usize)> {
-    contract::announced_world_size_with(get)
-}
-
 /// Refuses a world that is not the one the launcher started: MPI says `size` ranks (this one is
 /// `rank`) but the environment says more. That is what a binary built against one MPI does when
 /// another MPI's launcher starts it, or what any MPI does under an `srun` without an MPI plugin:
@@ -90,7 +80,7 @@ pub(crate) fn check_world(
     size: usize,
 ) -> Result<()> {
     let mismatch = |msg: String| Err(Error::new(ErrorKind::Bootstrap, msg));
-    if let Some((name, said)) = launcher_world_size_with(get) {
+    if let Some((name, said)) = contract::announced_world_size_with(get) {
         if said > size {
             if name == contract::WORLD_SIZE {
                 return mismatch(format!(
@@ -282,10 +272,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            launcher_world_size_with(&env(&[("PMI_SIZE", " 6 ")])),
+            contract::announced_world_size_with(&env(&[("PMI_SIZE", " 6 ")])),
             Some(("PMI_SIZE", 6))
         );
-        assert_eq!(launcher_world_size_with(&env(&[("PMI_SIZE", "x")])), None);
+        assert_eq!(
+            contract::announced_world_size_with(&env(&[("PMI_SIZE", "x")])),
+            None
+        );
     }
 
     #[test]

@@ -68,7 +68,9 @@ mod layout;
 mod native;
 mod raw;
 
-pub use layout::launcher_world_size_with;
+/// The world size the launcher announced, read through a getter: the contract's
+/// [`crate::contract::announced_world_size_with`], under the name this module has always had.
+pub use crate::contract::announced_world_size_with as launcher_world_size_with;
 pub use native::native_group;
 
 use crate::comm::Communicator;

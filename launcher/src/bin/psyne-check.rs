@@ -9,9 +9,9 @@
 //!
 //! `--backend native` (the default) checks psyne's own engine in the job psyrun (or torchrun, or
 //! nothing) started; under an MPI launcher (`mpirun -n 4 psyne-check`) it is `native-over-mpi`
-//! when built with the `mpi` feature, and an error saying how to run it otherwise. `--backend mpi` checks the MPI backend (`psyne::mpi::MpiComm`) the same way,
-//! except that it cannot reduce f16/bf16: it checks that those reductions are refused with a clear
-//! error instead. `--backend native-over-mpi` forms a native group over MPI
+//! when built with the `mpi` feature, and an error saying how to run it otherwise. `--backend
+//! mpi` checks the MPI backend (`psyne::mpi::MpiComm`) the same way, except that it cannot reduce
+//! f16/bf16: it checks that those reductions are refused with a clear error instead. `--backend native-over-mpi` forms a native group over MPI
 //! (`psyne::mpi::native_group`) and checks everything. Every backend first checks that the world
 //! has the size the launcher announced.
 //!
@@ -122,10 +122,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let foreign = match psyne::contract::detect() {
-        Ok(psyne::contract::Launch::Foreign(f)) => Some(f),
-        _ => None,
-    };
+    let foreign = psyne::contract::foreign_launch();
     // Under an MPI launcher the native group can only form over MPI.
     if cfg!(feature = "mpi")
         && args.backend == Backend::Native
@@ -251,7 +248,7 @@ fn saturated_sum(case: &str) -> bool {
 
 /// What to do for psyne-check when another launcher started it as one of several ranks.
 fn foreign_hint(f: &psyne::contract::ForeignLaunch) -> String {
-    let n = f.world_size.map_or_else(|| "N".into(), |n| n.to_string());
+    let n = f.ranks_hint();
     let mpi = if cfg!(feature = "mpi") {
         format!(
             "or start it {} (this psyne-check then checks the native group formed over MPI)",

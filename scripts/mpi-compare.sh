@@ -36,7 +36,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$bench" peak | tee "$out/peak.txt"
 # Open MPI runs with its defaults, as its users run it. Its AVX reduction component (on by
 # default) saturates 8/16-bit integer sums (open-mpi/ompi#8045), which is why the correctness
-# tests pass `--mca op ^avx`; these runs sum f32, where it is exact and 2-3.5x faster than the
+# tests pass `--mca op ^avx`; these runs sum f32, where it is exact and faster than the
 # generic op, so leaving it on is the fair comparison.
 if [ "$mode" = tcp ]; then
   peak=$(awk '/^loopback TCP:/ {print $3}' "$out/peak.txt")

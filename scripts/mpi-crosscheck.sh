@@ -17,7 +17,7 @@
 #   --ranks N           default 2
 #   --tolerance F       default 0.15
 #   --no-avx            add `--mca op ^avx` (Open MPI without its AVX reductions, which saturate
-#                       8/16-bit integer sums; f32 sums run 2-3.5x slower without them). Off by
+#                       8/16-bit integer sums; f32 sums run slower without them: results/mpi-settings/). Off by
 #                       default: MPI as its users run it.
 #
 # Every mpirun is stopped after CROSSCHECK_TIMEOUT seconds (default 900; TERM, then KILL 10 s later).

@@ -93,6 +93,8 @@ static const char USAGE[] =
     "  --out-of-place        allreduce with separate send and receive buffers (OSU's default;\n"
     "                        default here: in place, MPI_IN_PLACE, as psyne's all_reduce)\n"
     "  --page-aligned        page-aligned buffers (as OSU) instead of malloc's (as psybench)\n"
+    "  --funneled            MPI_Init_thread(MPI_THREAD_FUNNELED) instead of MPI_Init, to\n"
+    "                        measure what the thread level costs\n"
     "  --no-header           do not print the CSV header line\n"
     "  -h, --help            this text\n"
     "\n"
@@ -265,6 +267,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->out_of_place = 1;
         } else if (strcmp(a, "--page-aligned") == 0) {
             o->page_aligned = 1;
+        } else if (strcmp(a, "--funneled") == 0) {
+            /* Read before MPI_Init, in main. */
         } else if (strcmp(a, "--no-header") == 0) {
             o->header = 0;
         } else if (a[0] == '-') {
@@ -424,8 +428,22 @@ static void run_once(const struct options *o, struct bufs *b, int count_per_rank
     }
 }
 
+/* True when --funneled is among the arguments: the thread level must be chosen before MPI is
+ * initialized, so before the options are parsed. */
+static int wants_funneled(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--funneled") == 0) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    if (wants_funneled(argc, argv)) {
+        int provided = 0;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int ranks = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));

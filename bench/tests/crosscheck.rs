@@ -243,6 +243,14 @@ fn sizes_round_up_like_psybench_and_flags_override_iterations() {
         (rows[0].warmup, rows[0].iters, rows[0].in_place),
         (0, 3, false)
     );
+    // MPI_THREAD_FUNNELED instead of MPI_Init: the same rows, still checked.
+    let rows = bench_rows(
+        2,
+        COLLECTIVES[0],
+        &["--funneled", "--sizes", "8,64K"],
+        &[8, 64 << 10],
+    );
+    assert!(rows.iter().all(|r| r.in_place));
 }
 
 #[test]

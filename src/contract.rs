@@ -16,6 +16,13 @@
 //! | `PSY_ADDR` | address this rank's listener advertises (default: the one that reaches the store) |
 //! | `PSY_TRANSPORT` | `auto` (shared memory on one host, RDMA across where present, else TCP), `tcp`, `shm`, or `rdma` |
 //! | `PSY_RDMA_DEVICE`, `PSY_RDMA_PORT`, ... | the RDMA adapter and port (see [`crate::transport::rdma::config`]) |
+//! | `PSY_SPIN_US` | microseconds a waiting rank polls and yields before it blocks (default 50; 0 blocks at once) |
+//! | `PSY_SHM_RING_BYTES` | bytes of each shared-memory ring (default: by the number of ranks on the host) |
+//! | `PSY_SHM_CMA`, `PSY_SHM_CMA_MIN` | whether, and from which message size, shared memory copies large messages straight between processes (`process_vm_readv`) |
+//!
+//! The tunables among them (`PSY_TIMEOUT`, `PSY_SPIN_US`, `PSY_ALGO`, `PSY_TRANSPORT` and the
+//! transports' own) are read once, into [`Tunables`], when a group forms; a program may build
+//! [`Tunables`] itself instead and pass its fields in [`crate::GroupOptions`].
 //!
 //! psyrun also sets the names PyTorch's `env://` rendezvous expects (`RANK`, `WORLD_SIZE`,
 //! `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) so torch programs run under psyrun
@@ -495,6 +502,74 @@ pub fn timeout_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
 /// [`timeout_with`] on this process's environment.
 pub fn timeout() -> Result<Duration> {
     timeout_with(&|name| std::env::var(name).ok())
+}
+
+/// `PSY_SPIN_US`
+pub const SPIN_US: &str = "PSY_SPIN_US";
+
+/// How long a waiting rank polls and yields before it blocks, when `PSY_SPIN_US` is unset.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// How long a waiting rank spins before blocking: `PSY_SPIN_US` microseconds, else
+/// [`DEFAULT_SPIN`].
+pub fn spin_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
+    match get(SPIN_US) {
+        None => Ok(DEFAULT_SPIN),
+        Some(v) => v.trim().parse::<u64>().map(Duration::from_micros).map_err(|_| {
+            Error::config(format!(
+                "{SPIN_US}={v:?} is not a whole number of microseconds; e.g. PSY_SPIN_US=50 (0 blocks at once)"
+            ))
+        }),
+    }
+}
+
+/// A group's tunables: every setting that changes how a group runs but not what it computes,
+/// read once when the group forms (or set from code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tunables {
+    /// The deadline of every wait (`PSY_TIMEOUT`).
+    pub timeout: Duration,
+    /// How long a waiting rank spins before blocking (`PSY_SPIN_US`).
+    pub spin: Duration,
+    /// The algorithm policy (`PSY_ALGO`).
+    pub tuning: crate::tuning::Tuning,
+    /// Which transports may be used (`PSY_TRANSPORT`).
+    pub transport: crate::transport::TransportPolicy,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables {
+            timeout: DEFAULT_TIMEOUT,
+            spin: DEFAULT_SPIN,
+            tuning: crate::tuning::Tuning::default(),
+            transport: crate::transport::TransportPolicy::Auto,
+        }
+    }
+}
+
+impl Tunables {
+    /// The tunables `get` (normally `std::env::var`) gives, each unset one at its default; a
+    /// malformed value is a [`ErrorKind::Config`] error naming the variable and an example.
+    pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Tunables> {
+        Ok(Tunables {
+            timeout: timeout_with(get)?,
+            spin: spin_with(get)?,
+            tuning: match get(ALGO) {
+                Some(spec) => crate::tuning::Tuning::parse(&spec)?,
+                None => crate::tuning::Tuning::default(),
+            },
+            transport: match get(TRANSPORT) {
+                Some(v) => crate::transport::TransportPolicy::parse(&v)?,
+                None => crate::transport::TransportPolicy::Auto,
+            },
+        })
+    }
+
+    /// [`Tunables::from_lookup`] on this process's environment.
+    pub fn from_env() -> Result<Tunables> {
+        Tunables::from_lookup(&|name| std::env::var(name).ok())
+    }
 }
 
 #[cfg(test)]

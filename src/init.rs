@@ -5,7 +5,6 @@ use crate::bootstrap::{StoreServer, TcpStore};
 use crate::contract::{self, Launch};
 use crate::error::{Error, Result};
 use crate::group::{Group, GroupOptions};
-use crate::tuning::Tuning;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,9 +18,8 @@ use std::time::Instant;
 /// variables it set and the ways to run the program as one job, rather than making every process
 /// a world of one. A world of one from such a launcher is fine.
 pub fn init() -> Result<Group> {
-    let timeout = contract::timeout()?;
-    let tuning = Tuning::from_env()?;
-    let deadline = Instant::now() + timeout;
+    let tunables = contract::Tunables::from_env()?;
+    let deadline = Instant::now() + tunables.timeout;
     match contract::detect()? {
         Launch::Alone => Ok(Group::alone()),
         Launch::Foreign(launch) => Err(launch.error()),
@@ -35,9 +33,10 @@ pub fn init() -> Result<Group> {
                 prefix: format!("{}/world", env.job_id),
                 secret,
                 bind_ip,
-                timeout,
-                tuning,
-                transport: crate::transport::TransportPolicy::from_env()?,
+                timeout: tunables.timeout,
+                spin: tunables.spin,
+                tuning: tunables.tuning.clone(),
+                transport: tunables.transport,
                 job_id: env.job_id.clone(),
                 host_key: crate::transport::host_key(),
             };
@@ -70,9 +69,10 @@ pub fn init() -> Result<Group> {
                 prefix: "torch/world".into(),
                 secret,
                 bind_ip,
-                timeout,
-                tuning,
-                transport: crate::transport::TransportPolicy::from_env()?,
+                timeout: tunables.timeout,
+                spin: tunables.spin,
+                tuning: tunables.tuning.clone(),
+                transport: tunables.transport,
                 job_id: format!(
                     "torch{}",
                     std::env::var("TORCHELASTIC_RUN_ID").unwrap_or_default()

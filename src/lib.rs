@@ -42,6 +42,7 @@ pub mod reduce;
 pub mod schedule;
 pub mod transport;
 pub mod tuning;
+pub(crate) mod wait;
 
 pub use comm::Communicator;
 pub use dtype::{DType, Element};

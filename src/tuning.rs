@@ -6,7 +6,8 @@
 //! machine) can replace them without touching the selection logic.
 
 use crate::error::{Error, Result};
-use crate::schedule::{Algo, Collective, Hosts};
+use crate::schedule::{Algo, Collective, HierAlgos, Hosts};
+use crate::transport::shm::board::SLOT_DATA;
 use std::mem::discriminant;
 
 /// Message-size boundaries, in bytes of one rank's buffer.
@@ -205,6 +206,69 @@ impl Tuning {
             }
             Collective::Scatter { .. } | Collective::Gather { .. } => Algo::Linear,
             other => Algo::for_collective(other)[0],
+        }
+    }
+}
+
+/// What the choice of an algorithm depends on besides the call: the shape of the group.
+#[derive(Debug, Clone)]
+pub(crate) struct Shape {
+    /// Ranks in the group.
+    pub(crate) size: usize,
+    /// Which ranks share a host.
+    pub(crate) hosts: Hosts,
+    /// Whether the group has a node board (every rank on this host, shared memory allowed).
+    pub(crate) has_board: bool,
+    /// Whether every rank allows shared memory, so ranks sharing a host talk over it.
+    pub(crate) shm_inside: bool,
+}
+
+impl Tuning {
+    /// The algorithm for `coll` of `bytes` per rank: the per-call choice `forced`, else
+    /// `PSY_ALGO`'s, else the automatic one; checked to implement `coll`. [`Algo::Hier`] on a
+    /// group where it would equal the flat schedule (one host, or one rank per host) becomes the
+    /// automatic flat choice. This is the one place an algorithm is chosen.
+    pub(crate) fn select(
+        &self,
+        coll: Collective,
+        forced: Option<Algo>,
+        bytes: usize,
+        shape: &Shape,
+    ) -> Result<Algo> {
+        let algo = match forced.or_else(|| self.forced(coll)) {
+            Some(a) => {
+                a.check_implements(coll)?;
+                a
+            }
+            None if self.prefers_hier(coll, bytes, &shape.hosts, shape.shm_inside) => Algo::Hier,
+            None => return Ok(self.automatic_flat(coll, bytes, shape)),
+        };
+        if algo == Algo::Hier && !shape.hosts.is_hierarchical() {
+            return Ok(self.automatic_flat(coll, bytes, shape));
+        }
+        Ok(algo)
+    }
+
+    /// The automatic choice among the flat algorithms: the node board for a small all-reduce on
+    /// one host, else by size.
+    fn automatic_flat(&self, coll: Collective, bytes: usize, shape: &Shape) -> Algo {
+        if coll == Collective::AllReduce && shape.has_board && bytes <= SLOT_DATA {
+            Algo::Flat
+        } else {
+            self.by_size(coll, bytes, shape.size)
+        }
+    }
+
+    /// The algorithms of the phases of a hierarchical `coll` whose whole buffer is `bytes`.
+    pub(crate) fn hier_algos(&self, coll: Collective, bytes: usize, hosts: &Hosts) -> HierAlgos {
+        let leaders = self.by_size(coll, bytes, hosts.count());
+        let local = self.by_size(Collective::Broadcast { root: 0 }, bytes, hosts.max_local());
+        HierAlgos {
+            leaders: match coll {
+                Collective::AllGather => Algo::Ring,
+                _ => leaders,
+            },
+            local,
         }
     }
 }

@@ -144,3 +144,54 @@ fn shared_buffers_leave_nothing_in_dev_shm() {
         assert!(names.is_empty(), "segments left while in use: {names:?}");
     }
 }
+
+#[test]
+fn a_shared_all_reduce_on_a_failed_group_is_refused() {
+    let results = common::with_wiring(2, Wiring::Shm, T, |g| {
+        let mut buf = g.alloc_shared::<f32>(10_000)?;
+        assert!(buf.is_shared());
+        // Different counts: the group fails with a mismatch on every rank.
+        let mut small = vec![1.0f32; 10 + 10 * g.rank()];
+        let first = g.all_reduce(&mut small, ReduceOp::Sum);
+        let shared = g.all_reduce_shared(&mut buf, ReduceOp::Sum);
+        Ok::<_, psyne::Error>((first, shared))
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let (first, shared) = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        let e = first.expect_err("different counts must fail");
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "rank {rank}: {e}");
+        let e = shared.expect_err("a failed group refuses shared calls too");
+        assert_eq!(e.kind(), ErrorKind::Aborted, "rank {rank}: {e}");
+        assert!(
+            e.to_string().contains("count 10"),
+            "names the first failure: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_shared_all_reduce_poisons_the_group() {
+    let results = common::with_wiring(2, Wiring::Shm, T, |g| {
+        let mut buf = g.alloc_shared::<i32>(10_000)?;
+        let op = if g.rank() == 0 {
+            ReduceOp::Sum
+        } else {
+            ReduceOp::Max
+        };
+        let first = g.all_reduce_shared(&mut buf, op);
+        let mut ordinary = vec![1i32; 4];
+        let after = g.all_reduce(&mut ordinary, ReduceOp::Sum);
+        let barrier = g.barrier();
+        Ok::<_, psyne::Error>((first, after, barrier))
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let (first, after, barrier) = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        let e = first.expect_err("different ops must fail");
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "rank {rank}: {e}");
+        for later in [after.map(|_| ()), barrier] {
+            let e = later.expect_err("the group refuses every later call");
+            assert_eq!(e.kind(), ErrorKind::Aborted, "rank {rank}: {e}");
+            assert!(e.to_string().contains("shared buffer"), "rank {rank}: {e}");
+        }
+    }
+}

@@ -1,10 +1,13 @@
 //! One step of a schedule: all its sends and receives, driven together without blocking.
 
-use super::header::{self, Header, OpDesc, HEADER_LEN};
+use super::fail::Site;
+use super::header::{self, Header, HEADER_LEN};
+use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
-use crate::schedule::{RecvMode, Step};
-use crate::transport::{Link, PeerInfo};
+use crate::schedule::{RecvMode, Schedule, Step};
+use crate::transport::Link;
+use crate::wait::{Next, Spinner, WaitPolicy};
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
@@ -15,14 +18,44 @@ const STAGE: usize = 512;
 /// The longest abort reason read.
 const MAX_REASON: u64 = 64 << 10;
 
-pub(super) struct StepCtx<'a> {
-    pub links_rank: usize,
-    pub peers: &'a [PeerInfo],
-    pub desc: &'a OpDesc,
-    pub elem_size: usize,
-    pub reducer: Option<Reducer>,
-    pub deadline: Instant,
-    pub wait: super::WaitPolicy,
+/// An engine: a schedule's steps over the links, one after the other.
+pub(crate) struct Steps<'a> {
+    /// This rank's steps.
+    pub(crate) schedule: &'a Schedule,
+    /// The work buffer, `schedule.buf_len` elements of the call's type, aligned for it.
+    pub(crate) buf: &'a mut [u8],
+    /// Scratch memory kept between calls.
+    pub(crate) memory: &'a mut StepMemory,
+}
+
+impl Engine for Steps<'_> {
+    fn run(self, call: &Call, links: &mut Links) -> Result<()> {
+        let Links {
+            rank,
+            links,
+            peers,
+            mid_message,
+        } = links;
+        let ctx = StepCtx {
+            site: call.site(*rank, peers),
+            elem_size: call.desc.dtype.size(),
+            reducer: call.reducer,
+            deadline: Instant::now() + call.timeout,
+            wait: call.wait,
+        };
+        for step in &self.schedule.steps {
+            run_step(&ctx, links, mid_message, step, self.buf, self.memory)?;
+        }
+        Ok(())
+    }
+}
+
+struct StepCtx<'a> {
+    site: Site<'a>,
+    elem_size: usize,
+    reducer: Option<Reducer>,
+    deadline: Instant,
+    wait: WaitPolicy,
 }
 
 struct SendSt {
@@ -62,40 +95,6 @@ impl RecvSt {
     }
 }
 
-impl StepCtx<'_> {
-    fn who(&self, peer: usize) -> String {
-        let info = self
-            .peers
-            .get(peer)
-            .map(|p| p.to_string())
-            .unwrap_or_default();
-        format!("rank {peer} ({info})")
-    }
-
-    fn lost(&self, peer: usize, doing: &str, e: impl std::fmt::Display) -> Error {
-        Error::new(
-            ErrorKind::PeerLost,
-            format!(
-                "{} on rank {}: lost the connection to {} while {doing}: {e}; that rank probably exited or crashed, check its output",
-                self.desc.label(),
-                self.links_rank,
-                self.who(peer)
-            ),
-        )
-    }
-
-    fn internal(&self, what: impl std::fmt::Display) -> Error {
-        Error::new(
-            ErrorKind::Io,
-            format!(
-                "{} on rank {}: internal error: {what}",
-                self.desc.label(),
-                self.links_rank
-            ),
-        )
-    }
-}
-
 fn link<'a>(
     ctx: &StepCtx<'_>,
     links: &'a mut [Option<Box<dyn Link>>],
@@ -104,12 +103,12 @@ fn link<'a>(
     links
         .get_mut(peer)
         .and_then(|l| l.as_mut())
-        .ok_or_else(|| ctx.internal(format!("no link to rank {peer}")))
+        .ok_or_else(|| ctx.site.internal(format!("no link to rank {peer}")))
 }
 
 /// Memory a step needs, kept between steps so the hot path does not allocate.
 #[derive(Default)]
-pub(super) struct StepMemory {
+pub(crate) struct StepMemory {
     sends: Vec<SendSt>,
     recvs: Vec<RecvSt>,
     /// Reduce receives land here first (8-byte aligned).
@@ -118,7 +117,7 @@ pub(super) struct StepMemory {
 
 /// Runs one step to completion or error; on error, marks in `mid_message` the peers whose
 /// outgoing stream stopped inside a message.
-pub(super) fn run_step(
+fn run_step(
     ctx: &StepCtx<'_>,
     links: &mut [Option<Box<dyn Link>>],
     mid_message: &mut [bool],
@@ -137,7 +136,9 @@ pub(super) fn run_step(
     recvs.clear();
     for s in &step.sends {
         if !in_buf(&s.span) {
-            return Err(ctx.internal(format!("send span {:?} outside the buffer", s.span)));
+            return Err(ctx
+                .site
+                .internal(format!("send span {:?} outside the buffer", s.span)));
         }
         let len = s.span.len() * es;
         sends.push(SendSt {
@@ -145,7 +146,7 @@ pub(super) fn run_step(
             start: s.span.start * es,
             len,
             forward: s.forward,
-            hdr: header::encode_data(ctx.desc, len as u64),
+            hdr: header::encode_data(ctx.site.desc, len as u64),
             hdr_done: 0,
             done: 0,
         });
@@ -153,7 +154,9 @@ pub(super) fn run_step(
     let mut scratch_bytes = 0;
     for r in &step.recvs {
         if !in_buf(&r.span) {
-            return Err(ctx.internal(format!("receive span {:?} outside the buffer", r.span)));
+            return Err(ctx
+                .site
+                .internal(format!("receive span {:?} outside the buffer", r.span)));
         }
         let len = r.span.len() * es;
         let reduce = r.mode == RecvMode::Reduce;
@@ -179,7 +182,7 @@ pub(super) fn run_step(
     let reducer = if recvs.iter().any(|r| r.reduce) {
         Some(
             ctx.reducer
-                .ok_or_else(|| ctx.internal("a reducing step without a reduction op"))?,
+                .ok_or_else(|| ctx.site.internal("a reducing step without a reduction op"))?,
         )
     } else {
         None
@@ -205,8 +208,7 @@ fn drive(
     reducer: Option<Reducer>,
 ) -> Result<()> {
     let es = ctx.elem_size;
-    let mut idle_since: Option<Instant> = None;
-    let mut idle_turns = 0u32;
+    let mut spinner = Spinner::new(ctx.wait);
     loop {
         let mut progressed = false;
         // Sends.
@@ -231,7 +233,11 @@ fn drive(
             let slices = [IoSlice::new(&s.hdr[s.hdr_done..]), IoSlice::new(data)];
             match link(ctx, links, s.peer)?.write_some(&slices) {
                 Ok(0) => {
-                    return Err(ctx.lost(s.peer, "sending", "the connection accepts no more data"))
+                    return Err(ctx.site.lost_connection(
+                        s.peer,
+                        "sending",
+                        "the connection accepts no more data",
+                    ))
                 }
                 Ok(mut n) => {
                     let h = n.min(HEADER_LEN - s.hdr_done);
@@ -242,7 +248,7 @@ fn drive(
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ctx.lost(s.peer, "sending", e)),
+                Err(e) => return Err(ctx.site.lost_connection(s.peer, "sending", e)),
             }
         }
         // Receives.
@@ -272,34 +278,16 @@ fn drive(
             return Ok(());
         }
         if progressed {
-            idle_turns = 0;
-            idle_since = None;
+            spinner.progressed();
             continue;
         }
-        // Reading the clock costs as much as a look at the rings: spin a while before it.
-        idle_turns += 1;
-        if idle_turns < 64 {
-            continue;
+        // A message between cores on one host arrives within a microsecond or two: look again
+        // without a system call first (the spinner's polling phase has no PAUSE: one costs more
+        // than a look at the rings on this CPU).
+        if spinner.idle() == Next::Block {
+            wait(ctx, links, sends, recvs)?;
+            spinner.blocked();
         }
-        let idle = match idle_since {
-            Some(t) => t.elapsed(),
-            None => {
-                idle_since = Some(Instant::now());
-                Duration::ZERO
-            }
-        };
-        if idle < ctx.wait.poll {
-            // A message between cores on one host arrives within a microsecond or two: poll
-            // without a system call first (no `spin_loop` hint: a PAUSE costs more than a look
-            // at the rings on this CPU).
-            continue;
-        }
-        if idle < ctx.wait.spin {
-            std::thread::yield_now();
-            continue;
-        }
-        wait(ctx, links, sends, recvs)?;
-        idle_since = Some(Instant::now());
     }
 }
 
@@ -352,7 +340,13 @@ fn receive(
         };
         let want = HEADER_LEN - r.hdr_got + payload;
         let n = match link.read_some(&mut stage[..want]) {
-            Ok(0) => return Err(ctx.lost(r.peer, "receiving", "the connection was closed")),
+            Ok(0) => {
+                return Err(ctx.site.lost_connection(
+                    r.peer,
+                    "receiving",
+                    "the connection was closed",
+                ))
+            }
             Ok(n) => n,
             Err(e)
                 if matches!(
@@ -362,7 +356,7 @@ fn receive(
             {
                 return Ok(false)
             }
-            Err(e) => return Err(ctx.lost(r.peer, "receiving", e)),
+            Err(e) => return Err(ctx.site.lost_connection(r.peer, "receiving", e)),
         };
         let h = n.min(HEADER_LEN - r.hdr_got);
         r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&stage[..h]);
@@ -391,7 +385,13 @@ fn receive(
             &mut buf[r.start + r.got..r.start + r.got + want]
         };
         match link.read_some(dest) {
-            Ok(0) => return Err(ctx.lost(r.peer, "receiving", "the connection was closed")),
+            Ok(0) => {
+                return Err(ctx.site.lost_connection(
+                    r.peer,
+                    "receiving",
+                    "the connection was closed",
+                ))
+            }
             Ok(n) => {
                 r.got += n;
                 progressed = true;
@@ -401,7 +401,7 @@ fn receive(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) => {}
-            Err(e) => return Err(ctx.lost(r.peer, "receiving", e)),
+            Err(e) => return Err(ctx.site.lost_connection(r.peer, "receiving", e)),
         }
     }
     Ok(progressed)
@@ -409,34 +409,22 @@ fn receive(
 
 /// Validates a complete header; `early` holds payload bytes already read with it.
 fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt, early: &[u8]) -> Result<()> {
+    let site = &ctx.site;
     match header::decode(&r.hdr) {
-        Header::Data { desc, len } => {
-            if desc != *ctx.desc {
-                return Err(Error::new(
-                    ErrorKind::Mismatch,
-                    format!(
-                        "collective mismatch: rank {} called {} but {} called {}; every rank must make the same calls in the same order with the same arguments",
-                        ctx.links_rank,
-                        ctx.desc.describe(),
-                        ctx.who(r.peer),
-                        desc.describe()
-                    ),
-                ));
-            }
-            if len != r.len as u64 {
-                return Err(Error::new(
-                    ErrorKind::Mismatch,
-                    format!(
-                        "{} on rank {}: {} sent {len} bytes where {} were expected; the ranks disagree about the group (world size or algorithm settings such as PSY_ALGO)",
-                        ctx.desc.label(),
-                        ctx.links_rank,
-                        ctx.who(r.peer),
-                        r.len
-                    ),
-                ));
-            }
-            Ok(())
+        Header::Data { desc, .. } if desc != *site.desc => {
+            Err(site.mismatch(r.peer, desc.describe()))
         }
+        Header::Data { len, .. } if len != r.len as u64 => Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "{} on rank {}: {} sent {len} bytes where {} were expected; the ranks disagree about the group (world size or algorithm settings such as PSY_ALGO)",
+                site.desc.label(),
+                site.rank,
+                site.who(r.peer),
+                r.len
+            ),
+        )),
+        Header::Data { .. } => Ok(()),
         Header::Abort { kind, len } => {
             let reason = read_reason(
                 link,
@@ -444,14 +432,11 @@ fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt, early: &[u8]
                 len.min(MAX_REASON) as usize,
                 ctx.deadline.min(Instant::now() + Duration::from_secs(5)),
             );
-            Err(Error::new(
-                kind,
-                format!("{} on rank {}: {} failed and aborted the group: {reason}", ctx.desc.label(), ctx.links_rank, ctx.who(r.peer)),
-            ))
+            Err(site.aborted_by(r.peer, kind, Some(&reason)))
         }
-        Header::Garbage => Err(Error::new(
-            ErrorKind::Io,
-            format!("{} on rank {}: {} sent bytes that are not a psyne message (corrupted stream, or a different psyne version)", ctx.desc.label(), ctx.links_rank, ctx.who(r.peer)),
+        Header::Garbage => Err(site.garbage(
+            r.peer,
+            " (corrupted stream, or a different psyne version)",
         )),
     }
 }
@@ -547,21 +532,13 @@ fn wait(
         }
     }
     let Some((peer, what)) = waiting_for else {
-        return Err(ctx.internal(
+        return Err(ctx.site.internal(
             "the step waits for nothing but is not complete (a schedule breaks the model)",
         ));
     };
     let left = ctx.deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        return Err(Error::new(
-            ErrorKind::Timeout,
-            format!(
-                "{} on rank {}: timed out waiting for {} to {what}; it may be stuck, dead, or in a different collective (PSY_TIMEOUT raises the limit)",
-                ctx.desc.describe(),
-                ctx.links_rank,
-                ctx.who(peer)
-            ),
-        ));
+        return Err(ctx.site.timeout(peer, what));
     }
     match blockers.first() {
         None => poll_fds(&mut fds, left),

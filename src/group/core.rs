@@ -1,19 +1,22 @@
 //! The state shared by every handle of a group: its links, its sequence numbers, the order in
 //! which calls run, and the one place where a collective's bytes are handed to the executor.
 
+use super::shared::{Mapped, SharedAllReduce};
 use crate::bootstrap::StoreServer;
-use crate::dtype::DType;
+use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::flat::{self, FlatJob};
-use crate::executor::{abort_links, Executor, Job, Links, OpDesc, OpKind, WaitPolicy};
+use crate::executor::flat::BoardAllReduce;
+use crate::executor::{
+    abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps, WaitPolicy,
+};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
-use crate::tuning::Tuning;
+use crate::tuning::{Shape, Tuning};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Calls run in the order they were issued: each takes a ticket and waits for its turn.
 ///
@@ -128,18 +131,26 @@ impl Plans {
     }
 }
 
+/// What the engines run over, and whether the group may still be used.
+pub(crate) struct Wire {
+    pub(crate) links: Links,
+    /// The first failure of any engine: every later call is refused with it.
+    poisoned: Option<Error>,
+}
+
+/// The mutable state of a group, behind its lock.
 pub(crate) struct Comm {
     plans: Plans,
     /// The node board, when every rank of the group is on this host.
     board: Option<Board>,
     /// Flat operations run so far (the board's double-buffering counter).
     flat_seq: u64,
-    pub(crate) links: Links,
-    executor: Executor,
+    /// Scratch memory of the step engine.
+    memory: StepMemory,
     seq: u64,
     p2p_sent: Vec<u64>,
     p2p_received: Vec<u64>,
-    poisoned: Option<Error>,
+    pub(crate) wire: Wire,
 }
 
 /// Everything a group is, behind its handles.
@@ -149,11 +160,10 @@ pub(crate) struct Core {
     pub(crate) timeout: Duration,
     pub(crate) tuning: Tuning,
     pub(crate) gate: Gate,
-    has_board: bool,
-    /// Which ranks share a host (by host key), for hierarchical collectives.
-    hosts: Hosts,
-    /// Whether every rank allows shared memory, so ranks sharing a host talk over it.
-    shm_inside: bool,
+    /// How every engine waits (computed once, when the group formed).
+    wait: WaitPolicy,
+    /// What algorithm selection needs to know about the group.
+    shape: Shape,
     comm: Mutex<Comm>,
     _store_server: Option<StoreServer>,
 }
@@ -162,8 +172,7 @@ impl Core {
     pub(crate) fn new(
         links: Links,
         board: Option<Board>,
-        timeout: Duration,
-        tuning: Tuning,
+        options: CoreOptions,
         store_server: Option<StoreServer>,
     ) -> Core {
         let size = links.links.len();
@@ -173,29 +182,33 @@ impl Core {
             .iter()
             .filter(|p| p.host_key == me.host_key)
             .count();
-        let wait = WaitPolicy::new(spin_time(), local_ranks);
         let keys: Vec<&str> = links.peers.iter().map(|p| p.host_key.as_str()).collect();
-        let hosts = Hosts::from_keys(&keys);
-        let shm_inside = links.peers.iter().all(|p| p.shm_ok);
+        let shape = Shape {
+            size,
+            hosts: Hosts::from_keys(&keys),
+            has_board: board.is_some(),
+            shm_inside: links.peers.iter().all(|p| p.shm_ok),
+        };
         Core {
             rank: links.rank,
             size,
-            timeout,
-            tuning,
+            timeout: options.timeout,
+            tuning: options.tuning,
             gate: Gate::default(),
-            has_board: board.is_some(),
-            hosts,
-            shm_inside,
+            wait: WaitPolicy::new(options.spin, local_ranks),
+            shape,
             comm: Mutex::new(Comm {
                 plans: Plans::default(),
                 board,
                 flat_seq: 0,
-                links,
-                executor: Executor::new(wait),
+                memory: StepMemory::default(),
                 seq: 0,
                 p2p_sent: vec![0; size],
                 p2p_received: vec![0; size],
-                poisoned: None,
+                wire: Wire {
+                    links,
+                    poisoned: None,
+                },
             }),
             _store_server: store_server,
         }
@@ -208,6 +221,7 @@ impl Core {
             return "?".into();
         };
         let mut names: Vec<&str> = comm
+            .wire
             .links
             .peers
             .iter()
@@ -227,6 +241,7 @@ impl Core {
     pub(crate) fn host_of(&self, rank: usize) -> Option<String> {
         self.lock()
             .ok()?
+            .wire
             .links
             .peers
             .get(rank)
@@ -242,90 +257,29 @@ impl Core {
         })
     }
 
-    /// The algorithm for `coll` with a per-call choice `forced` (else `PSY_ALGO`'s, else the
-    /// automatic one), checked to implement it. [`Algo::Hier`] on a group where it would equal
-    /// the flat schedule (one host, or one rank per host) becomes the automatic flat choice.
+    /// The algorithm for `coll` of `bytes` per rank, with a per-call choice `forced`
+    /// ([`Tuning::select`]).
     pub(crate) fn algo_for(
         &self,
         coll: Collective,
         forced: Option<Algo>,
         bytes: usize,
     ) -> Result<Algo> {
-        let algo = match forced.or_else(|| self.tuning.forced(coll)) {
-            Some(a) if Algo::for_collective(coll).contains(&a) => a,
-            Some(a) => {
-                let ok: Vec<_> = Algo::for_collective(coll)
-                    .iter()
-                    .map(|a| a.name())
-                    .collect();
-                return Err(Error::invalid(format!(
-                    "algorithm `{a}` does not implement {}; choose one of: {}",
-                    coll.name(),
-                    ok.join(", ")
-                )));
-            }
-            None if self
-                .tuning
-                .prefers_hier(coll, bytes, &self.hosts, self.shm_inside) =>
-            {
-                Algo::Hier
-            }
-            None => return Ok(self.flat_algo(coll, bytes)),
-        };
-        if algo == Algo::Hier && !self.hosts.is_hierarchical() {
-            return Ok(self.flat_algo(coll, bytes));
-        }
-        Ok(algo)
+        self.tuning.select(coll, forced, bytes, &self.shape)
     }
 
-    /// The automatic choice among the flat algorithms: the node board for a small all-reduce on
-    /// one host, else by size.
-    fn flat_algo(&self, coll: Collective, bytes: usize) -> Algo {
-        if coll == Collective::AllReduce && self.has_board && flat::fits(bytes) {
-            Algo::Flat
-        } else {
-            self.tuning.by_size(coll, bytes, self.size)
-        }
-    }
-
-    /// The algorithms of the phases of a hierarchical `coll` whose whole buffer is `bytes`.
-    fn hier_algos(&self, coll: Collective, bytes: usize) -> HierAlgos {
-        let leaders = self.tuning.by_size(coll, bytes, self.hosts.count());
-        let local = self.tuning.by_size(
-            Collective::Broadcast { root: 0 },
-            bytes,
-            self.hosts.max_local(),
-        );
-        HierAlgos {
-            leaders: match coll {
-                Collective::AllGather => Algo::Ring,
-                _ => leaders,
-            },
-            local,
-        }
-    }
-
-    /// Runs `coll` on a work buffer laid out as [`Collective::layout`] says.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn run_collective(
-        &self,
-        coll: Collective,
-        algo: Algo,
-        dtype: DType,
-        op: Option<ReduceOp>,
-        count: usize,
-        work: &mut [u8],
-    ) -> Result<()> {
+    /// Runs `coll` with `algo` on a work buffer laid out as [`Collective::layout`] says: the
+    /// node board carries the flat all-reduce, scheduled steps over the links everything else.
+    pub(crate) fn run_collective(&self, call: CollCall, work: &mut [u8]) -> Result<()> {
+        let CollCall {
+            coll,
+            algo,
+            dtype,
+            op,
+            count,
+        } = call;
         let mut comm = self.lock()?;
         comm.seq += 1;
-        let hier = (algo == Algo::Hier).then(|| self.hier_algos(coll, count * dtype.size()));
-        let schedule = match algo {
-            Algo::Flat => None,
-            _ => Some(
-                comm.plans
-                    .get(coll, algo, self.rank, &self.hosts, count, hier)?,
-            ),
-        };
         let desc = OpDesc {
             kind: OpKind::Collective(coll),
             algo: Some(algo),
@@ -334,10 +288,41 @@ impl Core {
             count: count as u64,
             seq: comm.seq,
         };
-        self.execute(&mut comm, desc, schedule.as_deref(), work)
+        let Comm {
+            plans,
+            board,
+            flat_seq,
+            memory,
+            wire,
+            ..
+        } = &mut *comm;
+        match (algo, board.as_ref()) {
+            (Algo::Flat, Some(board)) => {
+                *flat_seq += 1;
+                let engine = BoardAllReduce {
+                    board,
+                    k: *flat_seq,
+                    buf: work,
+                };
+                self.execute(wire, desc, engine)
+            }
+            _ => {
+                let hier = (algo == Algo::Hier).then(|| {
+                    self.tuning
+                        .hier_algos(coll, count * dtype.size(), &self.shape.hosts)
+                });
+                let schedule = plans.get(coll, algo, self.rank, &self.shape.hosts, count, hier)?;
+                let engine = Steps {
+                    schedule: &schedule,
+                    buf: work,
+                    memory,
+                };
+                self.execute(wire, desc, engine)
+            }
+        }
     }
 
-    /// Sends (`to_peer` true) or receives `work` to or from `peer`.
+    /// Sends (`sending`) or receives `work` to or from `peer`.
     pub(crate) fn run_p2p(
         &self,
         peer: usize,
@@ -356,16 +341,7 @@ impl Core {
         *counter += 1;
         let seq = *counter;
         let count = work.len() / dtype.size();
-        let mut step = schedule::Step::default();
-        if sending {
-            step.sends.push(schedule::Send::plain(peer, 0..count));
-        } else {
-            step.recvs.push(schedule::Recv::copy(peer, 0..count));
-        }
-        let schedule = Schedule {
-            buf_len: count,
-            steps: vec![step],
-        };
+        let schedule = Schedule::point_to_point(peer, sending, count);
         let desc = OpDesc {
             kind: OpKind::PointToPoint,
             algo: None,
@@ -374,79 +350,79 @@ impl Core {
             count: count as u64,
             seq,
         };
-        self.execute(&mut comm, desc, Some(&schedule), work)
+        let Comm { memory, wire, .. } = &mut *comm;
+        let engine = Steps {
+            schedule: &schedule,
+            buf: work,
+            memory,
+        };
+        self.execute(wire, desc, engine)
     }
 
-    /// Runs `schedule` over the links, or (`None`) a flat all-reduce on the node board; a failure
-    /// aborts the links and poisons the group.
-    fn execute(
+    /// The in-place all-reduce of shared buffers ([`SharedAllReduce`]); `op` is checked for `T`.
+    pub(crate) fn run_shared<T: Element>(
         &self,
-        comm: &mut Comm,
-        desc: OpDesc,
-        schedule: Option<&Schedule>,
-        work: &mut [u8],
+        mapped: &mut Mapped<T>,
+        op: ReduceOp,
     ) -> Result<()> {
-        if let Some(first) = &comm.poisoned {
-            return Err(Error::new(
-                ErrorKind::Aborted,
-                format!("{} refused: this group failed earlier and can no longer be used (create a new one): {first}", desc.label()),
-            ));
+        let mut comm = self.lock()?;
+        comm.seq += 1;
+        let desc = OpDesc {
+            kind: OpKind::Collective(Collective::AllReduce),
+            algo: None,
+            dtype: T::DTYPE,
+            op: Some(op),
+            count: mapped.len() as u64,
+            seq: comm.seq,
+        };
+        self.execute(&mut comm.wire, desc, SharedAllReduce { mapped, op })
+    }
+
+    /// The refusal of a call on a poisoned group, if it is.
+    fn refuse_if_poisoned(&self, wire: &Wire, desc: &OpDesc) -> Option<Error> {
+        wire.poisoned
+            .as_ref()
+            .map(|first| fail::refused(&desc.label(), first))
+    }
+
+    /// Runs one call on `engine`: the one place every engine is called from. A poisoned group
+    /// refuses; a failure aborts the links (so the other ranks learn of it) and poisons the group.
+    fn execute(&self, wire: &mut Wire, desc: OpDesc, engine: impl Engine) -> Result<()> {
+        if let Some(refusal) = self.refuse_if_poisoned(wire, &desc) {
+            return Err(refusal);
         }
         let reducer = desc.op.map(|op| Reducer::new(desc.dtype, op)).transpose()?;
-        let Comm {
-            links,
-            executor,
-            board,
-            flat_seq,
-            ..
-        } = comm;
-        let out = match (schedule, board.as_ref(), reducer) {
-            (Some(schedule), _, _) => executor.run(
-                links,
-                Job {
-                    desc,
-                    schedule,
-                    buf: work,
-                    elem_size: desc.dtype.size(),
-                    reducer,
-                    deadline: Instant::now() + self.timeout,
-                },
-            ),
-            (None, Some(board), Some(reducer)) => {
-                *flat_seq += 1;
-                flat::all_reduce(
-                    board,
-                    links,
-                    FlatJob {
-                        desc,
-                        k: *flat_seq,
-                        buf: work,
-                        reducer,
-                        timeout: self.timeout,
-                        wait: executor.wait_policy(),
-                    },
-                )
-            }
-            (None, _, _) => Err(Error::new(
-                ErrorKind::Io,
-                "internal error: a flat collective without a node board or reduction",
-            )),
+        let call = Call {
+            desc,
+            reducer,
+            wait: self.wait,
+            timeout: self.timeout,
         };
-        if let Err(e) = out {
-            abort_links(links, &e, self.timeout);
-            comm.poisoned = Some(e.clone());
-            return Err(e);
+        let out = engine.run(&call, &mut wire.links);
+        if let Err(e) = &out {
+            abort_links(&mut wire.links, e, self.timeout);
+            wire.poisoned = Some(e.clone());
         }
-        Ok(())
+        out
     }
 }
 
-/// How long a rank polls before blocking on an idle link: `PSY_SPIN_US` microseconds (default
-/// 50; 0 blocks almost at once).
-pub(crate) fn spin_time() -> Duration {
-    let us = std::env::var("PSY_SPIN_US")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(50);
-    Duration::from_micros(us)
+/// One collective call as the core runs it.
+pub(crate) struct CollCall {
+    pub(crate) coll: Collective,
+    pub(crate) algo: Algo,
+    pub(crate) dtype: DType,
+    pub(crate) op: Option<ReduceOp>,
+    /// The count as [`Collective::layout`] defines it.
+    pub(crate) count: usize,
+}
+
+/// The options of a group's core, read once when the group forms.
+pub(crate) struct CoreOptions {
+    /// The deadline of every wait.
+    pub(crate) timeout: Duration,
+    /// How long a rank spins before blocking (`PSY_SPIN_US`).
+    pub(crate) spin: Duration,
+    /// The algorithm policy.
+    pub(crate) tuning: Tuning,
 }

@@ -27,7 +27,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use self::core::{Core, Turn};
+use self::core::{Core, CoreOptions, Turn};
 use self::shared::SharedScope;
 
 /// How to form a group from a store.
@@ -45,6 +45,8 @@ pub struct GroupOptions {
     pub bind_ip: IpAddr,
     /// The deadline of every wait, forming the group included.
     pub timeout: Duration,
+    /// How long a waiting rank polls and yields before it blocks (`PSY_SPIN_US`).
+    pub spin: Duration,
     /// The algorithm policy.
     pub tuning: Tuning,
     /// Which transports may be used (`PSY_TRANSPORT`).
@@ -68,6 +70,7 @@ impl GroupOptions {
             prefix,
             bind_ip: IpAddr::from([127, 0, 0, 1]),
             timeout: crate::contract::DEFAULT_TIMEOUT,
+            spin: crate::contract::DEFAULT_SPIN,
             tuning: Tuning::default(),
             transport: TransportPolicy::Auto,
             job_id: format!("local{}", std::process::id()),
@@ -106,8 +109,11 @@ impl Group {
         Group::from_links(
             Links::new(0, vec![None], vec![me]),
             None,
-            crate::contract::DEFAULT_TIMEOUT,
-            Tuning::default(),
+            CoreOptions {
+                timeout: crate::contract::DEFAULT_TIMEOUT,
+                spin: crate::contract::DEFAULT_SPIN,
+                tuning: Tuning::default(),
+            },
             None,
             SharedScope::private(),
         )
@@ -148,6 +154,7 @@ impl Group {
             secret,
             bind_ip,
             timeout,
+            spin,
             tuning,
             transport,
             job_id,
@@ -221,8 +228,11 @@ impl Group {
         Ok(Group::from_links(
             Links::new(rank, links, peers),
             board,
-            timeout,
-            tuning,
+            CoreOptions {
+                timeout,
+                spin,
+                tuning,
+            },
             server,
             SharedScope {
                 allowed: all_local,
@@ -236,13 +246,12 @@ impl Group {
     fn from_links(
         links: Links,
         board: Option<Board>,
-        timeout: Duration,
-        tuning: Tuning,
+        options: CoreOptions,
         server: Option<StoreServer>,
         shared: SharedScope,
     ) -> Group {
         Group {
-            core: Arc::new(Core::new(links, board, timeout, tuning, server)),
+            core: Arc::new(Core::new(links, board, options, server)),
             worker: Arc::default(),
             algo: None,
             shared: Arc::new(shared),
@@ -391,10 +400,9 @@ impl Group {
         if !buf.is_shared() || std::mem::size_of_val(&buf[..]) < shared::MIN_SHARED_BYTES {
             return self.all_reduce(buf, op);
         }
-        let (size, timeout) = (self.size(), self.timeout());
-        let wait = crate::executor::WaitPolicy::new(self::core::spin_time(), size);
-        self.sequenced(|_| match buf.mapped_mut() {
-            Some(m) => m.all_reduce(op, size, wait, timeout),
+        op.check(T::DTYPE)?;
+        self.sequenced(|core| match buf.mapped_mut() {
+            Some(m) => core.run_shared(m, op),
             None => Err(crate::Error::invalid("a shared buffer lost its mapping")),
         })
     }

@@ -1,7 +1,7 @@
 //! The typed collectives: check arguments, lay the work buffer out as the schedule expects, run,
 //! and copy results out. Each takes the core and an optional forced algorithm.
 
-use super::core::Core;
+use super::core::{CollCall, Core};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::reduce::ReduceOp;
@@ -41,14 +41,14 @@ fn run<T: Element>(
     count: usize,
     work: &mut [T],
 ) -> Result<()> {
-    core.run_collective(
+    let call = CollCall {
         coll,
         algo,
-        T::DTYPE,
+        dtype: T::DTYPE,
         op,
         count,
-        bytemuck::cast_slice_mut(work),
-    )
+    };
+    core.run_collective(call, bytemuck::cast_slice_mut(work))
 }
 
 fn check_op<T: Element>(op: ReduceOp) -> Result<()> {

@@ -14,14 +14,15 @@
 //! the transports; [`SharedBuf::is_shared`] tells which.
 
 use crate::dtype::Element;
-use crate::error::{Error, ErrorKind, Result};
-use crate::executor::WaitPolicy;
+use crate::error::{Error, Result};
+use crate::executor::fail::Site;
+use crate::executor::{Call, Engine, Links};
 use crate::reduce::{reduce_slice, ReduceOp};
 use crate::schedule::chunk_span;
 use crate::transport::shm::arrival::{Arrival, Waited};
 use crate::transport::shm::segment::{self, Segment};
 use std::marker::PhantomData;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Bytes before the data in each rank's segment: its arrival line, padded to a page.
 const DATA_AT: usize = 4096;
@@ -90,8 +91,6 @@ pub(crate) struct Mapped<T: Element> {
     segments: Vec<Segment>,
     /// The last arrival epoch.
     epoch: u32,
-    /// Why the buffer cannot be used any more, after a failed call.
-    failed: Option<String>,
     _type: PhantomData<T>,
 }
 
@@ -109,7 +108,6 @@ impl<T: Element> SharedBuf<T> {
                 len,
                 segments,
                 epoch: 0,
-                failed: None,
                 _type: PhantomData,
             }),
         }
@@ -187,9 +185,14 @@ impl<T: Element> Mapped<T> {
         unsafe { std::slice::from_raw_parts_mut(self.data(rank), self.len) }
     }
 
+    /// The number of elements of every rank's buffer.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Arrives at the next epoch with `(kind, count)` and waits for every peer to arrive; then
     /// checks they called the same thing.
-    fn meet(&mut self, kind: u32, what: &str, wait: WaitPolicy, deadline: Instant) -> Result<()> {
+    fn meet(&mut self, kind: u32, call: &Call, site: &Site<'_>, deadline: Instant) -> Result<()> {
         let epoch = self.epoch.wrapping_add(1);
         arrival(&self.segments[self.rank]).arrive(epoch, kind, self.len as u64);
         for (peer, seg) in self.segments.iter().enumerate() {
@@ -197,55 +200,29 @@ impl<T: Element> Mapped<T> {
                 continue;
             }
             let line = arrival(seg);
-            let problem = match line.wait_for(epoch, wait.poll, wait.spin, deadline) {
+            return Err(match line.wait_for(epoch, call.wait.poll, call.wait.spin, deadline) {
                 Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
-                Waited::Arrived => Error::new(
-                    ErrorKind::Mismatch,
-                    format!(
-                        "{what} on shared buffers: rank {peer} made a different call on its shared buffer (every rank must call the same collective with the same op on its buffer of the same allocation)"
-                    ),
+                Waited::Arrived => site.mismatch(
+                    peer,
+                    "a different call on its shared buffer of this allocation",
                 ),
-                Waited::Gone => Error::new(
-                    ErrorKind::PeerLost,
-                    format!(
-                        "{what} on shared buffers on rank {}: rank {peer} (process {}) exited before arriving; check its output",
-                        self.rank,
+                Waited::Gone => site.lost(
+                    peer,
+                    format_args!(
+                        "(process {}) exited before arriving at the shared buffers; check its output",
                         line.pid()
                     ),
                 ),
-                Waited::TimedOut => Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "{what} on shared buffers on rank {}: timed out waiting for rank {peer} to arrive; it may be stuck or in a different call (PSY_TIMEOUT raises the limit)",
-                        self.rank
-                    ),
-                ),
-            };
-            self.failed = Some(problem.to_string());
-            return Err(problem);
+                Waited::TimedOut => site.timeout(peer, "arrive at the shared buffers"),
+            });
         }
         self.epoch = epoch;
         Ok(())
     }
 
-    /// The in-place all-reduce over every rank's buffer.
-    pub(crate) fn all_reduce(
-        &mut self,
-        op: ReduceOp,
-        size: usize,
-        wait: WaitPolicy,
-        timeout: Duration,
-    ) -> Result<()> {
-        if let Some(why) = &self.failed {
-            return Err(Error::new(
-                ErrorKind::Aborted,
-                format!("this shared buffer is unusable after an earlier failure: {why}"),
-            ));
-        }
-        op.check(T::DTYPE)?;
-        let deadline = Instant::now() + timeout;
-        let kind = 1 << 16 | u32::from(T::DTYPE as u8) << 8 | u32::from(op as u8);
-        self.meet(kind, "all_reduce", wait, deadline)?;
+    /// Reduces chunk `rank` of every buffer into this rank's and copies the result into all the
+    /// others, block by block; between the two arrivals of [`SharedAllReduce`].
+    fn reduce_own_chunk(&mut self, op: ReduceOp, size: usize) {
         let mine = chunk_span(self.len, size, self.rank);
         let block = (BLOCK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
         let mut at = mine.start;
@@ -276,7 +253,28 @@ impl<T: Element> Mapped<T> {
             }
             at = end;
         }
-        self.meet(kind, "all_reduce", wait, deadline)
+    }
+}
+
+/// An engine: the in-place all-reduce over every rank's shared buffer. Two arrivals (every
+/// rank's input is ready; every rank's chunk is written back) around one pass over memory.
+pub(crate) struct SharedAllReduce<'a, T: Element> {
+    /// This rank's view of the buffers.
+    pub(crate) mapped: &'a mut Mapped<T>,
+    /// The reduction (checked for `T` by the caller).
+    pub(crate) op: ReduceOp,
+}
+
+impl<T: Element> Engine for SharedAllReduce<'_, T> {
+    fn run(self, call: &Call, links: &mut Links) -> Result<()> {
+        let SharedAllReduce { mapped, op } = self;
+        let site = call.site(links.rank, &links.peers);
+        let size = links.peers.len();
+        let deadline = Instant::now() + call.timeout;
+        let kind = 1 << 16 | u32::from(T::DTYPE as u8) << 8 | u32::from(op as u8);
+        mapped.meet(kind, call, &site, deadline)?;
+        mapped.reduce_own_chunk(op, size);
+        mapped.meet(kind, call, &site, deadline)
     }
 }
 

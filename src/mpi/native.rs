@@ -8,7 +8,6 @@ use crate::comm::Communicator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::{Group, GroupOptions};
 use crate::reduce::ReduceOp;
-use crate::tuning::Tuning;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -60,7 +59,7 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
     let secret = Secret::from_hex(&secret)?;
     // After the exchange over MPI: a rank that fails from here on makes the others time out
     // instead of waiting in an MPI call forever.
-    let tuning = Tuning::from_env()?;
+    let tunables = crate::contract::Tunables::from_env()?;
 
     let store = TcpStore::connect(&addr, &secret, Instant::now() + timeout)
         .map_err(|e| e.context(format!("native_group: rank {rank} of {size}")))?;
@@ -72,8 +71,9 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
         secret,
         bind_ip,
         timeout,
-        tuning,
-        transport: crate::transport::TransportPolicy::from_env()?,
+        spin: tunables.spin,
+        tuning: tunables.tuning,
+        transport: tunables.transport,
         job_id: format!(
             "mpi{}",
             std::env::var("OMPI_MCA_ess_base_jobid").unwrap_or_default()

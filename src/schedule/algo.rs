@@ -211,6 +211,23 @@ impl Algo {
         Algo::ALL.into_iter().find(|a| *a as u8 == tag)
     }
 
+    /// Refuses an algorithm that does not implement `coll`, naming those that do: the one error
+    /// for that, whether the choice came from `PSY_ALGO`, [`crate::Group::with_algo`] or a plan.
+    pub fn check_implements(self, coll: Collective) -> Result<()> {
+        if Algo::for_collective(coll).contains(&self) {
+            return Ok(());
+        }
+        let names: Vec<_> = Algo::for_collective(coll)
+            .iter()
+            .map(|a| a.name())
+            .collect();
+        Err(Error::invalid(format!(
+            "algorithm `{self}` does not implement {}; choose one of: {}",
+            coll.name(),
+            names.join(", ")
+        )))
+    }
+
     /// The algorithms that implement `coll`, the first being a safe default.
     pub fn for_collective(coll: Collective) -> &'static [Algo] {
         use Algo::*;
@@ -258,16 +275,6 @@ pub(super) fn build(
     count: usize,
 ) -> Result<Schedule> {
     check_ranks(coll, rank, size)?;
-    if !Algo::for_collective(coll).contains(&algo) {
-        let names: Vec<_> = Algo::for_collective(coll)
-            .iter()
-            .map(|a| a.name())
-            .collect();
-        return Err(Error::config(format!(
-            "algorithm `{algo}` does not implement {}; choose one of: {}",
-            coll.name(),
-            names.join(", ")
-        )));
-    }
+    algo.check_implements(coll)?;
     Ok(super::algorithms::build(coll, algo, rank, size, count))
 }

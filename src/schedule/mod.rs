@@ -130,6 +130,22 @@ pub struct Schedule {
     pub steps: Vec<Step>,
 }
 
+impl Schedule {
+    /// One message of `count` elements to (`sending`) or from `peer`: a send or a receive.
+    pub fn point_to_point(peer: usize, sending: bool, count: usize) -> Schedule {
+        let mut step = Step::default();
+        if sending {
+            step.sends.push(Send::plain(peer, 0..count));
+        } else {
+            step.recvs.push(Recv::copy(peer, 0..count));
+        }
+        Schedule {
+            buf_len: count,
+            steps: vec![step],
+        }
+    }
+}
+
 /// The schedule of `rank` (of `size`) for `coll` over `count` elements with `algo`.
 ///
 /// `count` means what [`Collective::layout`] says for each collective. Fails with a message naming

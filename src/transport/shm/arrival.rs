@@ -14,6 +14,7 @@
 //! the futex's compare-and-queue makes sure it is not missed.
 
 use super::futex;
+use crate::wait::{process_alive, Next, Spinner, WaitPolicy};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -99,30 +100,19 @@ impl Arrival {
         spin: Duration,
         deadline: Instant,
     ) -> Waited {
-        let start = Instant::now();
-        let mut turns = 0u32;
+        let mut spinner = Spinner::new(WaitPolicy { poll, spin });
         loop {
             if self.reached(epoch) {
                 return Waited::Arrived;
             }
-            turns += 1;
-            if turns < 64 {
-                continue; // a look costs less than a clock read
+            if spinner.idle() != Next::Block {
+                continue;
             }
-            turns = 0;
             let now = Instant::now();
             if now >= deadline {
                 return Waited::TimedOut;
             }
-            let waited = now - start;
-            if waited < poll {
-                continue;
-            }
-            if waited < spin {
-                std::thread::yield_now();
-                continue;
-            }
-            if !alive(self.pid()) {
+            if !process_alive(self.pid()) {
                 // One more look: it may have arrived just before it exited.
                 return if self.reached(epoch) {
                     Waited::Arrived
@@ -140,19 +130,6 @@ impl Arrival {
             self.sleepers.fetch_sub(1, SeqCst);
         }
     }
-}
-
-/// Whether process `pid` exists (0: unknown, taken as alive).
-fn alive(pid: u32) -> bool {
-    if pid == 0 {
-        return true;
-    }
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return true;
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 #[cfg(all(test, not(miri)))]

@@ -1,0 +1,133 @@
+//! The errors every engine reports, built in one place so they read the same whichever engine ran
+//! the call: who (rank, host, address, transport), what (the call and its arguments), and what to
+//! try.
+
+use super::header::OpDesc;
+use crate::error::{Error, ErrorKind};
+use crate::transport::PeerInfo;
+use std::fmt::Display;
+
+/// Where a call runs: which call, on which rank, among which peers.
+#[derive(Clone, Copy)]
+pub(crate) struct Site<'a> {
+    /// The call.
+    pub(crate) desc: &'a OpDesc,
+    /// This rank.
+    pub(crate) rank: usize,
+    /// Every rank's whereabouts, by rank.
+    pub(crate) peers: &'a [PeerInfo],
+}
+
+impl Site<'_> {
+    /// `rank 3 (host a at 10.0.0.1:4000, tcp)`.
+    pub(crate) fn who(&self, peer: usize) -> String {
+        let info = self
+            .peers
+            .get(peer)
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        format!("rank {peer} ({info})")
+    }
+
+    /// `peer` called something else (`theirs`, described).
+    pub(crate) fn mismatch(&self, peer: usize, theirs: impl Display) -> Error {
+        Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "collective mismatch: rank {} called {} but {} called {theirs}; every rank must make the same calls in the same order with the same arguments",
+                self.rank,
+                self.desc.describe(),
+                self.who(peer)
+            ),
+        )
+    }
+
+    /// `peer` is gone: `what` says how this rank found out, as a clause after its name
+    /// (`closed its connection; ...`).
+    pub(crate) fn lost(&self, peer: usize, what: impl Display) -> Error {
+        Error::new(
+            ErrorKind::PeerLost,
+            format!(
+                "{} on rank {}: {} {what}",
+                self.desc.label(),
+                self.rank,
+                self.who(peer)
+            ),
+        )
+    }
+
+    /// The connection to `peer` failed while `doing` (sending, receiving) with `e`.
+    pub(crate) fn lost_connection(&self, peer: usize, doing: &str, e: impl Display) -> Error {
+        Error::new(
+            ErrorKind::PeerLost,
+            format!(
+                "{} on rank {}: lost the connection to {} while {doing}: {e}; that rank probably exited or crashed, check its output",
+                self.desc.label(),
+                self.rank,
+                self.who(peer)
+            ),
+        )
+    }
+
+    /// The deadline passed while waiting for `peer` to `what` (a clause: `send`, `join it on the
+    /// node board`).
+    pub(crate) fn timeout(&self, peer: usize, what: impl Display) -> Error {
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "{} on rank {}: timed out waiting for {} to {what}; it may be stuck, dead, or in a different collective (PSY_TIMEOUT raises the limit)",
+                self.desc.describe(),
+                self.rank,
+                self.who(peer)
+            ),
+        )
+    }
+
+    /// `peer` failed with an error of `kind` and told this rank so; `reason` is its message, if
+    /// it sent one.
+    pub(crate) fn aborted_by(&self, peer: usize, kind: ErrorKind, reason: Option<&str>) -> Error {
+        let reason = reason.map(|r| format!(": {r}")).unwrap_or_default();
+        Error::new(
+            kind,
+            format!(
+                "{} on rank {}: {} failed and aborted the group{reason}",
+                self.desc.label(),
+                self.rank,
+                self.who(peer)
+            ),
+        )
+    }
+
+    /// `peer` sent bytes that are not a psyne message; `hint` says what that may mean.
+    pub(crate) fn garbage(&self, peer: usize, hint: &str) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{} on rank {}: {} sent bytes that are not a psyne message{hint}",
+                self.desc.label(),
+                self.rank,
+                self.who(peer)
+            ),
+        )
+    }
+
+    /// A broken invariant of psyne itself.
+    pub(crate) fn internal(&self, what: impl Display) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{} on rank {}: internal error: {what}",
+                self.desc.label(),
+                self.rank
+            ),
+        )
+    }
+}
+
+/// The error of every call on a group that failed earlier with `first`.
+pub(crate) fn refused(label: &str, first: &Error) -> Error {
+    Error::new(
+        ErrorKind::Aborted,
+        format!("{label} refused: this group is unusable after an earlier failure and cannot be used again (create a new one): {first}"),
+    )
+}

@@ -1,0 +1,189 @@
+//! How every wait in psyne waits, in one place: look without a system call for a while, then keep
+//! looking but yield the core between looks, then block (on a descriptor, a futex, or a slot),
+//! checking between blocks that the peer still lives and the deadline has not passed.
+//!
+//! [`WaitPolicy`] says how long each phase lasts; a group computes it once, when it forms.
+//! [`Spinner`] walks one wait through the phases; every engine (scheduled steps over links, the
+//! node board, shared buffers) and the shared-memory arrival lines use it, so a change to how
+//! psyne waits is a change here. [`process_alive`] is the one liveness probe of a peer process on
+//! this host.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How a rank waits for a peer: poll without system calls for `poll`, then keep polling but yield
+/// the core between looks until `spin` has passed, then block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Pure polling (no system call): worth it when every rank has a core of its own.
+    pub poll: Duration,
+    /// Total time before blocking, polling phase included.
+    pub spin: Duration,
+}
+
+impl WaitPolicy {
+    /// `spin` (`PSY_SPIN_US`), with a few µs of pure polling unless the ranks on this host
+    /// (`local_ranks`) outnumber its cores, when polling would only keep a peer off its core.
+    pub fn new(spin: Duration, local_ranks: usize) -> WaitPolicy {
+        let poll = if local_ranks > online_cores() {
+            Duration::ZERO
+        } else {
+            Duration::from_micros(3)
+        };
+        WaitPolicy {
+            poll: poll.min(spin),
+            spin,
+        }
+    }
+}
+
+/// The host's online CPUs (read once per process), not this process's affinity mask: a launcher
+/// that binds each rank to one core (mpirun does by default) does not make the host
+/// oversubscribed.
+fn online_cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        if online > 0 {
+            online as usize
+        } else {
+            1
+        }
+    })
+}
+
+/// What a waiter should do after a look that found nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Look again at once.
+    Look,
+    /// Yield the core, then look again.
+    Yield,
+    /// Block (check liveness and the deadline first); call [`Spinner::blocked`] after.
+    Block,
+}
+
+/// Looks that are free of any clock read, at the start of a wait: a look at a ring or a slot
+/// costs less than reading the clock.
+const FREE_LOOKS: u32 = 64;
+/// After the free looks, the clock is read every this many looks.
+const CLOCK_EVERY: u32 = 16;
+
+/// One wait's progress through the phases of a [`WaitPolicy`].
+pub(crate) struct Spinner {
+    policy: WaitPolicy,
+    /// Whether to put a PAUSE between looks (while polling).
+    pause: bool,
+    looks: u32,
+    since: Option<Instant>,
+}
+
+impl Spinner {
+    /// A wait that looks flat out while polling (a PAUSE costs more than a look at a ring here).
+    pub(crate) fn new(policy: WaitPolicy) -> Spinner {
+        Spinner {
+            policy,
+            pause: false,
+            looks: 0,
+            since: None,
+        }
+    }
+
+    /// A wait that puts a PAUSE between looks while polling, for a single cache line another core
+    /// is about to write: polling it flat out slows down the very store it waits for.
+    pub(crate) fn pausing(policy: WaitPolicy) -> Spinner {
+        Spinner {
+            pause: true,
+            ..Spinner::new(policy)
+        }
+    }
+
+    /// Something arrived: the next idle look starts a new wait.
+    #[inline]
+    pub(crate) fn progressed(&mut self) {
+        self.looks = 0;
+        self.since = None;
+    }
+
+    /// A block ended: yield and block again only after another spin.
+    pub(crate) fn blocked(&mut self) {
+        self.since = Some(Instant::now());
+    }
+
+    /// The phase after a look that found nothing.
+    #[inline]
+    pub(crate) fn idle(&mut self) -> Next {
+        self.looks = self.looks.wrapping_add(1);
+        if self.pause && !self.policy.poll.is_zero() {
+            std::hint::spin_loop();
+        }
+        if self.looks < FREE_LOOKS || self.looks % CLOCK_EVERY != 0 {
+            return Next::Look;
+        }
+        let idle = self.since.get_or_insert_with(Instant::now).elapsed();
+        if idle < self.policy.poll {
+            Next::Look
+        } else if idle < self.policy.spin {
+            std::thread::yield_now();
+            Next::Yield
+        } else {
+            Next::Block
+        }
+    }
+}
+
+/// Whether process `pid` on this host exists (0, an unknown pid, counts as alive).
+pub(crate) fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if pid == 0 {
+        return true;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spinner_looks_then_yields_then_blocks() {
+        let policy = WaitPolicy {
+            poll: Duration::ZERO,
+            spin: Duration::from_millis(20),
+        };
+        let mut s = Spinner::new(policy);
+        assert_eq!(s.idle(), Next::Look, "the first looks read no clock");
+        let mut seen_yield = false;
+        let until = Instant::now() + Duration::from_secs(5);
+        let block = loop {
+            match s.idle() {
+                Next::Yield => seen_yield = true,
+                Next::Block => break true,
+                Next::Look => {}
+            }
+            if Instant::now() > until {
+                break false;
+            }
+        };
+        assert!(seen_yield && block, "yields within the spin, then blocks");
+        s.blocked();
+        assert_ne!(s.idle(), Next::Block, "a block restarts the spin");
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_reaped_child_is_not() {
+        assert!(process_alive(std::process::id()));
+        assert!(process_alive(0), "unknown counts as alive");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait for true");
+        assert!(!process_alive(pid));
+    }
+}

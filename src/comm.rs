@@ -74,64 +74,89 @@ pub trait Communicator {
     fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()>;
 }
 
+/// Implements every method of [`Communicator`] but `backend` by forwarding to a target chosen by `$via`, a
+/// macro called as `$via!(self, c => expression using c)`: the one list of the collectives'
+/// signatures besides the trait itself. Method-call syntax picks a type's inherent method first,
+/// so [`Group`] forwards to its own collectives, and an enum of backends to each variant's.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! forward_communicator {
+    ($via:ident) => {
+        fn rank(&self) -> usize {
+            $via!(self, c => c.rank())
+        }
+        fn size(&self) -> usize {
+            $via!(self, c => c.size())
+        }
+        fn all_reduce<T: $crate::Element>(&self, buf: &mut [T], op: $crate::ReduceOp) -> $crate::Result<()> {
+            $via!(self, c => c.all_reduce(buf, op))
+        }
+        fn broadcast<T: $crate::Element>(&self, buf: &mut [T], root: usize) -> $crate::Result<()> {
+            $via!(self, c => c.broadcast(buf, root))
+        }
+        fn reduce<T: $crate::Element>(
+            &self,
+            buf: &mut [T],
+            op: $crate::ReduceOp,
+            root: usize,
+        ) -> $crate::Result<()> {
+            $via!(self, c => c.reduce(buf, op, root))
+        }
+        fn all_gather_into<T: $crate::Element>(&self, local: &[T], out: &mut [T]) -> $crate::Result<()> {
+            $via!(self, c => c.all_gather_into(local, out))
+        }
+        fn reduce_scatter_into<T: $crate::Element>(
+            &self,
+            input: &[T],
+            out: &mut [T],
+            op: $crate::ReduceOp,
+        ) -> $crate::Result<()> {
+            $via!(self, c => c.reduce_scatter_into(input, out, op))
+        }
+        fn scatter_into<T: $crate::Element>(
+            &self,
+            input: &[T],
+            out: &mut [T],
+            count: usize,
+            root: usize,
+        ) -> $crate::Result<()> {
+            $via!(self, c => c.scatter_into(input, out, count, root))
+        }
+        fn gather_into<T: $crate::Element>(
+            &self,
+            local: &[T],
+            out: &mut [T],
+            count: usize,
+            root: usize,
+        ) -> $crate::Result<()> {
+            $via!(self, c => c.gather_into(local, out, count, root))
+        }
+        fn all_to_all_into<T: $crate::Element>(&self, input: &[T], out: &mut [T]) -> $crate::Result<()> {
+            $via!(self, c => c.all_to_all_into(input, out))
+        }
+        fn barrier(&self) -> $crate::Result<()> {
+            $via!(self, c => c.barrier())
+        }
+        fn send<T: $crate::Element>(&self, buf: &[T], dst: usize) -> $crate::Result<()> {
+            $via!(self, c => c.send(buf, dst))
+        }
+        fn recv<T: $crate::Element>(&self, buf: &mut [T], src: usize) -> $crate::Result<()> {
+            $via!(self, c => c.recv(buf, src))
+        }
+    };
+}
+
+/// `$via` for a type whose inherent methods are the collectives.
+macro_rules! inherent {
+    ($s:ident, $c:ident => $e:expr) => {{
+        let $c = $s;
+        $e
+    }};
+}
+
 impl Communicator for Group {
     fn backend(&self) -> &'static str {
         "native"
     }
-    fn rank(&self) -> usize {
-        Group::rank(self)
-    }
-    fn size(&self) -> usize {
-        Group::size(self)
-    }
-    fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        Group::all_reduce(self, buf, op)
-    }
-    fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
-        Group::broadcast(self, buf, root)
-    }
-    fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
-        Group::reduce(self, buf, op, root)
-    }
-    fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
-        Group::all_gather_into(self, local, out)
-    }
-    fn reduce_scatter_into<T: Element>(
-        &self,
-        input: &[T],
-        out: &mut [T],
-        op: ReduceOp,
-    ) -> Result<()> {
-        Group::reduce_scatter_into(self, input, out, op)
-    }
-    fn scatter_into<T: Element>(
-        &self,
-        input: &[T],
-        out: &mut [T],
-        count: usize,
-        root: usize,
-    ) -> Result<()> {
-        Group::scatter_into(self, input, out, count, root)
-    }
-    fn gather_into<T: Element>(
-        &self,
-        local: &[T],
-        out: &mut [T],
-        count: usize,
-        root: usize,
-    ) -> Result<()> {
-        Group::gather_into(self, local, out, count, root)
-    }
-    fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
-        Group::all_to_all_into(self, input, out)
-    }
-    fn barrier(&self) -> Result<()> {
-        Group::barrier(self)
-    }
-    fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
-        Group::send(self, buf, dst)
-    }
-    fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
-        Group::recv(self, buf, src)
-    }
+    forward_communicator!(inherent);
 }

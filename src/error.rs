@@ -2,6 +2,7 @@
 //! what, and what to try.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What went wrong, coarsely; the message has the details.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,11 +28,24 @@ pub enum ErrorKind {
 }
 
 /// The error returned by every fallible psyne call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Errors compare equal when their kind and message are equal (the underlying cause, if any, is
+/// not compared).
+#[derive(Debug, Clone)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// The operating-system error behind it, for [`std::error::Error::source`].
+    source: Option<Arc<std::io::Error>>,
 }
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// A new error of `kind` with a message that should name the problem and the fix.
@@ -39,6 +53,7 @@ impl Error {
         Error {
             kind,
             message: message.into(),
+            source: None,
         }
     }
 
@@ -52,9 +67,14 @@ impl Error {
         Self::new(ErrorKind::Config, message)
     }
 
-    /// An [`ErrorKind::Io`] error: `context` says what was being done.
+    /// An [`ErrorKind::Io`] error: `context` says what was being done; `err` stays its
+    /// [`std::error::Error::source`].
     pub fn io(context: impl fmt::Display, err: std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, format!("{context}: {err}"))
+        let message = format!("{context}: {err}");
+        Error {
+            source: Some(Arc::new(err)),
+            ..Self::new(ErrorKind::Io, message)
+        }
     }
 
     /// The kind of this error.
@@ -70,8 +90,8 @@ impl Error {
     /// The same error with `context` put in front of its message.
     pub fn context(self, context: impl fmt::Display) -> Self {
         Error {
-            kind: self.kind,
             message: format!("{context}: {}", self.message),
+            ..self
         }
     }
 }
@@ -82,7 +102,32 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// The result type of psyne.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn an_io_error_keeps_its_cause() {
+        let cause = std::io::Error::new(std::io::ErrorKind::NotFound, "no such segment");
+        let e = Error::io("opening /dev/shm/x", cause).context("rank 2");
+        assert_eq!(e.kind(), ErrorKind::Io);
+        assert_eq!(e.message(), "rank 2: opening /dev/shm/x: no such segment");
+        let source = e.source().expect("the io error is the source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    }
+}

@@ -39,6 +39,7 @@ mod init;
 pub mod mpi;
 pub mod oracle;
 pub mod reduce;
+pub mod report;
 pub mod schedule;
 pub mod transport;
 pub mod tuning;

@@ -29,12 +29,13 @@ pub struct StoreServer {
 
 impl StoreServer {
     /// Binds `addr` (port 0 picks a free port) and serves in background threads. Clients must
-    /// prove `secret`; those that fail are logged on stderr and closed.
+    /// prove `secret`; those that fail are reported ([`crate::report`]) and closed.
     pub fn bind(
         addr: impl ToSocketAddrs + std::fmt::Display,
         secret: Secret,
     ) -> Result<StoreServer> {
-        StoreServer::bind_logging(addr, secret, Arc::new(|line: &str| eprintln!("{line}")))
+        let report = |line: &str| crate::report::warn(line.trim_start_matches("psyne "));
+        StoreServer::bind_logging(addr, secret, Arc::new(report))
     }
 
     /// [`StoreServer::bind`], with refused connections reported through `log` (one whole line

@@ -1,6 +1,7 @@
 //! [`Group`]: the ranks of a job and the collectives they call together.
 
 mod core;
+mod nonblocking;
 mod ops;
 mod shared;
 mod split;
@@ -327,7 +328,7 @@ impl Group {
     }
 
     /// Queues `f` to run in its turn on the worker thread.
-    fn spawn<R: Send + 'static>(
+    pub(super) fn spawn<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Core) -> Result<R> + Send + 'static,
     ) -> Work<R> {
@@ -412,21 +413,9 @@ impl Group {
         self.sequenced(|c| ops::all_reduce(c, self.algo, buf, op))
     }
 
-    /// Non-blocking [`Group::all_reduce`]: the handle gives the buffer back when done.
-    pub fn all_reduce_async<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
-        let algo = self.algo;
-        self.spawn(move |c| ops::all_reduce(c, algo, &mut buf, op).map(|_| buf))
-    }
-
     /// Copies `root`'s `buf` into every other rank's `buf` (all of the same length).
     pub fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
         self.sequenced(|c| ops::broadcast(c, self.algo, buf, root))
-    }
-
-    /// Non-blocking [`Group::broadcast`].
-    pub fn broadcast_async<T: Element>(&self, mut buf: Vec<T>, root: usize) -> Work<Vec<T>> {
-        let algo = self.algo;
-        self.spawn(move |c| ops::broadcast(c, algo, &mut buf, root).map(|_| buf))
     }
 
     /// `root`'s `buf` becomes the reduction of all ranks' buffers; other ranks' buffers are left
@@ -441,15 +430,6 @@ impl Group {
         let mut out = vec![T::zeroed(); local.len() * self.size()];
         self.sequenced(|c| ops::all_gather_into(c, self.algo, local, &mut out))?;
         Ok(out)
-    }
-
-    /// Non-blocking [`Group::all_gather`].
-    pub fn all_gather_async<T: Element>(&self, local: Vec<T>) -> Work<Vec<T>> {
-        let (algo, size) = (self.algo, self.size());
-        self.spawn(move |c| {
-            let mut out = vec![T::zeroed(); local.len() * size];
-            ops::all_gather_into(c, algo, &local, &mut out).map(|_| out)
-        })
     }
 
     /// All-gather into `out`, whose length is the total: rank `i` contributes chunk `i` of `out`
@@ -534,25 +514,9 @@ impl Group {
         crate::schedule::chunk_span(count, self.size(), self.rank()).len()
     }
 
-    /// Non-blocking [`Group::all_to_all`].
-    pub fn all_to_all_async<T: Element>(&self, input: Vec<T>) -> Work<Vec<T>> {
-        let algo = self.algo;
-        let out_len = self.size() * self.chunk_len(input.len());
-        self.spawn(move |c| {
-            let mut out = vec![T::zeroed(); out_len];
-            ops::all_to_all_into(c, algo, &input, &mut out).map(|_| out)
-        })
-    }
-
     /// Returns once every rank has called it.
     pub fn barrier(&self) -> Result<()> {
         self.sequenced(|c| ops::barrier(c, self.algo))
-    }
-
-    /// Non-blocking [`Group::barrier`].
-    pub fn barrier_async(&self) -> Work<()> {
-        let algo = self.algo;
-        self.spawn(move |c| ops::barrier(c, algo))
     }
 
     /// Sends `buf` to rank `dst`, which must call [`Group::recv`] with a buffer of the same length

@@ -298,9 +298,9 @@ pub(crate) fn allocate<T: Element>(
             Some(seg)
         }
         Err(e) => {
-            eprintln!(
-                "psyne: rank {rank}: cannot create a shared buffer ({e}); using private memory"
-            );
+            crate::report::warn(format_args!(
+                "rank {rank}: cannot create a shared buffer ({e}); using private memory"
+            ));
             None
         }
     };
@@ -328,7 +328,7 @@ pub(crate) fn allocate<T: Element>(
         match Segment::open(&scope.name(id, peer), bytes) {
             Ok(seg) => segments.push(seg),
             Err(e) => {
-                eprintln!("psyne: rank {rank}: cannot map rank {peer}'s shared buffer ({e}); using private memory");
+                crate::report::warn(format_args!("rank {rank}: cannot map rank {peer}'s shared buffer ({e}); using private memory"));
                 opened = false;
                 break;
             }

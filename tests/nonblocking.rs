@@ -1,0 +1,100 @@
+//! The non-blocking form of every collective against the sequential oracle, element by element,
+//! with several calls in flight at once (they complete in the order they were issued).
+
+mod common;
+
+use psyne::{oracle, ReduceOp};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(60);
+
+/// Rank `r`'s input of `n` elements.
+fn input(r: usize, n: usize) -> Vec<i64> {
+    (0..n as i64).map(|i| i * 7 + r as i64 * 100 - 3).collect()
+}
+
+#[test]
+fn every_async_collective_matches_the_oracle() {
+    let size = 3;
+    let n = 10; // not a multiple of the group size: uneven chunks
+    let inputs: Vec<Vec<i64>> = (0..size).map(|r| input(r, n)).collect();
+    let oracle_inputs = inputs.clone();
+    let results = common::with_ranks(size, T, move |g| {
+        let r = g.rank();
+        let mine = input(r, n);
+        let chunk = mine[..3].to_vec(); // all_gather: every rank gives the same length
+                                        // Issued back to back, waited for afterwards.
+        let all_reduce = g.all_reduce_async(mine.clone(), ReduceOp::Sum);
+        let broadcast = g.broadcast_async(mine.clone(), 1);
+        let reduce = g.reduce_async(mine.clone(), ReduceOp::Max, 2);
+        let all_gather = g.all_gather_async(chunk.clone());
+        let reduce_scatter = g.reduce_scatter_async(mine.clone(), ReduceOp::Sum);
+        let scatter = g.scatter_async(mine.clone(), n, 0);
+        let gather = g.gather_async(mine[psyne::schedule::chunk_span(n, size, r)].to_vec(), n, 1);
+        let all_to_all = g.all_to_all_async(mine.clone());
+        let barrier = g.barrier_async();
+        let (to, from) = ((r + 1) % size, (r + size - 1) % size);
+        let sent = g.send_async(mine.clone(), to);
+        let received = g.recv_async(vec![0i64; n], from);
+        Ok::<_, psyne::Error>((
+            all_reduce.wait()?,
+            broadcast.wait()?,
+            reduce.wait()?,
+            all_gather.wait()?,
+            reduce_scatter.wait()?,
+            scatter.wait()?,
+            gather.wait()?,
+            all_to_all.wait()?,
+            barrier.wait()?,
+            sent.wait()?,
+            received.wait()?,
+        ))
+    });
+    let inputs = oracle_inputs;
+    let chunks: Vec<Vec<i64>> = (0..size).map(|r| inputs[r][..3].to_vec()).collect();
+    for (r, result) in results.into_iter().enumerate() {
+        let (ar, bc, red, ag, rs, sc, ga, a2a, (), sent, recv) =
+            result.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        assert_eq!(
+            ar,
+            oracle::all_reduce(&inputs, ReduceOp::Sum),
+            "all_reduce on rank {r}"
+        );
+        assert_eq!(bc, oracle::broadcast(&inputs, 1), "broadcast on rank {r}");
+        if r == 2 {
+            assert_eq!(
+                red,
+                oracle::reduce(&inputs, ReduceOp::Max),
+                "reduce on the root"
+            );
+        } else {
+            assert_eq!(red, inputs[r], "reduce leaves rank {r}'s buffer");
+        }
+        assert_eq!(ag, oracle::all_gather(&chunks), "all_gather on rank {r}");
+        assert_eq!(
+            rs,
+            oracle::reduce_scatter(&inputs, ReduceOp::Sum)[r],
+            "reduce_scatter on rank {r}"
+        );
+        assert_eq!(
+            sc,
+            oracle::scatter(&inputs[0], size)[r],
+            "scatter on rank {r}"
+        );
+        if r == 1 {
+            let pieces: Vec<Vec<i64>> = (0..size)
+                .map(|j| inputs[j][psyne::schedule::chunk_span(10, size, j)].to_vec())
+                .collect();
+            assert_eq!(ga, oracle::gather(&pieces), "gather on the root");
+        } else {
+            assert!(ga.is_empty(), "gather gives non-roots nothing");
+        }
+        assert_eq!(
+            a2a,
+            oracle::all_to_all(&inputs)[r],
+            "all_to_all on rank {r}"
+        );
+        assert_eq!(sent, inputs[r], "send gives the buffer back unchanged");
+        assert_eq!(recv, inputs[(r + size - 1) % size], "recv on rank {r}");
+    }
+}

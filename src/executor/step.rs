@@ -207,77 +207,14 @@ fn drive(
     scratch: &mut [u8],
     reducer: Option<Reducer>,
 ) -> Result<()> {
-    let es = ctx.elem_size;
     let mut spinner = Spinner::new(ctx.wait);
     loop {
-        let mut progressed = false;
-        // Sends.
-        for i in 0..sends.len() {
-            if sends[i].complete()
-                || sends[..i]
-                    .iter()
-                    .any(|o| o.peer == sends[i].peer && !o.complete())
-            {
-                continue;
-            }
-            let avail = if sends[i].forward {
-                forward_limit(&sends[i], recvs)
-            } else {
-                sends[i].len
-            };
-            let s = &mut sends[i];
-            if s.hdr_done == HEADER_LEN && s.done >= avail {
-                continue;
-            }
-            let data = &buf[s.start + s.done..s.start + avail];
-            let slices = [IoSlice::new(&s.hdr[s.hdr_done..]), IoSlice::new(data)];
-            match link(ctx, links, s.peer)?.write_some(&slices) {
-                Ok(0) => {
-                    return Err(ctx.site.lost_connection(
-                        s.peer,
-                        "sending",
-                        "the connection accepts no more data",
-                    ))
-                }
-                Ok(mut n) => {
-                    let h = n.min(HEADER_LEN - s.hdr_done);
-                    s.hdr_done += h;
-                    n -= h;
-                    s.done += n;
-                    progressed = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ctx.site.lost_connection(s.peer, "sending", e)),
-            }
-        }
-        // Receives.
-        for i in 0..recvs.len() {
-            if recvs[i].complete()
-                || recvs[..i]
-                    .iter()
-                    .any(|o| o.peer == recvs[i].peer && !o.complete())
-            {
-                continue;
-            }
-            progressed |= receive(ctx, links, &mut recvs[i], buf, scratch)?;
-            if recvs[i].reduce {
-                let (p, e) = reducible(&recvs[i], sends, es);
-                if e > p {
-                    let r = &mut recvs[i];
-                    let off = r.scratch_off + (p - r.start);
-                    if let Some(red) = reducer {
-                        red.apply(&mut buf[p..e], &scratch[off..off + (e - p)]);
-                    }
-                    r.applied = e - r.start;
-                    progressed = true;
-                }
-            }
-        }
+        let sent = pump_sends(ctx, links, sends, recvs, buf)?;
+        let received = pump_recvs(ctx, links, sends, recvs, buf, scratch, reducer)?;
         if sends.iter().all(SendSt::complete) && recvs.iter().all(RecvSt::complete) {
             return Ok(());
         }
-        if progressed {
+        if sent || received {
             spinner.progressed();
             continue;
         }
@@ -289,6 +226,118 @@ fn drive(
             spinner.blocked();
         }
     }
+}
+
+/// Whether entry `i` is the first unfinished one of its peer (messages to or from one peer go
+/// in schedule order).
+fn first_of_peer<S>(
+    all: &[S],
+    i: usize,
+    peer: impl Fn(&S) -> usize,
+    done: impl Fn(&S) -> bool,
+) -> bool {
+    !done(&all[i])
+        && !all[..i]
+            .iter()
+            .any(|o| peer(o) == peer(&all[i]) && !done(o))
+}
+
+/// Writes what each send may send now; true if anything was written.
+#[inline]
+fn pump_sends(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    sends: &mut [SendSt],
+    recvs: &[RecvSt],
+    buf: &[u8],
+) -> Result<bool> {
+    let mut progressed = false;
+    for i in 0..sends.len() {
+        if !first_of_peer(sends, i, |s| s.peer, SendSt::complete) {
+            continue;
+        }
+        let avail = if sends[i].forward {
+            forward_limit(&sends[i], recvs)
+        } else {
+            sends[i].len
+        };
+        progressed |= send_some(ctx, links, &mut sends[i], avail, buf)?;
+    }
+    Ok(progressed)
+}
+
+/// Writes the rest of `s`'s header and its data up to `avail`; true if anything was written.
+#[inline]
+fn send_some(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    s: &mut SendSt,
+    avail: usize,
+    buf: &[u8],
+) -> Result<bool> {
+    if s.hdr_done == HEADER_LEN && s.done >= avail {
+        return Ok(false);
+    }
+    let data = &buf[s.start + s.done..s.start + avail];
+    let slices = [IoSlice::new(&s.hdr[s.hdr_done..]), IoSlice::new(data)];
+    match link(ctx, links, s.peer)?.write_some(&slices) {
+        Ok(0) => {
+            Err(ctx
+                .site
+                .lost_connection(s.peer, "sending", "the connection accepts no more data"))
+        }
+        Ok(mut n) => {
+            let h = n.min(HEADER_LEN - s.hdr_done);
+            s.hdr_done += h;
+            n -= h;
+            s.done += n;
+            Ok(true)
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(ctx.site.lost_connection(s.peer, "sending", e)),
+    }
+}
+
+/// Reads what has arrived for each receive and reduces what may be reduced; true if anything
+/// happened.
+#[inline]
+fn pump_recvs(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    sends: &[SendSt],
+    recvs: &mut [RecvSt],
+    buf: &mut [u8],
+    scratch: &mut [u8],
+    reducer: Option<Reducer>,
+) -> Result<bool> {
+    let mut progressed = false;
+    for i in 0..recvs.len() {
+        if !first_of_peer(recvs, i, |r| r.peer, RecvSt::complete) {
+            continue;
+        }
+        progressed |= receive(ctx, links, &mut recvs[i], buf, scratch)?;
+        if !recvs[i].reduce {
+            continue;
+        }
+        let (p, e) = reducible(&recvs[i], sends, ctx.elem_size);
+        if e > p {
+            let r = &mut recvs[i];
+            let off = r.scratch_off + (p - r.start);
+            if let Some(red) = reducer {
+                red.apply(&mut buf[p..e], &scratch[off..off + (e - p)]);
+            }
+            r.applied = e - r.start;
+            progressed = true;
+        }
+    }
+    Ok(progressed)
 }
 
 /// How many bytes of a forward send are available: those its covering `Copy` receive has written.
@@ -327,53 +376,14 @@ fn receive(
     buf: &mut [u8],
     scratch: &mut [u8],
 ) -> Result<bool> {
-    let link = link(ctx, links, r.peer)?;
+    let link = link(ctx, links, r.peer)?.as_mut();
     let mut progressed = false;
     if !r.header_ok() {
-        // A small message is read with its header in one call (one syscall instead of two),
-        // never past its end: the next bytes of the stream belong to the next message.
-        let mut stage = [0u8; STAGE];
-        let payload = if r.len <= STAGE - HEADER_LEN {
-            r.len
-        } else {
-            0
-        };
-        let want = HEADER_LEN - r.hdr_got + payload;
-        let n = match link.read_some(&mut stage[..want]) {
-            Ok(0) => {
-                return Err(ctx.site.lost_connection(
-                    r.peer,
-                    "receiving",
-                    "the connection was closed",
-                ))
-            }
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                return Ok(false)
-            }
-            Err(e) => return Err(ctx.site.lost_connection(r.peer, "receiving", e)),
-        };
-        let h = n.min(HEADER_LEN - r.hdr_got);
-        r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&stage[..h]);
-        r.hdr_got += h;
+        if !receive_header(ctx, link, r, buf, scratch)? {
+            return Ok(false);
+        }
         if !r.header_ok() {
             return Ok(true);
-        }
-        let extra = &stage[h..n];
-        check_header(ctx, link.as_mut(), r, extra)?;
-        if !extra.is_empty() {
-            let dest = if r.reduce {
-                &mut scratch[r.scratch_off..r.scratch_off + extra.len()]
-            } else {
-                &mut buf[r.start..r.start + extra.len()]
-            };
-            dest.copy_from_slice(extra);
-            r.got = extra.len();
         }
         progressed = true;
     }
@@ -384,27 +394,81 @@ fn receive(
         } else {
             &mut buf[r.start + r.got..r.start + r.got + want]
         };
-        match link.read_some(dest) {
-            Ok(0) => {
-                return Err(ctx.site.lost_connection(
-                    r.peer,
-                    "receiving",
-                    "the connection was closed",
-                ))
-            }
-            Ok(n) => {
-                r.got += n;
-                progressed = true;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(ctx.site.lost_connection(r.peer, "receiving", e)),
-        }
+        let n = read_or_lost(ctx, link, r.peer, dest)?;
+        r.got += n;
+        progressed |= n > 0;
     }
     Ok(progressed)
+}
+
+/// Reads (more of) `r`'s header, and with it a small message whole; checks a complete header.
+/// True if anything was read.
+fn receive_header(
+    ctx: &StepCtx<'_>,
+    link: &mut dyn Link,
+    r: &mut RecvSt,
+    buf: &mut [u8],
+    scratch: &mut [u8],
+) -> Result<bool> {
+    // A small message is read with its header in one call (one syscall instead of two), never
+    // past its end: the next bytes of the stream belong to the next message.
+    let mut stage = [0u8; STAGE];
+    let payload = if r.len <= STAGE - HEADER_LEN {
+        r.len
+    } else {
+        0
+    };
+    let want = HEADER_LEN - r.hdr_got + payload;
+    let n = read_or_lost(ctx, link, r.peer, &mut stage[..want])?;
+    if n == 0 {
+        return Ok(false);
+    }
+    let h = n.min(HEADER_LEN - r.hdr_got);
+    r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&stage[..h]);
+    r.hdr_got += h;
+    if !r.header_ok() {
+        return Ok(true);
+    }
+    let extra = &stage[h..n];
+    check_header(ctx, link, r, extra)?;
+    if !extra.is_empty() {
+        let dest = if r.reduce {
+            &mut scratch[r.scratch_off..r.scratch_off + extra.len()]
+        } else {
+            &mut buf[r.start..r.start + extra.len()]
+        };
+        dest.copy_from_slice(extra);
+        r.got = extra.len();
+    }
+    Ok(true)
+}
+
+/// Reads into `dest` from `peer`'s link: the bytes read, 0 when nothing has arrived; end of
+/// stream or a failure is the peer lost.
+#[inline]
+fn read_or_lost(
+    ctx: &StepCtx<'_>,
+    link: &mut dyn Link,
+    peer: usize,
+    dest: &mut [u8],
+) -> Result<usize> {
+    match link.read_some(dest) {
+        Ok(0) if !dest.is_empty() => {
+            Err(ctx
+                .site
+                .lost_connection(peer, "receiving", "the connection was closed"))
+        }
+        Ok(n) => Ok(n),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(0)
+        }
+        Err(e) => Err(ctx.site.lost_connection(peer, "receiving", e)),
+    }
 }
 
 /// Validates a complete header; `early` holds payload bytes already read with it.

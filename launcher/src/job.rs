@@ -2,10 +2,13 @@
 //! torch master are, and, from a [`Placement`], each rank's [`RankEnv`] (the contract of
 //! [`psyne::contract`]).
 
+use crate::output::Console;
 use crate::placement::Placement;
 use psyne::auth::Secret;
+use psyne::bootstrap::StoreServer;
 use psyne::contract::RankEnv;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::Arc;
 
 /// The loopback address a local job's store and torch master use.
 pub const LOCAL_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -65,6 +68,29 @@ pub fn hostname() -> String {
         return "localhost".into();
     }
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Starts the job's store on `ip` (any free port), proving connections with `secret`. Refused
+/// connections are reported through `console`, so the line never splits a rank's.
+pub fn serve_store(
+    ip: IpAddr,
+    secret: &Secret,
+    console: &Arc<Console>,
+) -> psyne::Result<StoreServer> {
+    let console = console.clone();
+    StoreServer::bind_logging(
+        SocketAddr::new(ip, 0),
+        secret.clone(),
+        Arc::new(move |line: &str| console.message(line.trim_start_matches("psyne store: "))),
+    )
+}
+
+/// Removes the shared-memory segments job `job_id` left on this host; returns how many. Ranks
+/// unlink their segments as soon as both ends have mapped them; a rank that died in between
+/// leaves one behind.
+pub fn remove_leftover_segments(job_id: &str) -> std::io::Result<usize> {
+    let prefix = psyne::transport::shm::segment::job_prefix(job_id);
+    psyne::transport::shm::segment::remove_job_segments(&prefix)
 }
 
 /// The environment of every rank: one [`RankEnv`] per placement, in rank order.

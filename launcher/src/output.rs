@@ -7,13 +7,21 @@
 //! longer than [`MAX_LINE`] is forwarded in pieces of that size, each ended with a newline on the
 //! console, so a program that never prints a newline cannot make psyrun hold unbounded memory.
 
+use crate::args::Launch;
+use crate::Error;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// The longest piece forwarded as one line: longer lines are split.
 pub const MAX_LINE: usize = 1 << 20;
+
+/// How long psyrun waits, once every rank has ended, for the ranks' output pipes to close (a
+/// process that left its rank's process group may still hold them open).
+pub const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 
 /// Which of a rank's streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +38,15 @@ impl Stream {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
+        }
+    }
+
+    /// The stream numbered `n` (as the agents number them): 0 is stdout, anything else stderr.
+    pub fn from_number(n: u8) -> Stream {
+        if n == 0 {
+            Stream::Stdout
+        } else {
+            Stream::Stderr
         }
     }
 }
@@ -93,7 +110,78 @@ pub struct Sink<'a> {
     /// any, gets them either way.
     pub show: bool,
     /// The `--output-dir` file, if any, and its path for messages.
-    pub file: Option<(File, std::path::PathBuf)>,
+    pub file: Option<RankFile>,
+}
+
+/// How one rank's lines look on the console, as the command line asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Look {
+    /// `[host][rank] ` with `--tag-output`, else empty.
+    pub prefix: String,
+    /// Stamp lines with the time they were read (`--timestamp-output`).
+    pub timestamp: bool,
+    /// Show them at all (`--ranks`).
+    pub show: bool,
+}
+
+impl Look {
+    /// The look of rank `rank`, which runs on `host`, under `launch`.
+    pub fn of(launch: &Launch, host: &str, rank: usize) -> Look {
+        Look {
+            prefix: if launch.tag_output {
+                format!("[{host}][{rank}] ")
+            } else {
+                String::new()
+            },
+            timestamp: launch.timestamp_output,
+            show: launch
+                .show_ranks
+                .as_ref()
+                .map_or(true, |s| s.contains(rank)),
+        }
+    }
+
+    /// A sink for one of the rank's streams with this look, and its `--output-dir` file if any.
+    pub fn sink<'a>(
+        &self,
+        console: &'a Console,
+        stream: Stream,
+        file: Option<RankFile>,
+    ) -> Sink<'a> {
+        Sink {
+            console,
+            stream,
+            prefix: self.prefix.clone(),
+            timestamp: self.timestamp,
+            show: self.show,
+            file,
+        }
+    }
+}
+
+/// An `--output-dir` file and its path (for messages).
+pub type RankFile = (File, PathBuf);
+
+/// The `--output-dir` files of one rank: stdout's and stderr's.
+pub type RankFiles = [Option<RankFile>; 2];
+
+/// The `--output-dir` files of `n` ranks, created (with the directory) if `dir` is given, else
+/// none.
+pub fn open_output_files(dir: Option<&Path>, n: usize) -> Result<Vec<RankFiles>, Error> {
+    let Some(dir) = dir else {
+        return Ok((0..n).map(|_| [None, None]).collect());
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating --output-dir {}", dir.display()), e))?;
+    let open = |rank: usize, stream: Stream| {
+        let path = dir.join(format!("rank.{rank}.{}", stream.name()));
+        File::create(&path)
+            .map(|f| Some((f, path.clone())))
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))
+    };
+    (0..n)
+        .map(|r| Ok([open(r, Stream::Stdout)?, open(r, Stream::Stderr)?]))
+        .collect()
 }
 
 /// Copies `reader` to `sink` line by line until end of file or a read error. Console write

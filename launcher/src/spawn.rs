@@ -1,4 +1,4 @@
-//! Starting one rank and signalling it.
+//! Starting one rank, watching its output and its end, and signalling it.
 //!
 //! Each rank runs in its own process group (its pid is the group id), so psyrun can signal the
 //! rank and everything it started at once, and a Ctrl-C on the terminal reaches psyrun alone,
@@ -13,8 +13,11 @@
 //! from its first instruction, and so does everything it starts.
 
 use crate::binding::CpuSet;
+use crate::output::Stream;
+use crate::supervise::Termination;
+use crate::Error;
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -105,6 +108,90 @@ pub fn command(rank: &RankCommand) -> Command {
 /// Starts one rank (see [`command`]).
 pub fn spawn(rank: &RankCommand) -> io::Result<Child> {
     command(rank).spawn()
+}
+
+/// Stack size of psyrun's helper threads (they only copy bytes or wait for a process).
+pub(crate) const HELPER_STACK: usize = 256 * 1024;
+
+/// Starts a helper thread named `name` with a [`HELPER_STACK`] stack, not joined.
+pub(crate) fn helper_thread(
+    name: impl Into<String>,
+    f: impl FnOnce() + Send + 'static,
+) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(HELPER_STACK)
+        .spawn(f)
+        .map(|_| ())
+}
+
+/// Where one of a rank's output streams goes: called on a thread of its own with the stream,
+/// it returns when the stream ends.
+pub type OutputSink = Box<dyn FnOnce(Box<dyn Read + Send>) + Send>;
+
+/// A rank started by [`spawn_watched`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watched {
+    /// Its pid (and process group id).
+    pub pid: u32,
+    /// How many output streams are being forwarded (each calls its sink once).
+    pub forwarders: usize,
+}
+
+/// Starts rank `rank` (see [`spawn`]) and watches it: one thread per output stream hands the
+/// stream to the sink `sinks` gives for it, and one thread waits for the rank and hands how it
+/// ended to `on_exit`. The threads are named `THREADS-RANK-stdout` and `THREADS-wait-RANK`.
+/// Local ranks and an agent's ranks are started through this one function; only their sinks
+/// differ (the console and files, or frames to psyrun).
+///
+/// The process is forked on the calling thread, so its parent-death signal is tied to that
+/// thread. If a helper thread cannot be started, the rank's process group is killed and the
+/// error returned.
+pub fn spawn_watched(
+    rank: usize,
+    command: &RankCommand,
+    threads: &str,
+    mut sinks: impl FnMut(Stream) -> OutputSink,
+    on_exit: impl FnOnce(Termination) + Send + 'static,
+) -> Result<Watched, Error> {
+    let mut child = spawn(command).map_err(|source| Error::Spawn {
+        rank,
+        program: command.program.clone(),
+        source,
+    })?;
+    let pid = child.id();
+    let thread_failed = |what: &str, e: io::Error| {
+        // Started but not watchable: killed, and not waited for.
+        let _ = signal_group(pid, libc::SIGKILL);
+        Error::io(format!("starting the thread that {what} rank {rank}"), e)
+    };
+    let streams: [(Option<Box<dyn Read + Send>>, Stream); 2] = [
+        (boxed(child.stdout.take()), Stream::Stdout),
+        (boxed(child.stderr.take()), Stream::Stderr),
+    ];
+    let mut forwarders = 0;
+    for (reader, stream) in streams {
+        let Some(reader) = reader else { continue };
+        let sink = sinks(stream);
+        helper_thread(format!("{threads}-{rank}-{}", stream.name()), move || {
+            sink(reader);
+        })
+        .map_err(|e| thread_failed("forwards the output of", e))?;
+        forwarders += 1;
+    }
+    helper_thread(format!("{threads}-wait-{rank}"), move || {
+        on_exit(match child.wait() {
+            Ok(status) => Termination::from_status(status),
+            Err(e) => Termination::Unknown(format!("waiting for it failed: {e}")),
+        });
+    })
+    .map_err(|e| thread_failed("waits for", e))?;
+    Ok(Watched { pid, forwarders })
+}
+
+/// A child's pipe as a boxed reader.
+fn boxed(pipe: Option<impl Read + Send + 'static>) -> Option<Box<dyn Read + Send>> {
+    pipe.map(|r| Box::new(r) as Box<dyn Read + Send>)
 }
 
 /// Sends `signal` to the process group `pgid` (a rank's pid). A group that no longer exists is

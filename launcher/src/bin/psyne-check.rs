@@ -132,9 +132,14 @@ fn main() -> ExitCode {
         args.backend = Backend::NativeOverMpi;
     }
     match args.backend {
-        Backend::Native => {}
-        Backend::Mpi | Backend::NativeOverMpi => return mpi_backends::run(&args),
+        Backend::Native => check_native(&args, foreign),
+        Backend::Mpi | Backend::NativeOverMpi => mpi_backends::run(&args),
     }
+}
+
+/// `--backend native`: forms psyne's own group from the launcher's environment, checks the
+/// world size, then checks every collective (or plays the `--fault` asked for).
+fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) -> ExitCode {
     if let Some((kind, r)) = &args.fault {
         if kind == "stranger" && std::env::var("PSY_RANK").ok() == Some(r.to_string()) {
             stranger();
@@ -156,43 +161,11 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if let Some((kind, r)) = &args.fault {
-        println!(
-            "rank {rank}: job {}",
-            std::env::var("PSY_JOB_ID").unwrap_or_default()
-        );
-        if kind == "sigkill-during" {
-            return large_all_reduces(&group, *r == rank);
-        }
-        if *r == rank {
-            match kind.as_str() {
-                "exit3" => std::process::exit(3),
-                // SAFETY: raising a signal on this process has no memory-safety preconditions.
-                "sigkill" => unsafe {
-                    libc::raise(libc::SIGKILL);
-                },
-                "hang" => std::thread::sleep(std::time::Duration::from_secs(3600)),
-                _ => {}
-            }
-        }
-        let n = if kind == "count" && *r == rank {
-            10
-        } else {
-            20
-        };
-        let mut buf = vec![1.0f32; n];
-        return match group.all_reduce(&mut buf, ReduceOp::Sum) {
-            Ok(()) => {
-                println!("rank {rank}: all_reduce succeeded");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                println!("rank {rank}: error kind {:?}: {e}", e.kind());
-                ExitCode::from(2)
-            }
-        };
+        return play_fault(&group, kind, *r);
     }
     let counts = args
         .counts
+        .clone()
         .unwrap_or_else(|| conformance::default_counts(size));
     ExitCode::from(report(
         rank,
@@ -201,6 +174,47 @@ fn main() -> ExitCode {
         &counts,
         conformance::check_all_types(&group, &counts, args.seed),
     ))
+}
+
+/// `--fault KIND:RANK` once the group has formed: every rank says its job; rank `faulty`
+/// misbehaves as `kind` says, then every rank tries one all-reduce (or, for `sigkill-during`,
+/// a series of large ones) and says how it went.
+fn play_fault(group: &psyne::Group, kind: &str, faulty: usize) -> ExitCode {
+    let rank = group.rank();
+    println!(
+        "rank {rank}: job {}",
+        std::env::var("PSY_JOB_ID").unwrap_or_default()
+    );
+    if kind == "sigkill-during" {
+        return large_all_reduces(group, faulty == rank);
+    }
+    if faulty == rank {
+        match kind {
+            "exit3" => std::process::exit(3),
+            // SAFETY: raising a signal on this process has no memory-safety preconditions.
+            "sigkill" => unsafe {
+                libc::raise(libc::SIGKILL);
+            },
+            "hang" => std::thread::sleep(std::time::Duration::from_secs(3600)),
+            _ => {}
+        }
+    }
+    let n = if kind == "count" && faulty == rank {
+        10
+    } else {
+        20
+    };
+    let mut buf = vec![1.0f32; n];
+    match group.all_reduce(&mut buf, ReduceOp::Sum) {
+        Ok(()) => {
+            println!("rank {rank}: all_reduce succeeded");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("rank {rank}: error kind {:?}: {e}", e.kind());
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Prints the outcome of a check on this rank and returns the exit status it calls for.

@@ -15,10 +15,10 @@
 
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
-use crate::output::for_each_line;
-use crate::spawn::{self, RankCommand};
-use crate::supervise::{Termination, KILL_WAIT};
-use crate::{exit, program, Error, OUTPUT_DRAIN};
+use crate::output::{for_each_line, Stream, OUTPUT_DRAIN};
+use crate::spawn::{self, helper_thread, OutputSink, RankCommand};
+use crate::supervise::KILL_WAIT;
+use crate::{exit, program, Error};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -38,8 +38,6 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The hidden flag that makes psyrun an agent.
 pub const AGENT_FLAG: &str = "--agent";
-
-const HELPER_STACK: usize = 256 * 1024;
 
 /// The agent's stdout, where frames go: one writer at a time, and once broken, broken for good.
 struct Out {
@@ -101,12 +99,12 @@ pub fn main() -> u8 {
     }
     let (tx, rx) = mpsc::channel();
     let timeout_ms = Arc::new(AtomicU64::new(DEFAULT_HEARTBEAT_TIMEOUT.as_millis() as u64));
-    let started = spawn_helper("psyrun-agent-in", {
+    let started = helper_thread("psyrun-agent-in", {
         let (tx, timeout_ms) = (tx.clone(), timeout_ms.clone());
         move || read_stdin(&tx, &timeout_ms)
     })
     .and_then(|_| {
-        spawn_helper("psyrun-agent-ping", {
+        helper_thread("psyrun-agent-ping", {
             let out = out.clone();
             move || {
                 while out.send(&FromAgent::Ping) {
@@ -130,14 +128,6 @@ pub fn main() -> u8 {
         streams: 0,
     };
     agent.run()
-}
-
-fn spawn_helper(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .stack_size(HELPER_STACK)
-        .spawn(f)
-        .map(|_| ())
 }
 
 /// Reads frames from stdin, with the heartbeat deadline, until the link ends.
@@ -245,12 +235,7 @@ impl Agent {
                 }
                 Input::Msg(ToAgent::Finish) => return self.finish(),
                 Input::Msg(ToAgent::Ping) => {}
-                Input::Exited { rank, ended } => {
-                    if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
-                        r.ended = true;
-                    }
-                    self.out.send(&FromAgent::Exited { rank, ended });
-                }
+                Input::Exited { rank, ended } => self.on_exit(rank, ended),
                 Input::Drained => self.streams = self.streams.saturating_sub(1),
                 Input::Lost(why) => return self.lost(&why),
             }
@@ -297,7 +282,7 @@ impl Agent {
             lines.push(format!(
                 "rank {}: cpus {}",
                 spec.rank,
-                crate::describe_cpus(bound.as_ref())
+                crate::plan::describe_cpus(bound.as_ref())
             ));
             commands.push(RankCommand {
                 program,
@@ -348,64 +333,38 @@ impl Agent {
         }
     }
 
+    /// Starts one rank ([`spawn::spawn_watched`]): its output lines go to psyrun as frames
+    /// stamped with the time they were read, its end into the agent's main loop.
     fn start_one(&mut self, rank: u32, command: &RankCommand) -> Result<u32, Error> {
-        let mut child = spawn::spawn(command).map_err(|source| Error::Spawn {
-            rank: rank as usize,
-            program: command.program.clone(),
-            source,
-        })?;
-        let pid = child.id();
-        let readers: [(Option<Box<dyn Read + Send>>, u8); 2] = [
-            (
-                child
-                    .stdout
-                    .take()
-                    .map(|r| Box::new(r) as Box<dyn Read + Send>),
-                0,
-            ),
-            (
-                child
-                    .stderr
-                    .take()
-                    .map(|r| Box::new(r) as Box<dyn Read + Send>),
-                1,
-            ),
-        ];
-        let thread_error = |e: std::io::Error| {
-            let _ = spawn::signal_group(pid, libc::SIGKILL);
-            Error::io(format!("starting a thread for rank {rank}"), e)
-        };
-        for (reader, stream) in readers {
-            let Some(reader) = reader else { continue };
+        let sinks = |stream: Stream| -> OutputSink {
             let (out, tx) = (self.out.clone(), self.tx.clone());
-            spawn_helper("psyrun-agent-out", move || {
+            Box::new(move |reader| {
                 for_each_line(reader, |line| {
                     out.send(&FromAgent::Output {
                         rank,
-                        stream,
+                        stream: stream as u8,
                         time_us: now_us(),
                         bytes: line.to_vec(),
                     });
                 });
                 let _ = tx.send(Input::Drained);
             })
-            .map_err(thread_error)?;
-            self.streams += 1;
-        }
+        };
         let tx = self.tx.clone();
-        spawn_helper("psyrun-agent-wait", move || {
-            let ended = match child.wait() {
-                Ok(status) => match Termination::from_status(status) {
-                    Termination::Exited(c) => Ended::Exited(c),
-                    Termination::Signaled(s) => Ended::Signaled(s),
-                    Termination::Unknown(w) => Ended::Unknown(w),
-                },
-                Err(e) => Ended::Unknown(format!("waiting for it failed: {e}")),
-            };
-            let _ = tx.send(Input::Exited { rank, ended });
-        })
-        .map_err(thread_error)?;
-        Ok(pid)
+        let watched = spawn::spawn_watched(
+            rank as usize,
+            command,
+            "psyrun-agent",
+            sinks,
+            move |termination| {
+                let _ = tx.send(Input::Exited {
+                    rank,
+                    ended: termination.into(),
+                });
+            },
+        )?;
+        self.streams += watched.forwarders;
+        Ok(watched.pid)
     }
 
     /// The job is over: kill whatever is left in the ranks' groups, let the output drain,
@@ -448,6 +407,14 @@ impl Agent {
         }
     }
 
+    /// Rank `rank` ended: noted, and reported to psyrun.
+    fn on_exit(&mut self, rank: u32, ended: Ended) {
+        if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+            r.ended = true;
+        }
+        self.out.send(&FromAgent::Exited { rank, ended });
+    }
+
     fn all_ended(&self) -> bool {
         self.ranks.iter().all(|r| r.ended)
     }
@@ -466,12 +433,7 @@ impl Agent {
             .rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
         {
-            Ok(Input::Exited { rank, ended }) => {
-                if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
-                    r.ended = true;
-                }
-                self.out.send(&FromAgent::Exited { rank, ended });
-            }
+            Ok(Input::Exited { rank, ended }) => self.on_exit(rank, ended),
             Ok(Input::Drained) => self.streams = self.streams.saturating_sub(1),
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(10)),
@@ -480,8 +442,7 @@ impl Agent {
 
     fn clean_shm(&self) {
         if let Some(job) = &self.job {
-            let prefix = psyne::transport::shm::segment::job_prefix(&job.job_id);
-            let _ = psyne::transport::shm::segment::remove_job_segments(&prefix);
+            let _ = crate::job::remove_leftover_segments(&job.job_id);
         }
     }
 }

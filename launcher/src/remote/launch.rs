@@ -1,25 +1,43 @@
-//! Running a job on several hosts through their agents: place the ranks, hand each host its
-//! part, start them only when every host is ready, forward output, supervise, tear down.
+//! Running a job on several hosts through their agents, in named phases, each a function here:
+//!
+//! 1. `preflight`: reach every host (in parallel); any host out of reach fails the launch;
+//! 2. `place`: place the ranks on the hosts, by their slots or the cores their agents reported;
+//! 3. `hand_out`: give each host its part of the job and wait until every one has checked it;
+//! 4. `start`: start the ranks everywhere and collect their pids;
+//! 5. `supervise`: one supervisor for the whole job, stopping ranks through the agents, while
+//!    the links' events (output, exits, lost hosts) are routed to it;
+//! 6. `tear_down`: every agent kills what is left, drains the output, removes shared memory
+//!    and confirms.
+//!
+//! [`run`] is that sequence; nothing starts anywhere unless every host is reachable and ready.
 
-use super::link::{HostEvent, LinkEvent};
-use super::preflight::{self, Preflight, PreflightSettings, Reached};
-use super::wire::{Ended, FromAgent, JobSpec, RankSpec, ToAgent};
+use super::link::{AgentLink, HostEvent, LinkEvent};
+use super::preflight::{Preflight, PreflightSettings, Reached};
+use super::wire::{FromAgent, JobSpec, RankSpec, ToAgent};
 use crate::args::Launch;
 use crate::hosts::{self, HostList};
-use crate::output::{emit, Console, Sink, Stream};
+use crate::job::{self, JobInfo};
+use crate::output::{emit, open_output_files, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::placement::Placement;
-use crate::supervise::{Cause, Event, Outcome, SignalWatch, Stopper, Supervisor, Termination};
-use crate::{job, Error, RankFiles, OUTPUT_DRAIN};
+use crate::supervise::{Cause, Event, Outcome, SignalWatch, Stopper, Supervisor};
+use crate::Error;
 use psyne::auth::Secret;
 use psyne::bootstrap::StoreServer;
+use psyne::contract::RankEnv;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long every host has to check its part of the job and to start its ranks.
 pub const READY_WAIT: Duration = Duration::from_secs(30);
+
+/// Every host's binding report (its Ready), in host order; `None` for a host without ranks.
+type BindingReports = Vec<Option<Vec<String>>>;
+
+/// A program's `-x` variables with their values, as wire bytes.
+type WireEnv = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Runs `launch` on `hosts`; see the module docs.
 pub fn run(
@@ -29,20 +47,61 @@ pub fn run(
     console: Arc<Console>,
 ) -> Result<Outcome, Error> {
     let t0 = Instant::now();
-    let world = launch.world_size();
-    // Every program's `-x` values, read before any host is contacted.
-    let app_envs = launch
+    let app_envs = wire_x_values(launch)?;
+    let (mut job, events) = preflight(launch, hosts, settings, console)?;
+    let placements = job.place(hosts)?;
+    let (store, contract) = job.serve_store()?;
+    let early = job.hand_out(settings, &placements, &app_envs, &contract, &events)?;
+    let running = job.start(&events, early, t0)?;
+    let supervised = job.supervise(events, running)?;
+    job.tear_down(&supervised.done, supervised.signals, store);
+    match supervised.launch_error {
+        Some(e) => Err(e),
+        None => Ok(supervised.outcome),
+    }
+}
+
+/// Every program's `-x` values, read before any host is contacted.
+fn wire_x_values(launch: &Launch) -> Result<Vec<WireEnv>, Error> {
+    launch
         .apps
         .iter()
         .map(|app| {
             crate::x_values(&app.env).map(|vars| {
                 vars.into_iter()
                     .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-                    .collect::<Vec<_>>()
+                    .collect()
             })
         })
-        .collect::<Result<Vec<_>, Error>>()?;
-    let pre = preflight::reach_all(hosts, settings);
+        .collect()
+}
+
+/// A multi-host job between its phases: the hosts, all reached, and where its ranks run.
+struct RemoteJob<'a> {
+    launch: &'a Launch,
+    console: Arc<Console>,
+    /// Every host's name, in host order, for messages.
+    names: Vec<String>,
+    /// Every host, in host order.
+    reached: Vec<Reached>,
+    /// A sender on the links' event channel, which keeps it open until the tear-down.
+    sender: Sender<HostEvent>,
+    /// The host of every rank (set by [`RemoteJob::place`]).
+    host_of: Vec<usize>,
+    /// The hosts that run at least one rank, in host order (set by [`RemoteJob::place`]).
+    used: Vec<usize>,
+}
+
+/// Preflight: reaches every host in parallel ([`super::preflight::reach_all`]). A host that
+/// cannot be reached fails the launch, naming every such host, before anything is placed or
+/// started. Returns the job and the channel on which the links report.
+fn preflight<'a>(
+    launch: &'a Launch,
+    hosts: &HostList,
+    settings: &PreflightSettings,
+    console: Arc<Console>,
+) -> Result<(RemoteJob<'a>, Receiver<HostEvent>), Error> {
+    let pre = super::preflight::reach_all(hosts, settings);
     let failed: Vec<String> = hosts
         .iter()
         .zip(&pre.hosts)
@@ -64,406 +123,525 @@ pub fn run(
         events,
         sender,
     } = pre;
-    let reached: Vec<Reached> = reached.into_iter().flatten().collect();
-    let placements = hosts::place_by(
-        hosts,
-        world,
-        |h| {
-            hosts
-                .iter()
-                .position(|x| x.name == h.name)
-                .map_or(1, |i| reached[i].cores)
-        },
-        launch.binding.oversubscribe,
-        launch.binding.map_by == Some(crate::binding::MapBy::Node),
-    )
-    .map_err(|e| Error::Usage(e.to_string()))?;
-    let host_of: Vec<usize> = placements.iter().map(|p| p.host).collect();
-    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
-
-    // The store listens on every address; each host is told the address psyrun has on its link.
-    let secret = Secret::generate()?;
-    let any_v6 = reached
-        .iter()
-        .any(|r| matches!(r.local, Some(IpAddr::V6(_))));
-    let bind: IpAddr = if reached.iter().all(|r| r.local.is_none()) {
-        job::LOCAL_ADDR
-    } else if any_v6 {
-        Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        Ipv4Addr::UNSPECIFIED.into()
+    let job = RemoteJob {
+        launch,
+        console,
+        names: hosts.iter().map(|h| h.name.clone()).collect(),
+        reached: reached.into_iter().flatten().collect(),
+        sender,
+        host_of: Vec::new(),
+        used: Vec::new(),
     };
-    let store_console = console.clone();
-    let store = StoreServer::bind_logging(
-        SocketAddr::new(bind, 0),
-        secret.clone(),
-        Arc::new(move |line: &str| store_console.message(line.trim_start_matches("psyne store: "))),
-    )?;
-    let port = store.addr().port();
-    let job_id = job::new_job_id()?;
-    let rank0_host = &reached[host_of[0]];
-    let master_addr = rank0_host.peer.unwrap_or(job::LOCAL_ADDR).to_string();
-    let master_port = rank0_host.free_port;
-    let env_of = |p: &Placement| {
-        let r = &reached[p.host];
-        let store_ip = r.local.unwrap_or(job::LOCAL_ADDR);
-        let info = job::JobInfo {
-            job_id: job_id.clone(),
+    Ok((job, events))
+}
+
+/// What every rank of the job is told besides its place.
+struct Contract {
+    job_id: String,
+    secret_hex: String,
+    store_port: u16,
+    master_addr: String,
+    master_port: u16,
+}
+
+/// Where the ranks stand once every host was told to start them.
+struct Running {
+    router: Router,
+    /// Where the supervisor's events arrive (exits, lost hosts, signals).
+    events: Receiver<Event>,
+    /// psyrun's signal handlers, kept until the tear-down.
+    signals: SignalWatch,
+}
+
+/// How the job ended, and what the tear-down needs.
+struct Supervised {
+    outcome: Outcome,
+    /// Why the ranks could not all be started, if they could not.
+    launch_error: Option<Error>,
+    /// Where the router says that a host is done (or its link closed).
+    done: Receiver<usize>,
+    signals: SignalWatch,
+}
+
+impl RemoteJob<'_> {
+    /// Place: puts the ranks on the hosts (each host's slots, else the cores its agent reported;
+    /// `--map-by node` deals them round-robin) and notes which hosts are used.
+    fn place(&mut self, hosts: &HostList) -> Result<Vec<Placement>, Error> {
+        let reached = &self.reached;
+        let placements = hosts::place_by(
+            hosts,
+            self.launch.world_size(),
+            |h| {
+                hosts
+                    .iter()
+                    .position(|x| x.name == h.name)
+                    .map_or(1, |i| reached[i].cores)
+            },
+            self.launch.binding.oversubscribe,
+            self.launch.binding.map_by == Some(crate::binding::MapBy::Node),
+        )
+        .map_err(|e| Error::Usage(e.to_string()))?;
+        self.host_of = placements.iter().map(|p| p.host).collect();
+        let mut has_ranks = vec![false; self.names.len()];
+        for &h in &self.host_of {
+            has_ranks[h] = true;
+        }
+        self.used = (0..self.names.len()).filter(|&h| has_ranks[h]).collect();
+        Ok(placements)
+    }
+
+    /// Serves the job's store for every host (see [`RemoteJob::store_address`]) and fixes what
+    /// every rank is told: the secret, the job id, and rank 0's host as the torch master.
+    fn serve_store(&self) -> Result<(StoreServer, Contract), Error> {
+        let secret = Secret::generate()?;
+        let store = job::serve_store(self.store_address(), &secret, &self.console)?;
+        let rank0_host = &self.reached[self.host_of[0]];
+        let contract = Contract {
+            job_id: job::new_job_id()?,
             secret_hex: secret.to_hex(),
-            store: SocketAddr::new(store_ip, port).to_string(),
-            master_addr: master_addr.clone(),
-            master_port,
+            store_port: store.addr().port(),
+            master_addr: rank0_host.peer.unwrap_or(job::LOCAL_ADDR).to_string(),
+            master_port: rank0_host.free_port,
         };
-        job::rank_env(p, world, &info)
-    };
-    let apps = launch.app_of_ranks();
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let mut specs: Vec<Vec<RankSpec>> = vec![Vec::new(); hosts.len()];
-    for (p, &app_index) in placements.iter().zip(&apps) {
-        let app = &launch.apps[app_index];
-        let mut env = app_envs[app_index].clone();
-        env.extend(
-            env_of(p)
-                .to_vars()
-                .into_iter()
-                .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes())),
-        );
-        specs[p.host].push(RankSpec {
-            rank: p.rank as u32,
-            local_rank: p.local_rank as u32,
-            program: app.program.as_bytes().to_vec(),
-            args: app.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
-            env,
-            wdir: app.wdir.as_ref().map(|d| d.as_os_str().as_bytes().to_vec()),
-        });
-    }
-    let used: Vec<usize> = (0..hosts.len()).filter(|&h| !specs[h].is_empty()).collect();
-    for (h, spec) in specs.into_iter().enumerate() {
-        if spec.is_empty() {
-            continue;
-        }
-        reached[h].link.send(ToAgent::Job(JobSpec {
-            job_id: job_id.clone(),
-            grace_ms: launch.grace.as_millis() as u64,
-            heartbeat_timeout_ms: settings.heartbeat_timeout.as_millis() as u64,
-            cwd: cwd.as_os_str().as_bytes().to_vec(),
-            binding: super::agent::binding_spec(&launch.binding),
-            ranks: spec,
-        }));
+        Ok((store, contract))
     }
 
-    // Every used host must be ready before any rank starts anywhere.
-    let mut ready: Vec<Option<Vec<String>>> = vec![None; hosts.len()];
-    let mut refusals = Vec::new();
-    let deadline = Instant::now() + READY_WAIT;
-    let mut early = Vec::new();
-    let mut answered = vec![false; hosts.len()];
-    while used.iter().any(|&h| !answered[h]) {
-        let Ok(e) = events.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
-            for &h in used.iter().filter(|&&h| !answered[h]) {
-                refusals.push((
-                    h,
-                    format!(
-                        "{}: did not confirm its part of the job within {READY_WAIT:?}",
-                        names[h]
-                    ),
-                    crate::exit::LAUNCH_FAILED,
-                ));
-            }
-            break;
-        };
-        match e.event {
-            LinkEvent::Frame(FromAgent::Ready { bindings }) => {
-                ready[e.host] = Some(bindings);
-                answered[e.host] = true;
-            }
-            LinkEvent::Frame(FromAgent::Refused { message, code }) => {
-                refusals.push((e.host, format!("{}: {message}", names[e.host]), code));
-                answered[e.host] = true;
-            }
-            LinkEvent::Closed { why, .. } => {
-                refusals.push((
-                    e.host,
-                    format!(
-                        "{}: the link closed before the job started: {why}",
-                        names[e.host]
-                    ),
-                    crate::exit::LAUNCH_FAILED,
-                ));
-                answered[e.host] = true;
-            }
-            LinkEvent::Diagnostic(line) => console.message(&format!("{}: {line}", names[e.host])),
-            _ => early.push(e),
-        }
-    }
-    if !refusals.is_empty() {
-        // In host order, so the first host's reason (and exit code) leads.
-        refusals.sort_by_key(|r| r.0);
-        let code = refusals[0].2;
-        let lines: Vec<String> = refusals.into_iter().map(|r| r.1).collect();
-        return Err(Error::Remote {
-            message: format!("{}\n(nothing was started on any host)", lines.join("\n")),
-            code,
-        });
-    }
-    if launch.binding.report {
-        for &h in &used {
-            for line in ready[h].iter().flatten() {
-                console.message(&format!("{} {line}", names[h]));
-            }
+    /// Where the store listens: on every address (IPv6 if any link is), so that each host can
+    /// be told the address psyrun has on its link; on loopback if every agent runs here.
+    fn store_address(&self) -> IpAddr {
+        let any_v6 = self
+            .reached
+            .iter()
+            .any(|r| matches!(r.local, Some(IpAddr::V6(_))));
+        if self.reached.iter().all(|r| r.local.is_none()) {
+            job::LOCAL_ADDR
+        } else if any_v6 {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
         }
     }
 
-    let mut files = crate::open_output_files(launch.output_dir.as_deref(), world)?;
-    let mut outputs = Outputs {
-        console: console.clone(),
-        prefix: (0..world)
-            .map(|r| {
-                if launch.tag_output {
-                    format!("[{}][{r}] ", names[host_of[r]])
-                } else {
-                    String::new()
+    /// The environment of the rank at `p`: the store at psyrun's address on its host's link.
+    fn rank_env(&self, contract: &Contract, p: &Placement) -> RankEnv {
+        let store_ip = self.reached[p.host].local.unwrap_or(job::LOCAL_ADDR);
+        let info = JobInfo {
+            job_id: contract.job_id.clone(),
+            secret_hex: contract.secret_hex.clone(),
+            store: SocketAddr::new(store_ip, contract.store_port).to_string(),
+            master_addr: contract.master_addr.clone(),
+            master_port: contract.master_port,
+        };
+        job::rank_env(p, self.launch.world_size(), &info)
+    }
+
+    /// Hand out: sends every used host its part of the job and waits until every one has
+    /// checked it (programs found, directories present, bindings planned). A refusal anywhere
+    /// fails the launch before any rank starts, naming every host that refused. Returns what
+    /// the links said meanwhile that belongs to the start.
+    fn hand_out(
+        &self,
+        settings: &PreflightSettings,
+        placements: &[Placement],
+        app_envs: &[WireEnv],
+        contract: &Contract,
+        events: &Receiver<HostEvent>,
+    ) -> Result<Vec<HostEvent>, Error> {
+        let specs = self.rank_specs(placements, app_envs, contract);
+        let cwd = std::env::current_dir().unwrap_or_default();
+        for (h, ranks) in specs.into_iter().enumerate() {
+            if ranks.is_empty() {
+                continue;
+            }
+            self.reached[h].link.send(ToAgent::Job(JobSpec {
+                job_id: contract.job_id.clone(),
+                grace_ms: self.launch.grace.as_millis() as u64,
+                heartbeat_timeout_ms: settings.heartbeat_timeout.as_millis() as u64,
+                cwd: cwd.as_os_str().as_bytes().to_vec(),
+                binding: super::agent::binding_spec(&self.launch.binding),
+                ranks,
+            }));
+        }
+        let (bindings, early) = self.await_ready(events)?;
+        if self.launch.binding.report {
+            for &h in &self.used {
+                for line in bindings[h].iter().flatten() {
+                    self.console.message(&format!("{} {line}", self.names[h]));
                 }
-            })
-            .collect(),
-        show: (0..world)
-            .map(|r| launch.show_ranks.as_ref().map_or(true, |s| s.contains(r)))
-            .collect(),
-        timestamp: launch.timestamp_output,
-        files: std::mem::take(&mut files),
-        scratch: Vec::new(),
-    };
-    let launched_at = t0.elapsed();
-    for &h in &used {
-        reached[h].link.send(ToAgent::Start);
-    }
-    let (sup_tx, sup_rx) = mpsc::channel();
-    let signals = SignalWatch::start(sup_tx.clone())
-        .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
-    // Collect every pid; output and early exits that arrive meanwhile are handled in order.
-    let mut pids: Vec<Option<u32>> = vec![None; world];
-    let mut launch_error = None;
-    let deadline = Instant::now() + READY_WAIT;
-    for e in early {
-        route(
-            e,
-            &mut outputs,
-            &sup_tx,
-            &names,
-            &mut pids,
-            &mut launch_error,
-        );
-    }
-    while pids.iter().any(Option::is_none) && launch_error.is_none() {
-        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(e) => route(
-                e,
-                &mut outputs,
-                &sup_tx,
-                &names,
-                &mut pids,
-                &mut launch_error,
-            ),
-            Err(_) => {
-                launch_error = Some(Error::Remote {
-                    message: format!("the ranks were not all running within {READY_WAIT:?}"),
-                    code: crate::exit::LAUNCH_FAILED,
-                });
             }
         }
+        Ok(early)
     }
-    if std::env::var_os("PSYRUN_REPORT_LAUNCH").is_some() {
-        console.message(&format!(
-            "launch: {} host(s) ready after {:.1} ms, all {world} ranks running after {:.1} ms",
-            used.len(),
-            launched_at.as_secs_f64() * 1e3,
-            t0.elapsed().as_secs_f64() * 1e3
-        ));
-    }
-    let stopper = AgentStopper {
-        links: reached.iter().map(|r| r.link.clone()).collect(),
-        host_of: host_of.clone(),
-    };
-    let mut supervisor = Supervisor::new(&console, stopper, launch.grace, launch.timeout, sup_rx);
-    for (rank, pid) in pids.iter().enumerate() {
-        if let Some(pid) = pid {
-            supervisor.add_rank_on(rank, *pid, Some(names[host_of[rank]].clone()));
+
+    /// Every host's ranks as the agents get them: program, arguments, the `-x` variables then
+    /// the launch contract's, working directory.
+    fn rank_specs(
+        &self,
+        placements: &[Placement],
+        app_envs: &[WireEnv],
+        contract: &Contract,
+    ) -> Vec<Vec<RankSpec>> {
+        let mut specs: Vec<Vec<RankSpec>> = vec![Vec::new(); self.names.len()];
+        for (p, &app_index) in placements.iter().zip(&self.launch.app_of_ranks()) {
+            let app = &self.launch.apps[app_index];
+            let mut env = app_envs[app_index].clone();
+            env.extend(
+                self.rank_env(contract, p)
+                    .to_vars()
+                    .into_iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes())),
+            );
+            specs[p.host].push(RankSpec {
+                rank: p.rank as u32,
+                local_rank: p.local_rank as u32,
+                program: app.program.as_bytes().to_vec(),
+                args: app.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+                env,
+                wdir: app.wdir.as_ref().map(|d| d.as_os_str().as_bytes().to_vec()),
+            });
         }
+        specs
     }
-    if launch_error.is_some() {
-        supervisor.stop(Cause::LaunchFailed);
-    }
-    // From here a thread routes the links' events while the supervisor waits.
-    let (done_tx, done_rx) = mpsc::channel::<usize>();
-    let router_names = names.clone();
-    let router_tx = sup_tx.clone();
-    drop(sup_tx);
-    let router = std::thread::Builder::new()
-        .name("psyrun-router".into())
-        .stack_size(512 * 1024)
-        .spawn(move || {
-            let mut pids = pids;
-            let mut err = None;
-            while let Ok(e) = events.recv() {
-                if let LinkEvent::Frame(FromAgent::Done) = e.event {
-                    let _ = done_tx.send(e.host);
+
+    /// Waits up to [`READY_WAIT`] until every used host has said Ready (with its binding
+    /// report) or why not. Returns each host's report and the events that belong to the start;
+    /// or, if any host refused, closed or stayed silent, the error naming them all.
+    fn await_ready(
+        &self,
+        events: &Receiver<HostEvent>,
+    ) -> Result<(BindingReports, Vec<HostEvent>), Error> {
+        let mut ready: BindingReports = vec![None; self.names.len()];
+        let mut refusals = Vec::new();
+        let mut early = Vec::new();
+        let mut answered = vec![false; self.names.len()];
+        let deadline = Instant::now() + READY_WAIT;
+        while self.used.iter().any(|&h| !answered[h]) {
+            let Ok(e) = events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            else {
+                for &h in self.used.iter().filter(|&&h| !answered[h]) {
+                    refusals.push(self.refusal(
+                        h,
+                        format!("did not confirm its part of the job within {READY_WAIT:?}"),
+                    ));
+                }
+                break;
+            };
+            let host = e.host;
+            match e.event {
+                LinkEvent::Frame(FromAgent::Ready { bindings }) => ready[host] = Some(bindings),
+                LinkEvent::Frame(FromAgent::Refused { message, code }) => {
+                    refusals.push((host, format!("{}: {message}", self.names[host]), code));
+                }
+                LinkEvent::Closed { why, .. } => refusals.push(self.refusal(
+                    host,
+                    format!("the link closed before the job started: {why}"),
+                )),
+                LinkEvent::Diagnostic(line) => {
+                    self.console
+                        .message(&format!("{}: {line}", self.names[host]));
                     continue;
                 }
-                if let LinkEvent::Closed { .. } = e.event {
-                    let _ = done_tx.send(e.host);
+                _ => {
+                    early.push(e);
+                    continue;
                 }
-                route(
-                    e,
-                    &mut outputs,
-                    &router_tx,
-                    &router_names,
-                    &mut pids,
-                    &mut err,
-                );
             }
-        })
-        .map_err(|e| Error::io("starting the thread that forwards the hosts' output", e))?;
-    let outcome = supervisor.run();
-    // Tear down: each agent kills what is left, drains the output, removes shared memory.
-    for &h in &used {
-        reached[h].link.send(ToAgent::Finish);
-    }
-    let deadline = Instant::now() + OUTPUT_DRAIN + Duration::from_secs(5);
-    let mut finished = vec![false; hosts.len()];
-    while used.iter().any(|&h| !finished[h]) {
-        match done_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(h) => finished[h] = true,
-            Err(_) => {
-                let stuck: Vec<&str> = used
-                    .iter()
-                    .filter(|&&h| !finished[h])
-                    .map(|&h| names[h].as_str())
-                    .collect();
-                console.message(&format!(
-                    "no end-of-job confirmation from {} (their agents stop their ranks when the \
-                     link closes); not waiting",
-                    stuck.join(", ")
-                ));
-                break;
-            }
+            answered[host] = true;
+        }
+        if refusals.is_empty() {
+            Ok((ready, early))
+        } else {
+            Err(refused(refusals))
         }
     }
-    drop(reached);
-    drop(sender);
-    drop(signals);
-    drop(store);
-    // The router ends once every link has closed; do not wait on a link that hangs.
-    drop(router);
-    match launch_error {
-        Some(e) => Err(e),
-        None => Ok(outcome),
+
+    /// Host `h` cannot run its part, for `why`: exit code [`crate::exit::LAUNCH_FAILED`].
+    fn refusal(&self, h: usize, why: String) -> (usize, String, u8) {
+        (
+            h,
+            format!("{}: {why}", self.names[h]),
+            crate::exit::LAUNCH_FAILED,
+        )
+    }
+
+    /// Start: tells every used host to start its ranks, then collects every rank's pid
+    /// (routing output and early exits as they come, in order) until all run, one could not
+    /// start, a link closes, or [`READY_WAIT`] passes. Signals are watched from here on.
+    fn start(
+        &self,
+        events: &Receiver<HostEvent>,
+        early: Vec<HostEvent>,
+        t0: Instant,
+    ) -> Result<Running, Error> {
+        let outputs = self.outputs()?;
+        let launched_at = t0.elapsed();
+        for &h in &self.used {
+            self.reached[h].link.send(ToAgent::Start);
+        }
+        let (sup_tx, sup_rx) = mpsc::channel();
+        let signals = SignalWatch::start(sup_tx.clone())
+            .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
+        let mut router = Router {
+            outputs,
+            supervisor: sup_tx,
+            names: self.names.clone(),
+            pids: vec![None; self.launch.world_size()],
+            launch_error: None,
+        };
+        for e in early {
+            router.route(e);
+        }
+        let deadline = Instant::now() + READY_WAIT;
+        while router.pids.iter().any(Option::is_none) && router.launch_error.is_none() {
+            match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(e) => router.route(e),
+                Err(_) => {
+                    router.launch_error = Some(Error::Remote {
+                        message: format!("the ranks were not all running within {READY_WAIT:?}"),
+                        code: crate::exit::LAUNCH_FAILED,
+                    });
+                }
+            }
+        }
+        self.report_launch_time(t0, launched_at);
+        Ok(Running {
+            router,
+            events: sup_rx,
+            signals,
+        })
+    }
+
+    /// Where every rank's output goes on psyrun's side: the console as the command line asks,
+    /// and the `--output-dir` files.
+    fn outputs(&self) -> Result<Outputs, Error> {
+        let world = self.launch.world_size();
+        Ok(Outputs {
+            console: self.console.clone(),
+            looks: (0..world)
+                .map(|r| Look::of(self.launch, &self.names[self.host_of[r]], r))
+                .collect(),
+            files: open_output_files(self.launch.output_dir.as_deref(), world)?,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// With `PSYRUN_REPORT_LAUNCH` set: how long the hosts took to be ready and the ranks to run.
+    fn report_launch_time(&self, t0: Instant, launched_at: Duration) {
+        if std::env::var_os("PSYRUN_REPORT_LAUNCH").is_some() {
+            self.console.message(&format!(
+                "launch: {} host(s) ready after {:.1} ms, all {} ranks running after {:.1} ms",
+                self.used.len(),
+                launched_at.as_secs_f64() * 1e3,
+                self.launch.world_size(),
+                t0.elapsed().as_secs_f64() * 1e3
+            ));
+        }
+    }
+
+    /// Supervise: one [`Supervisor`] for the whole job, which stops ranks through the agents
+    /// (at once, if the start failed), while a thread routes the links' events to it (output,
+    /// exits, lost hosts) and notes the hosts that are done.
+    fn supervise(
+        &self,
+        events: Receiver<HostEvent>,
+        running: Running,
+    ) -> Result<Supervised, Error> {
+        let Running {
+            mut router,
+            events: sup_rx,
+            signals,
+        } = running;
+        let stopper = AgentStopper {
+            links: self.reached.iter().map(|r| r.link.clone()).collect(),
+            host_of: self.host_of.clone(),
+        };
+        let launch = self.launch;
+        let mut supervisor =
+            Supervisor::new(&self.console, stopper, launch.grace, launch.timeout, sup_rx);
+        for (rank, pid) in router.pids.iter().enumerate() {
+            if let Some(pid) = pid {
+                supervisor.add_rank_on(rank, *pid, Some(self.names[self.host_of[rank]].clone()));
+            }
+        }
+        // What went wrong while starting stays here; the router starts afresh.
+        let launch_error = router.launch_error.take();
+        if launch_error.is_some() {
+            supervisor.stop(Cause::LaunchFailed);
+        }
+        let done = router.run_on_thread(events)?;
+        Ok(Supervised {
+            outcome: supervisor.run(),
+            launch_error,
+            done,
+            signals,
+        })
+    }
+
+    /// Tear down: tells every used host to finish (its agent kills what is left, drains the
+    /// output and removes the job's shared memory) and waits for their confirmations, not
+    /// beyond [`OUTPUT_DRAIN`] and five seconds; then closes the links and stops watching
+    /// signals and serving the store. The router ends once every link has closed; a link that
+    /// hangs is not waited for.
+    fn tear_down(self, done: &Receiver<usize>, signals: SignalWatch, store: StoreServer) {
+        for &h in &self.used {
+            self.reached[h].link.send(ToAgent::Finish);
+        }
+        let deadline = Instant::now() + OUTPUT_DRAIN + Duration::from_secs(5);
+        let mut finished = vec![false; self.names.len()];
+        while self.used.iter().any(|&h| !finished[h]) {
+            match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(h) => finished[h] = true,
+                Err(_) => {
+                    let stuck: Vec<&str> = self
+                        .used
+                        .iter()
+                        .filter(|&&h| !finished[h])
+                        .map(|&h| self.names[h].as_str())
+                        .collect();
+                    self.console.message(&format!(
+                        "no end-of-job confirmation from {} (their agents stop their ranks when \
+                         the link closes); not waiting",
+                        stuck.join(", ")
+                    ));
+                    break;
+                }
+            }
+        }
+        drop(self.reached);
+        drop(self.sender);
+        drop(signals);
+        drop(store);
+    }
+}
+
+/// A failed hand-out: every host's reason, in host order (so the first host's reason, and exit
+/// code, leads), and that nothing was started.
+fn refused(mut refusals: Vec<(usize, String, u8)>) -> Error {
+    refusals.sort_by_key(|r| r.0);
+    let code = refusals.first().map_or(crate::exit::LAUNCH_FAILED, |r| r.2);
+    let lines: Vec<String> = refusals.into_iter().map(|r| r.1).collect();
+    Error::Remote {
+        message: format!("{}\n(nothing was started on any host)", lines.join("\n")),
+        code,
     }
 }
 
 /// Per-rank output destinations on psyrun's side.
 struct Outputs {
     console: Arc<Console>,
-    prefix: Vec<String>,
-    show: Vec<bool>,
-    timestamp: bool,
+    /// How each rank's lines look on the console.
+    looks: Vec<Look>,
+    /// Each rank's `--output-dir` files.
     files: Vec<RankFiles>,
     scratch: Vec<u8>,
 }
 
 impl Outputs {
+    /// Forwards one line of rank `rank`'s stream `stream` (0 stdout, else stderr), read on its
+    /// host at `time_us` (microseconds since the epoch).
     fn line(&mut self, rank: usize, stream: u8, time_us: u64, bytes: &[u8]) {
-        let (Some(prefix), Some(&show), Some(files)) = (
-            self.prefix.get(rank),
-            self.show.get(rank),
-            self.files.get_mut(rank),
-        ) else {
+        let (Some(look), Some(files)) = (self.looks.get(rank), self.files.get_mut(rank)) else {
             return;
         };
-        let s = usize::from(stream.min(1));
-        let mut sink = Sink {
-            console: &self.console,
-            stream: if s == 0 {
-                Stream::Stdout
-            } else {
-                Stream::Stderr
-            },
-            prefix: prefix.clone(),
-            timestamp: self.timestamp,
-            show,
-            file: files[s].take(),
-        };
+        let stream = Stream::from_number(stream);
+        let s = stream as usize;
+        let mut sink = look.sink(&self.console, stream, files[s].take());
         let time = SystemTime::UNIX_EPOCH + Duration::from_micros(time_us);
         emit(bytes, time, &mut self.scratch, &mut sink);
         files[s] = sink.file.take();
     }
 }
 
-/// Handles one event from a link once ranks may be running.
-fn route(
-    e: HostEvent,
-    outputs: &mut Outputs,
-    sup: &Sender<Event>,
-    names: &[String],
-    pids: &mut [Option<u32>],
-    launch_error: &mut Option<Error>,
-) {
-    let host = &names[e.host];
-    match e.event {
-        LinkEvent::Frame(FromAgent::Output {
-            rank,
-            stream,
-            time_us,
-            bytes,
-        }) => outputs.line(rank as usize, stream, time_us, &bytes),
-        LinkEvent::Frame(FromAgent::Started { rank, pid }) => {
-            if let Some(slot) = pids.get_mut(rank as usize) {
-                *slot = Some(pid);
+/// Routes the links' events once ranks may be running: output to [`Outputs`], pids and the
+/// first failure to start to the start phase, exits and lost hosts to the supervisor.
+struct Router {
+    outputs: Outputs,
+    /// The supervisor's event channel.
+    supervisor: Sender<Event>,
+    /// Every host's name, in host order.
+    names: Vec<String>,
+    /// Every rank's pid, once its host has said Started.
+    pids: Vec<Option<u32>>,
+    /// The first reason the ranks could not all be started.
+    launch_error: Option<Error>,
+}
+
+impl Router {
+    /// Handles one event from a link.
+    fn route(&mut self, e: HostEvent) {
+        let host = &self.names[e.host];
+        match e.event {
+            LinkEvent::Frame(FromAgent::Output {
+                rank,
+                stream,
+                time_us,
+                bytes,
+            }) => self.outputs.line(rank as usize, stream, time_us, &bytes),
+            LinkEvent::Frame(FromAgent::Started { rank, pid }) => {
+                if let Some(slot) = self.pids.get_mut(rank as usize) {
+                    *slot = Some(pid);
+                }
             }
-        }
-        LinkEvent::Frame(FromAgent::Failed {
-            rank,
-            message,
-            code,
-        }) => {
-            if launch_error.is_none() {
-                *launch_error = Some(Error::Remote {
-                    message: format!("on {host}: {message}"),
-                    code,
+            LinkEvent::Frame(FromAgent::Failed { message, code, .. }) => {
+                if self.launch_error.is_none() {
+                    self.launch_error = Some(Error::Remote {
+                        message: format!("on {host}: {message}"),
+                        code,
+                    });
+                }
+            }
+            LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {
+                let _ = self.supervisor.send(Event::Exited {
+                    rank: rank as usize,
+                    termination: ended.into(),
                 });
             }
-            let _ = rank;
-        }
-        LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {
-            let termination = match ended {
-                Ended::Exited(c) => Termination::Exited(c),
-                Ended::Signaled(s) => Termination::Signaled(s),
-                Ended::Unknown(w) => Termination::Unknown(w),
-            };
-            let _ = sup.send(Event::Exited {
-                rank: rank as usize,
-                termination,
-            });
-        }
-        LinkEvent::Closed { why, .. } => {
-            let _ = sup.send(Event::HostLost {
-                host: host.clone(),
-                why,
-            });
-            if launch_error.is_none() && pids.iter().any(Option::is_none) {
-                *launch_error = Some(Error::Remote {
-                    message: format!("lost the link to {host} while starting the ranks"),
-                    code: crate::exit::LAUNCH_FAILED,
+            LinkEvent::Closed { why, .. } => {
+                let _ = self.supervisor.send(Event::HostLost {
+                    host: host.clone(),
+                    why,
                 });
+                if self.launch_error.is_none() && self.pids.iter().any(Option::is_none) {
+                    self.launch_error = Some(Error::Remote {
+                        message: format!("lost the link to {host} while starting the ranks"),
+                        code: crate::exit::LAUNCH_FAILED,
+                    });
+                }
             }
+            LinkEvent::Diagnostic(line) => {
+                self.outputs.console.message(&format!("{host}: {line}"));
+            }
+            LinkEvent::Frame(_) => {}
         }
-        LinkEvent::Diagnostic(line) => outputs.console.message(&format!("{host}: {line}")),
-        LinkEvent::Frame(_) => {}
+    }
+
+    /// Routes every event from `events` on a thread of its own until every link has closed;
+    /// returns the channel on which it names each host that said Done or whose link closed.
+    fn run_on_thread(mut self, events: Receiver<HostEvent>) -> Result<Receiver<usize>, Error> {
+        let (done_tx, done_rx) = mpsc::channel::<usize>();
+        std::thread::Builder::new()
+            .name("psyrun-router".into())
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                while let Ok(e) = events.recv() {
+                    if let LinkEvent::Frame(FromAgent::Done) = e.event {
+                        let _ = done_tx.send(e.host);
+                        continue;
+                    }
+                    if let LinkEvent::Closed { .. } = e.event {
+                        let _ = done_tx.send(e.host);
+                    }
+                    self.route(e);
+                }
+            })
+            .map_err(|e| Error::io("starting the thread that forwards the hosts' output", e))?;
+        Ok(done_rx)
     }
 }
 
 /// Delivers the supervisor's signals through the agents.
 struct AgentStopper {
-    links: Vec<super::link::AgentLink>,
+    links: Vec<AgentLink>,
     host_of: Vec<usize>,
 }
 

@@ -7,6 +7,7 @@
 
 use super::agent::HEARTBEAT;
 use super::wire::{FrameReader, FromAgent, ToAgent};
+use crate::spawn::helper_thread;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
@@ -79,11 +80,11 @@ pub fn spawn_child(
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (tx, rx) = mpsc::channel::<ToAgent>();
     if let Some(mut stdin) = stdin {
-        spawn_thread("psyrun-link-out", move || write_loop(&rx, &mut stdin))?;
+        helper_thread("psyrun-link-out", move || write_loop(&rx, &mut stdin))?;
     }
     if let Some(stderr) = stderr {
         let events = events.clone();
-        spawn_thread("psyrun-link-err", move || {
+        helper_thread("psyrun-link-err", move || {
             for line in BufReader::new(stderr).split(b'\n').map_while(Result::ok) {
                 let text = String::from_utf8_lossy(&line).trim_end().to_string();
                 let _ = events.send(HostEvent {
@@ -94,7 +95,7 @@ pub fn spawn_child(
         })?;
     }
     if let Some(stdout) = stdout {
-        spawn_thread("psyrun-link-in", move || {
+        helper_thread("psyrun-link-in", move || {
             let why = read_loop(host, stdout, &events);
             let status = child.wait().ok().and_then(|s| s.code());
             let _ = events.send(HostEvent {
@@ -104,14 +105,6 @@ pub fn spawn_child(
         })?;
     }
     Ok(AgentLink::new(tx, None))
-}
-
-fn spawn_thread(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .stack_size(256 * 1024)
-        .spawn(f)
-        .map(|_| ())
 }
 
 /// Writes queued messages (and a Ping after each quiet [`HEARTBEAT`]) until the link closes.

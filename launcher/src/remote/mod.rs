@@ -8,7 +8,9 @@
 //! output back, and reports how they end; psyrun's one [`crate::supervise::Supervisor`] decides
 //! for the whole job and stops ranks through the agents. Everything between psyrun and an agent
 //! is in [`wire`]; each link ([`link`]) watches a heartbeat in both directions, so a lost host
-//! fails the job (naming it) and a lost launcher makes every agent stop its ranks.
+//! fails the job (naming it) and a lost launcher makes every agent stop its ranks. Which hosts
+//! and how to reach them is decided before, in [`crate::discover`]; a dry run is listed by
+//! [`crate::dry_run`].
 
 pub mod agent;
 pub mod launch;
@@ -20,75 +22,19 @@ pub mod wire;
 
 pub use preflight::{LauncherKind, PreflightSettings};
 
-use crate::args::{EnvVar, Launch};
-use crate::hosts::HostList;
-
-/// The `--dry-run` listing of a multi-host job: how each host is reached, then each rank's
-/// host, program, arguments, working directory and `-x` variables. Nothing is connected to, so a
-/// host without a slot count is assumed to have as many cores as this machine (said so).
-pub fn describe(launch: &Launch, hosts: &HostList, settings: &PreflightSettings) -> String {
-    let world = launch.world_size();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut out = format!(
-        "psyrun: dry run: {world} rank{} on {} host{}; nothing was started\n",
-        if world == 1 { "" } else { "s" },
-        hosts.len(),
-        if hosts.len() == 1 { "" } else { "s" }
-    );
-    for h in hosts.iter() {
-        let slots = h.slots.map_or_else(
-            || format!("its cores (assumed {cores}, like this machine, until connected)"),
-            |s| s.to_string(),
-        );
-        out.push_str(&format!(
-            "host {}: slots {slots}; {}\n",
-            h.name,
-            preflight::describe_route(h, settings)
-        ));
-    }
-    let placements = match crate::hosts::place_by(
-        hosts,
-        world,
-        |_| cores,
-        launch.binding.oversubscribe,
-        launch.binding.map_by == Some(crate::binding::MapBy::Node),
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            out.push_str(&format!("placement fails: {e}\n"));
-            return out;
-        }
+/// Raises psyrun's soft limit on open files to the hard limit: each host's link holds a socket
+/// and a wake-up pair, so the usual soft limit of 1024 would stop a launch at about 300 hosts.
+pub fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    let apps = launch.app_of_ranks();
-    for (p, &a) in placements.iter().zip(&apps) {
-        let app = &launch.apps[a];
-        let host = hosts.hosts().get(p.host).map_or("?", |h| h.name.as_str());
-        let command: Vec<String> = std::iter::once(app.program.as_os_str())
-            .chain(app.args.iter().map(|x| x.as_os_str()))
-            .map(crate::shell_quote)
-            .collect();
-        out.push_str(&format!(
-            "rank {} on {host} (local rank {} of {}, node {})\n  command: {}\n",
-            p.rank,
-            p.local_rank,
-            p.local_size,
-            p.node_rank,
-            command.join(" ")
-        ));
-        if let Some(d) = &app.wdir {
-            out.push_str(&format!("  cwd:     {}\n", d.display()));
-        }
-        if !app.env.is_empty() {
-            let shown: Vec<String> = app
-                .env
-                .iter()
-                .map(|v| match v {
-                    EnvVar::Forward(n) => format!("{n}=<from psyrun's environment>"),
-                    EnvVar::Set(n, val) => format!("{n}={}", crate::shell_quote(val)),
-                })
-                .collect();
-            out.push_str(&format!("  -x:      {}\n", shown.join(" ")));
-        }
+    // SAFETY: getrlimit writes one rlimit into `lim`, which is valid and writable.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < lim.rlim_max
+    {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit reads one valid rlimit; raising the soft limit up to the hard one is
+        // always permitted. Failure leaves the old limit, which is only a smaller ceiling.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     }
-    out
 }

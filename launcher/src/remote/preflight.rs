@@ -7,6 +7,8 @@ use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent};
 use super::ssh::{self, SshSettings};
 use super::wire::FromAgent;
 use crate::hosts::{Host, HostList};
+use crate::quote::{command_line, shell_quote};
+use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::Command;
@@ -97,17 +99,16 @@ fn runs_locally(host: &Host, kind: LauncherKind) -> bool {
 
 /// How host `host` would be reached, in words (for `--dry-run`).
 pub fn describe_route(host: &Host, s: &PreflightSettings) -> String {
-    let agent = format!(
-        "{} {AGENT_FLAG}",
-        crate::shell_quote(s.remote_psyrun.as_os_str())
-    );
+    let agent = format!("{} {AGENT_FLAG}", shell_quote(s.remote_psyrun.as_os_str()));
     if runs_locally(host, s.launcher) {
         return format!("local child: {agent}");
     }
     if s.launcher == LauncherKind::Slurm {
         let words = srun_agent_command(&host.name, &s.remote_psyrun, &|k| std::env::var_os(k));
-        let words: Vec<String> = words.iter().map(|w| crate::shell_quote(w)).collect();
-        return words.join(" ");
+        let Some((program, args)) = words.split_first() else {
+            return String::new();
+        };
+        return command_line(program, args.iter().map(OsString::as_os_str));
     }
     let t = ssh::target(host, &s.ssh);
     format!(
@@ -201,9 +202,8 @@ pub const SLURM_JOB_VARS: &[&str] = &["SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TAS
 pub fn srun_agent_command(
     node: &str,
     psyrun: &std::path::Path,
-    get: &dyn Fn(&str) -> Option<std::ffi::OsString>,
-) -> Vec<std::ffi::OsString> {
-    use std::ffi::OsString;
+    get: &dyn Fn(&str) -> Option<OsString>,
+) -> Vec<OsString> {
     let mut words: Vec<OsString> = srun_args(node).into_iter().map(OsString::from).collect();
     words.push("/usr/bin/env".into());
     for name in SLURM_STEP_VARS {
@@ -266,12 +266,35 @@ fn slurm_node_addrs(node: &str) -> Result<Option<(IpAddr, IpAddr)>, String> {
 pub fn reach_all(hosts: &HostList, s: &PreflightSettings) -> Preflight {
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<HostEvent>();
-    let n = hosts.len();
-    // Connections are made on one thread per host; each sends its link (or failure) back.
-    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Opened, String>)>();
+    let (opened, limit) = open_all(hosts, s, &tx);
+    // Every agent has this long after the slowest connect timeout to say hello.
+    let deadline = started + limit + Duration::from_secs(10);
+    let mut hellos = Hellos::new(hosts.len(), started, deadline);
+    hellos.collect_links(&opened);
+    let early = hellos.await_hellos(&rx, s);
+    let verdicts = hellos.verdicts(limit);
+    // Anything else that arrived early goes back on the channel, in order.
+    for e in early {
+        let _ = tx.send(e);
+    }
+    Preflight {
+        hosts: verdicts,
+        events: rx,
+        sender: tx,
+    }
+}
+
+/// Starts connecting to every host, one thread per host, each sending its link (or why not) on
+/// the returned channel; also returns the longest connect timeout among the hosts.
+fn open_all(
+    hosts: &HostList,
+    s: &PreflightSettings,
+    events: &Sender<HostEvent>,
+) -> (Receiver<HostOpened>, Duration) {
+    let (done_tx, done_rx) = mpsc::channel::<HostOpened>();
     let mut limit = Duration::ZERO;
     for (i, host) in hosts.iter().enumerate() {
-        let (host, s, tx, link_tx) = (host.clone(), s.clone(), tx.clone(), done_tx.clone());
+        let (host, s, tx, link_tx) = (host.clone(), s.clone(), events.clone(), done_tx.clone());
         let local = runs_locally(&host, s.launcher);
         let timeout = if local {
             Duration::from_secs(5)
@@ -290,47 +313,83 @@ pub fn reach_all(hosts: &HostList, s: &PreflightSettings) -> Preflight {
             let _ = done_tx.send((i, Err(format!("cannot start a thread to connect: {e}"))));
         }
     }
-    drop(done_tx);
-    // Every agent has this long after the slowest connect timeout to say hello.
-    let deadline = started + limit + Duration::from_secs(10);
-    let mut links: Vec<Option<Opened>> = (0..n).map(|_| None).collect();
-    let mut results: Vec<Option<Result<Reached, String>>> = (0..n).map(|_| None).collect();
-    let mut diagnostics: Vec<Vec<String>> = vec![Vec::new(); n];
-    let mut connecting = n;
-    while connecting > 0 {
-        match done_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((i, Ok(link))) => {
-                links[i] = Some(link);
-                connecting -= 1;
-            }
-            Ok((i, Err(why))) => {
-                results[i] = Some(Err(why));
-                connecting -= 1;
-            }
-            Err(_) => break,
+    (done_rx, limit)
+}
+
+/// The preflight's progress, host by host: the links opened, the verdicts reached, and what
+/// each agent said on its stderr before its hello.
+struct Hellos {
+    started: Instant,
+    deadline: Instant,
+    links: Vec<Option<Opened>>,
+    results: Vec<Option<Result<Reached, String>>>,
+    diagnostics: Vec<Vec<String>>,
+}
+
+impl Hellos {
+    fn new(n: usize, started: Instant, deadline: Instant) -> Hellos {
+        Hellos {
+            started,
+            deadline,
+            links: (0..n).map(|_| None).collect(),
+            results: (0..n).map(|_| None).collect(),
+            diagnostics: vec![Vec::new(); n],
         }
     }
-    let mut pending: usize = links.iter().filter(|l| l.is_some()).count();
-    let mut buffered = Vec::new();
-    while pending > 0 {
-        let event = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(e) => e,
-            Err(_) => break,
-        };
-        let i = event.host;
-        if results[i].is_some() || links[i].is_none() {
-            buffered.push(event);
-            continue;
+
+    /// Takes every host's link (or why it could not be opened) until all are in or the
+    /// deadline passes.
+    fn collect_links(&mut self, opened: &Receiver<HostOpened>) {
+        let mut connecting = self.links.len();
+        while connecting > 0 {
+            match opened.recv_timeout(self.deadline.saturating_duration_since(Instant::now())) {
+                Ok((i, Ok(link))) => self.links[i] = Some(link),
+                Ok((i, Err(why))) => self.results[i] = Some(Err(why)),
+                Err(_) => break,
+            }
+            connecting -= 1;
         }
-        match event.event {
+    }
+
+    /// Waits for the hello of every agent whose link is open, until the deadline; returns the
+    /// events that came from hosts already decided, to be handled later.
+    fn await_hellos(
+        &mut self,
+        events: &Receiver<HostEvent>,
+        s: &PreflightSettings,
+    ) -> Vec<HostEvent> {
+        let mut pending: usize = self.links.iter().filter(|l| l.is_some()).count();
+        let mut early = Vec::new();
+        while pending > 0 {
+            let event = match events
+                .recv_timeout(self.deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(e) => e,
+                Err(_) => break,
+            };
+            let i = event.host;
+            if self.results[i].is_some() || self.links[i].is_none() {
+                early.push(event);
+                continue;
+            }
+            if self.hear(i, event.event, s) {
+                pending -= 1;
+            }
+        }
+        early
+    }
+
+    /// Handles what host `i`'s link said before its hello; true if that decides the host.
+    fn hear(&mut self, i: usize, event: LinkEvent, s: &PreflightSettings) -> bool {
+        let verdict = match event {
             LinkEvent::Frame(FromAgent::Hello {
                 version,
                 hostname,
                 cores,
                 free_port,
             }) => {
-                if let Some((link, via, addrs)) = links[i].take() {
-                    results[i] = Some(Ok(Reached {
+                if let Some((link, via, addrs)) = self.links[i].take() {
+                    self.results[i] = Some(Ok(Reached {
                         link,
                         version,
                         hostname,
@@ -339,65 +398,74 @@ pub fn reach_all(hosts: &HostList, s: &PreflightSettings) -> Preflight {
                         peer: addrs.map(|a| a.0),
                         local: addrs.map(|a| a.1),
                         via,
-                        took: started.elapsed(),
+                        took: self.started.elapsed(),
                     }));
                 }
-                pending -= 1;
+                return true;
             }
-            LinkEvent::Diagnostic(line) => diagnostics[i].push(line),
+            LinkEvent::Diagnostic(line) => {
+                self.diagnostics[i].push(line);
+                return false;
+            }
             LinkEvent::Closed { why, status } => {
-                let said = diagnostics[i].join("; ");
-                let what = match status {
-                    Some(127) => format!(
-                        "psyrun was not found on the host at {} ({said}); install psyrun there \
-                         at the same path, or give its path with --remote-psyrun",
-                        s.remote_psyrun.display()
-                    ),
-                    Some(126) => format!(
-                        "psyrun at {} cannot be executed on the host ({said})",
-                        s.remote_psyrun.display()
-                    ),
-                    _ if said.is_empty() => format!("the agent ended before saying hello: {why}"),
-                    _ => format!("the agent ended before saying hello: {why}: {said}"),
-                };
-                results[i] = Some(Err(what));
-                links[i] = None;
-                pending -= 1;
+                ended_before_hello(&why, status, &self.diagnostics[i], s)
             }
             LinkEvent::Frame(other) => {
-                results[i] = Some(Err(format!(
-                    "the agent spoke out of turn ({other:?}); is it the same psyrun version?"
-                )));
-                links[i] = None;
-                pending -= 1;
+                format!("the agent spoke out of turn ({other:?}); is it the same psyrun version?")
             }
-        }
+        };
+        self.results[i] = Some(Err(verdict));
+        self.links[i] = None;
+        true
     }
-    let hosts_out = results
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            r.unwrap_or_else(|| {
-                Err(if links[i].is_some() {
-                    "connected, but the agent did not say hello in time".to_string()
-                } else {
-                    format!("no answer within {:?}", limit + Duration::from_secs(10))
+
+    /// Every host's verdict, in host order; a host still undecided did not answer in time.
+    fn verdicts(self, limit: Duration) -> Vec<Result<Reached, String>> {
+        let links = self.links;
+        self.results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.unwrap_or_else(|| {
+                    Err(if links[i].is_some() {
+                        "connected, but the agent did not say hello in time".to_string()
+                    } else {
+                        format!("no answer within {:?}", limit + Duration::from_secs(10))
+                    })
                 })
             })
-        })
-        .collect();
-    // Anything else that arrived early goes back on the channel, in order.
-    for e in buffered {
-        let _ = tx.send(e);
+            .collect()
     }
-    Preflight {
-        hosts: hosts_out,
-        events: rx,
-        sender: tx,
+}
+
+/// Why an agent whose link closed before its hello failed, with what it said on stderr: exit
+/// status 127 and 126 mean psyrun is missing on the host or cannot run there.
+fn ended_before_hello(
+    why: &str,
+    status: Option<i32>,
+    said: &[String],
+    s: &PreflightSettings,
+) -> String {
+    let said = said.join("; ");
+    match status {
+        Some(127) => format!(
+            "psyrun was not found on the host at {} ({said}); install psyrun there \
+             at the same path, or give its path with --remote-psyrun",
+            s.remote_psyrun.display()
+        ),
+        Some(126) => format!(
+            "psyrun at {} cannot be executed on the host ({said})",
+            s.remote_psyrun.display()
+        ),
+        _ if said.is_empty() => format!("the agent ended before saying hello: {why}"),
+        _ => format!("the agent ended before saying hello: {why}: {said}"),
     }
 }
 
 type Opened = (AgentLink, String, Option<(IpAddr, IpAddr)>);
+
+/// A host's index and its link, opened, or why not.
+type HostOpened = (usize, Result<Opened, String>);
 
 /// Starts host `i`'s agent: as a local child, through srun, or over SSH.
 fn open(
@@ -470,7 +538,6 @@ pub fn report(hosts: &HostList, pre: &Preflight, console: &crate::output::Consol
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsString;
 
     #[test]
     fn the_srun_command_drops_the_step_and_restores_the_job() {

@@ -14,6 +14,7 @@ use super::link::{deliver, AgentLink, HostEvent, LinkEvent, IDLE_POLL};
 use super::ssh_config::{HostKeyPolicy, SshConfig};
 use super::wire::{FrameReader, ToAgent};
 use crate::hosts::Host;
+use crate::spawn::helper_thread;
 use ssh2::{CheckResult, KnownHostFileKind, Session};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -267,7 +268,7 @@ fn authenticate(session: &Session, t: &SshTarget) -> Result<(), String> {
 pub fn agent_command(remote_psyrun: &Path) -> String {
     format!(
         "exec {} {}",
-        crate::shell_quote(remote_psyrun.as_os_str()),
+        crate::quote::shell_quote(remote_psyrun.as_os_str()),
         super::agent::AGENT_FLAG
     )
 }
@@ -285,16 +286,22 @@ pub fn run_link(
     wake_rx.set_nonblocking(true)?;
     wake_tx.set_nonblocking(true)?;
     let (tx, rx) = mpsc::channel::<ToAgent>();
-    std::thread::Builder::new()
-        .name(format!("psyrun-ssh-{host}"))
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            let (why, status) = drive(host, conn, &rx, &wake_rx, &events, silence);
-            let _ = events.send(HostEvent {
-                host,
-                event: LinkEvent::Closed { why, status },
-            });
-        })?;
+    let driver = Driver {
+        host,
+        conn,
+        rx,
+        wake: wake_rx,
+        events,
+        silence,
+        frames: FrameReader::new(),
+        diag: Vec::new(),
+        pending: Vec::new(),
+        buf: vec![0u8; 64 * 1024],
+        heard: Instant::now(),
+        said: Instant::now(),
+        closing: false,
+    };
+    helper_thread(format!("psyrun-ssh-{host}"), move || driver.run())?;
     Ok(AgentLink::new(tx, Some(Arc::new(wake_tx))))
 }
 
@@ -302,125 +309,181 @@ fn would_block(e: &std::io::Error) -> bool {
     e.kind() == ErrorKind::WouldBlock
 }
 
-/// The link's loop; returns why it ended and the agent's exit status if known.
-fn drive(
+/// Why a link ended, and the agent's exit status if known.
+type LinkEnd = (String, Option<i32>);
+
+/// One SSH link's loop and its state: what is queued to send, what was read but is not yet a
+/// whole frame or line, and when the agent was last heard and last spoken to.
+struct Driver {
     host: usize,
-    mut conn: Connected,
-    rx: &mpsc::Receiver<ToAgent>,
-    wake: &UnixStream,
-    events: &Sender<HostEvent>,
+    conn: Connected,
+    /// Messages for the agent.
+    rx: mpsc::Receiver<ToAgent>,
+    /// Readable when a message was queued.
+    wake: UnixStream,
+    /// Where the link's events go.
+    events: Sender<HostEvent>,
     silence: Duration,
-) -> (String, Option<i32>) {
-    conn.session.set_blocking(false);
-    let mut frames = FrameReader::new();
-    let mut diag: Vec<u8> = Vec::new();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut heard = Instant::now();
-    let mut said = Instant::now();
-    let mut closing = false;
-    loop {
-        // Outgoing: everything queued, then as much as the channel takes.
+    frames: FrameReader,
+    diag: Vec<u8>,
+    pending: Vec<u8>,
+    buf: Vec<u8>,
+    heard: Instant,
+    said: Instant,
+    closing: bool,
+}
+
+impl Driver {
+    /// The link's loop, then its end reported as [`LinkEvent::Closed`]: why it ended and the
+    /// agent's exit status if known.
+    fn run(mut self) {
+        self.conn.session.set_blocking(false);
+        let (why, status) = loop {
+            if let Err(end) = self.round() {
+                break end;
+            }
+        };
+        let _ = self.events.send(HostEvent {
+            host: self.host,
+            event: LinkEvent::Closed { why, status },
+        });
+    }
+
+    /// One round: send what is queued, read what arrived, check for the end, then wait for
+    /// the socket, a message to send, or the next heartbeat.
+    fn round(&mut self) -> Result<(), LinkEnd> {
+        self.queue_outgoing();
+        self.send_pending()?;
+        if self.closing && self.pending.is_empty() {
+            // psyrun is done with this host: end the agent's stdin and the connection.
+            let _ = self.conn.channel.send_eof();
+            return Err(("psyrun closed the link".into(), None));
+        }
+        self.read_frames()?;
+        self.read_diagnostics();
+        if self.conn.channel.eof() {
+            return Err(self.agent_ended());
+        }
+        if self.heard.elapsed() >= self.silence {
+            return Err((
+                format!(
+                    "no word from the agent for {:?} (the host or the network is down)",
+                    self.silence
+                ),
+                None,
+            ));
+        }
+        self.wait();
+        Ok(())
+    }
+
+    /// Moves every queued message into the send buffer (a Ping if there was nothing to say for
+    /// a heartbeat); notes when psyrun has closed the link.
+    fn queue_outgoing(&mut self) {
         loop {
-            match rx.try_recv() {
-                Ok(msg) => pending.extend_from_slice(&msg.encode()),
+            match self.rx.try_recv() {
+                Ok(msg) => self.pending.extend_from_slice(&msg.encode()),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
-                    closing = true;
+                    self.closing = true;
                     break;
                 }
             }
         }
-        if pending.is_empty() && !closing && said.elapsed() >= HEARTBEAT {
-            pending.extend_from_slice(&ToAgent::Ping.encode());
+        if self.pending.is_empty() && !self.closing && self.said.elapsed() >= HEARTBEAT {
+            self.pending.extend_from_slice(&ToAgent::Ping.encode());
         }
-        while !pending.is_empty() {
-            match conn.channel.write(&pending) {
+    }
+
+    /// Writes as much of the send buffer as the channel takes.
+    fn send_pending(&mut self) -> Result<(), LinkEnd> {
+        while !self.pending.is_empty() {
+            match self.conn.channel.write(&self.pending) {
                 Ok(0) => break,
                 Ok(n) => {
-                    pending.drain(..n);
-                    said = Instant::now();
+                    self.pending.drain(..n);
+                    self.said = Instant::now();
                 }
                 Err(e) if would_block(&e) => break,
-                Err(e) => return (format!("sending to the agent failed: {e}"), None),
+                Err(e) => return Err((format!("sending to the agent failed: {e}"), None)),
             }
         }
-        if closing && pending.is_empty() {
-            // psyrun is done with this host: end the agent's stdin and the connection.
-            let _ = conn.channel.send_eof();
-            return ("psyrun closed the link".into(), None);
-        }
-        // Incoming: the agent's frames and its stderr.
+        Ok(())
+    }
+
+    /// Reads the agent's stdout and delivers every whole frame.
+    fn read_frames(&mut self) -> Result<(), LinkEnd> {
         loop {
-            match conn.channel.read(&mut buf) {
-                Ok(0) => break,
+            match self.conn.channel.read(&mut self.buf) {
+                Ok(0) => return Ok(()),
                 Ok(n) => {
-                    heard = Instant::now();
-                    frames.feed(&buf[..n]);
-                    if let Err(why) = deliver(host, &mut frames, events) {
-                        return (why, None);
-                    }
+                    self.heard = Instant::now();
+                    self.frames.feed(&self.buf[..n]);
+                    deliver(self.host, &mut self.frames, &self.events)
+                        .map_err(|why| (why, None))?;
                 }
-                Err(e) if would_block(&e) => break,
-                Err(e) => return (format!("reading from the agent failed: {e}"), None),
+                Err(e) if would_block(&e) => return Ok(()),
+                Err(e) => return Err((format!("reading from the agent failed: {e}"), None)),
             }
         }
-        loop {
-            match conn.channel.stderr().read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    heard = Instant::now();
-                    diag.extend_from_slice(&buf[..n]);
-                    while let Some(i) = diag.iter().position(|&b| b == b'\n') {
-                        let line: Vec<u8> = diag.drain(..=i).collect();
-                        let text = String::from_utf8_lossy(&line).trim_end().to_string();
-                        let _ = events.send(HostEvent {
-                            host,
-                            event: LinkEvent::Diagnostic(text),
-                        });
-                    }
-                }
-                Err(e) if would_block(&e) => break,
-                Err(_) => break,
+    }
+
+    /// Reads the agent's stderr and reports every whole line as a diagnostic.
+    fn read_diagnostics(&mut self) {
+        while let Ok(n) = self.conn.channel.stderr().read(&mut self.buf) {
+            if n == 0 {
+                break;
+            }
+            self.heard = Instant::now();
+            self.diag.extend_from_slice(&self.buf[..n]);
+            while let Some(i) = self.diag.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.diag.drain(..=i).collect();
+                self.diagnostic(&line);
             }
         }
-        if conn.channel.eof() {
-            if !diag.is_empty() {
-                let text = String::from_utf8_lossy(&diag).trim_end().to_string();
-                let _ = events.send(HostEvent {
-                    host,
-                    event: LinkEvent::Diagnostic(text),
-                });
-            }
-            let status = exit_status(&mut conn);
-            let why = if frames.is_mid_frame() {
-                "the agent's output ended inside a message".to_string()
-            } else {
-                "the agent exited".to_string()
-            };
-            return (why, status);
+    }
+
+    /// Reports one line of the agent's stderr.
+    fn diagnostic(&self, line: &[u8]) {
+        let text = String::from_utf8_lossy(line).trim_end().to_string();
+        let _ = self.events.send(HostEvent {
+            host: self.host,
+            event: LinkEvent::Diagnostic(text),
+        });
+    }
+
+    /// The agent's output ended: reports what is left of its stderr, then why and how it ended.
+    fn agent_ended(&mut self) -> LinkEnd {
+        if !self.diag.is_empty() {
+            let rest = std::mem::take(&mut self.diag);
+            self.diagnostic(&rest);
         }
-        if heard.elapsed() >= silence {
-            return (
-                format!("no word from the agent for {silence:?} (the host or the network is down)"),
-                None,
-            );
-        }
-        // Wait for the socket, a message to send, or the next heartbeat.
+        let status = exit_status(&mut self.conn);
+        let why = if self.frames.is_mid_frame() {
+            "the agent's output ended inside a message".to_string()
+        } else {
+            "the agent exited".to_string()
+        };
+        (why, status)
+    }
+
+    /// Waits for the socket (readable, or writable when there is something to send or libssh2
+    /// wants to), a wake-up (a message to send), or the next heartbeat.
+    fn wait(&self) {
         let mut fds = [
             libc::pollfd {
-                fd: conn.tcp.as_raw_fd(),
+                fd: self.conn.tcp.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
             libc::pollfd {
-                fd: wake.as_raw_fd(),
+                fd: self.wake.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
         ];
-        let dirs = conn.session.block_directions();
-        if !pending.is_empty()
+        let dirs = self.conn.session.block_directions();
+        if !self.pending.is_empty()
             || matches!(
                 dirs,
                 ssh2::BlockDirections::Outbound | ssh2::BlockDirections::Both
@@ -429,7 +492,7 @@ fn drive(
             fds[0].events |= libc::POLLOUT;
         }
         let wait = HEARTBEAT
-            .saturating_sub(said.elapsed())
+            .saturating_sub(self.said.elapsed())
             .min(IDLE_POLL)
             .max(Duration::from_millis(1));
         // SAFETY: `fds` is an array of two valid pollfds that lives across the call.
@@ -438,7 +501,7 @@ fn drive(
         }
         if fds[1].revents != 0 {
             let mut sink = [0u8; 64];
-            while matches!((&*wake).read(&mut sink), Ok(n) if n > 0) {}
+            while matches!((&self.wake).read(&mut sink), Ok(n) if n > 0) {}
         }
     }
 }

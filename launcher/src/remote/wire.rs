@@ -86,6 +86,28 @@ pub enum Ended {
     Unknown(String),
 }
 
+impl From<crate::supervise::Termination> for Ended {
+    fn from(t: crate::supervise::Termination) -> Ended {
+        use crate::supervise::Termination as T;
+        match t {
+            T::Exited(c) => Ended::Exited(c),
+            T::Signaled(s) => Ended::Signaled(s),
+            T::Unknown(w) => Ended::Unknown(w),
+        }
+    }
+}
+
+impl From<Ended> for crate::supervise::Termination {
+    fn from(e: Ended) -> crate::supervise::Termination {
+        use crate::supervise::Termination as T;
+        match e {
+            Ended::Exited(c) => T::Exited(c),
+            Ended::Signaled(s) => T::Signaled(s),
+            Ended::Unknown(w) => T::Unknown(w),
+        }
+    }
+}
+
 /// psyrun → agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToAgent {

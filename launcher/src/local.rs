@@ -1,0 +1,239 @@
+//! Running a planned job ([`crate::plan::JobPlan`]) on this machine: serve the job's store,
+//! start every rank with its environment and its output forwarded, supervise the ranks, and
+//! tear down (kill what is left in their process groups, drain their output, remove the shared
+//! memory they left).
+
+use crate::args::Launch;
+use crate::job::{self, JobInfo};
+use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
+use crate::plan::{JobPlan, RankPlan};
+use crate::spawn::{self, OutputSink, RankCommand, Watched};
+use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
+use crate::Error;
+use psyne::auth::Secret;
+use psyne::bootstrap::StoreServer;
+use psyne::contract::RankEnv;
+use std::ffi::OsString;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Runs a prepared job (see [`crate::prepare`]) on this machine, supervises it and returns how
+/// it ended. Sets up the store and the secret, prints the bindings if asked, starts each rank
+/// with its environment, forwards output to `console` (as `launch` says: tags, timestamps,
+/// shown ranks, files), and stops the job as [`crate::supervise`] describes. The calling thread
+/// forks the ranks, and their parent-death signal is tied to that thread (see [`spawn`]): it
+/// stays in this function until the ranks are gone. Returns an error if a rank could not be
+/// started, after stopping the ones that were.
+pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Result<Outcome, Error> {
+    let mut files = output::open_output_files(launch.output_dir.as_deref(), plan.ranks.len())?;
+    let (store, info) = serve_job(&console)?;
+    if launch.binding.report {
+        for line in plan.binding_report() {
+            console.message(&line);
+        }
+    }
+    let (events_tx, events_rx) = mpsc::channel();
+    let signals = SignalWatch::start(events_tx.clone())
+        .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
+    let (drained_tx, drained_rx) = mpsc::channel();
+    let mut supervisor = Supervisor::new(
+        &console,
+        ProcessGroups,
+        launch.grace,
+        launch.timeout,
+        events_rx,
+    );
+    let starter = Starter {
+        launch,
+        plan,
+        console: &console,
+        events: events_tx,
+        drained: drained_tx,
+    };
+    let started = starter.start_all(&info, &mut files, &mut supervisor);
+    if started.error.is_some() {
+        started.say_stopping(&console);
+        supervisor.stop(Cause::LaunchFailed);
+    }
+    let outcome = supervisor.run();
+    tear_down(
+        &started,
+        &drained_rx,
+        &console,
+        (signals, store),
+        &info.job_id,
+    );
+    match started.error {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
+/// Generates the job's secret and id, serves its store on loopback and picks the torch master
+/// port: what every rank is told.
+fn serve_job(console: &Arc<Console>) -> Result<(StoreServer, JobInfo), Error> {
+    let secret = Secret::generate()?;
+    let store = job::serve_store(job::LOCAL_ADDR, &secret, console)?;
+    let master_port = job::free_port(job::LOCAL_ADDR, &[store.addr().port()])
+        .map_err(|e| Error::io("finding a free port for MASTER_PORT", e))?;
+    let info = JobInfo {
+        job_id: job::new_job_id()?,
+        secret_hex: secret.to_hex(),
+        store: store.addr().to_string(),
+        master_addr: job::LOCAL_ADDR.to_string(),
+        master_port,
+    };
+    Ok((store, info))
+}
+
+/// What starting the ranks left behind.
+#[derive(Debug, Default)]
+struct Started {
+    /// The pids of the ranks running, in rank order.
+    pids: Vec<u32>,
+    /// How many output streams are being forwarded.
+    streams: usize,
+    /// Why the start stopped early, if it did.
+    error: Option<Error>,
+}
+
+impl Started {
+    /// Says that the ranks already running are being stopped because the next could not start.
+    fn say_stopping(&self, console: &Console) {
+        let n = self.pids.len();
+        if n > 0 {
+            let plural = if n == 1 { "" } else { "s" };
+            console.message(&format!(
+                "rank {n} could not be started; stopping the {n} rank{plural} already running",
+            ));
+        }
+    }
+}
+
+/// Starts the ranks of one job; consumed by [`Starter::start_all`], which drops its senders so
+/// that the channels end with the ranks' threads.
+struct Starter<'a> {
+    launch: &'a Launch,
+    plan: &'a JobPlan,
+    console: &'a Arc<Console>,
+    /// Where each rank's end goes (the supervisor).
+    events: Sender<Event>,
+    /// Where each forwarder says its stream ended (the rank).
+    drained: Sender<usize>,
+}
+
+impl Starter<'_> {
+    /// Starts every rank in order, each watched by `supervisor`, until one cannot start.
+    fn start_all(
+        self,
+        info: &JobInfo,
+        files: &mut [RankFiles],
+        supervisor: &mut Supervisor<'_, ProcessGroups>,
+    ) -> Started {
+        let envs = job::rank_envs(&self.plan.placements(), info);
+        let mut started = Started::default();
+        for ((env, files), rank_plan) in envs.iter().zip(files.iter_mut()).zip(&self.plan.ranks) {
+            match self.start_rank(env.rank, &rank_command(rank_plan, env), files) {
+                Ok(Watched { pid, forwarders }) => {
+                    supervisor.add_rank(env.rank, pid);
+                    started.pids.push(pid);
+                    started.streams += forwarders;
+                }
+                Err(e) => {
+                    started.error = Some(e);
+                    break;
+                }
+            }
+        }
+        started
+    }
+
+    /// Starts one rank with its output forwarded to the console (and its files) and its end
+    /// reported to the supervisor.
+    fn start_rank(
+        &self,
+        rank: usize,
+        command: &RankCommand,
+        files: &mut RankFiles,
+    ) -> Result<Watched, Error> {
+        let look = Look::of(self.launch, &self.plan.host, rank);
+        let sinks = |stream: Stream| -> OutputSink {
+            let (console, look, drained) =
+                (self.console.clone(), look.clone(), self.drained.clone());
+            let file = files[stream as usize].take();
+            Box::new(move |reader| {
+                output::forward(reader, look.sink(&console, stream, file));
+                let _ = drained.send(rank);
+            })
+        };
+        let events = self.events.clone();
+        spawn::spawn_watched(rank, command, "psyrun", sinks, move |termination| {
+            let _ = events.send(Event::Exited { rank, termination });
+        })
+    }
+}
+
+/// How to start one rank: its program and arguments, its `-x` variables then the launch
+/// contract's, its directory and CPUs.
+fn rank_command(rank_plan: &RankPlan, env: &RankEnv) -> RankCommand {
+    RankCommand {
+        program: rank_plan.program.clone(),
+        args: rank_plan.args.clone(),
+        env: rank_plan
+            .env
+            .iter()
+            .cloned()
+            .chain(
+                env.to_vars()
+                    .into_iter()
+                    .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+            )
+            .collect(),
+        cwd: rank_plan.wdir.clone(),
+        cpus: rank_plan.binding.as_ref().map(|b| b.cpus.clone()),
+    }
+}
+
+/// After the supervisor is done: kills whatever the ranks left in their process groups (so that
+/// nothing outlives the job and the output pipes close), drains the output, stops watching
+/// signals and serving the store, and removes the shared memory the job left.
+fn tear_down(
+    started: &Started,
+    drained: &Receiver<usize>,
+    console: &Console,
+    serving: (SignalWatch, StoreServer),
+    job_id: &str,
+) {
+    for &pid in &started.pids {
+        let _ = spawn::signal_group(pid, libc::SIGKILL);
+    }
+    drain(drained, started.streams, console);
+    drop(serving);
+    if let Ok(n) = job::remove_leftover_segments(job_id) {
+        if n > 0 {
+            console.message(&format!(
+                "removed {n} shared-memory segment(s) the job left in /dev/shm"
+            ));
+        }
+    }
+}
+
+/// Waits up to [`OUTPUT_DRAIN`] for `streams` forwarders to reach end of file.
+fn drain(done: &Receiver<usize>, streams: usize, console: &Console) {
+    let deadline = Instant::now() + OUTPUT_DRAIN;
+    let mut open = streams;
+    while open > 0 {
+        match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(_) => open -= 1,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                console.message(&format!(
+                    "{open} output stream(s) still open {OUTPUT_DRAIN:?} after the ranks ended \
+                     (a process that left its rank's process group holds them); not waiting"
+                ));
+                return;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}

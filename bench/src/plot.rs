@@ -85,6 +85,7 @@ pub struct Series {
     pub points: Vec<(u64, f64, f64)>,
 }
 
+/// The strings of `it` without repeats, in order of first appearance.
 fn distinct<'a>(it: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
     for s in it {
@@ -95,6 +96,39 @@ fn distinct<'a>(it: impl Iterator<Item = &'a str>) -> Vec<String> {
     v
 }
 
+/// Every record of `reports`, in order.
+fn records(reports: &[Report]) -> impl Iterator<Item = &Record> + Clone {
+    reports.iter().flat_map(|r| r.records.iter())
+}
+
+/// Whether a row's algorithm is worth naming (`-` and empty are not).
+fn shows_algo(algo: &str) -> bool {
+    algo != "-" && !algo.is_empty()
+}
+
+/// Whether a point can sit on the log-log latency axes (a size and a time above 0).
+fn plottable(p: &(u64, f64, f64)) -> bool {
+    p.0 > 0 && p.1 > 0.0 && p.1.is_finite()
+}
+
+/// Whether any of `series` has a point on the axes.
+fn any_plottable(series: &[Series]) -> bool {
+    series.iter().any(|s| s.points.iter().any(plottable))
+}
+
+/// What tells series apart: collective, backend, algorithm, transport and world size.
+type SeriesKey = (String, String, String, String, usize);
+
+fn series_key(r: &Record) -> SeriesKey {
+    (
+        r.collective.clone(),
+        r.backend.clone(),
+        r.algo.clone(),
+        r.transport.clone(),
+        r.ranks,
+    )
+}
+
 /// Groups the reports' records into series (see the module doc), in order of first appearance.
 pub fn series(reports: &[Report]) -> Vec<Series> {
     let all: Vec<(usize, &Record)> = reports
@@ -102,23 +136,30 @@ pub fn series(reports: &[Report]) -> Vec<Series> {
         .enumerate()
         .flat_map(|(i, r)| r.records.iter().map(move |rec| (i, rec)))
         .collect();
-    let colls = distinct(all.iter().map(|(_, r)| r.collective.as_str()));
-    let transports = distinct(all.iter().map(|(_, r)| r.transport.as_str()));
-    let world: BTreeSet<usize> = all.iter().map(|(_, r)| r.ranks).collect();
-    type Key = (String, String, String, String, usize);
-    let base = |r: &Record| -> Key {
-        (
-            r.collective.clone(),
-            r.backend.clone(),
-            r.algo.clone(),
-            r.transport.clone(),
-            r.ranks,
-        )
-    };
-    // The same series in several reports is told apart by the run's number.
-    let mut owners: Vec<(Key, BTreeSet<usize>)> = Vec::new();
-    for (i, r) in &all {
-        let k = base(r);
+    let varying = Varying::of(&all);
+    series_keys(&all)
+        .into_iter()
+        .map(|(k, run)| {
+            let rows: Vec<&Record> = all
+                .iter()
+                .filter(|(i, r)| series_key(r) == k && run.map_or(true, |x| x == *i))
+                .map(|(_, r)| *r)
+                .collect();
+            Series {
+                label: series_label(&k, run, &varying),
+                backend: k.1.clone(),
+                points: median_points(&rows),
+            }
+        })
+        .collect()
+}
+
+/// The series' keys in order of first appearance, each with the number of the report it comes
+/// from when the same series is in several reports (told apart by the run's number).
+fn series_keys(all: &[(usize, &Record)]) -> Vec<(SeriesKey, Option<usize>)> {
+    let mut owners: Vec<(SeriesKey, BTreeSet<usize>)> = Vec::new();
+    for (i, r) in all {
+        let k = series_key(r);
         match owners.iter_mut().find(|(x, _)| *x == k) {
             Some((_, s)) => {
                 s.insert(*i);
@@ -126,89 +167,89 @@ pub fn series(reports: &[Report]) -> Vec<Series> {
             None => owners.push((k, BTreeSet::from([*i]))),
         }
     }
-    let mut keys: Vec<(Key, Option<usize>)> = Vec::new();
-    for (i, r) in &all {
-        let k = base(r);
+    let mut keys: Vec<(SeriesKey, Option<usize>)> = Vec::new();
+    for (i, r) in all {
+        let k = series_key(r);
         let shared = owners.iter().any(|(x, s)| *x == k && s.len() > 1);
         let full = (k, shared.then_some(*i));
         if !keys.contains(&full) {
             keys.push(full);
         }
     }
-    keys.into_iter()
-        .map(|(k, run)| {
-            let (coll, backend, algo, transport, ranks) = &k;
-            let mut parts: Vec<String> = Vec::new();
-            if colls.len() > 1 {
-                parts.push(coll.clone());
-            }
-            parts.push(backend.clone());
-            if algo != "-" && !algo.is_empty() {
-                parts.push(algo.clone());
-            }
-            if transports.len() > 1 {
-                parts.push(transport.clone());
-            }
-            if world.len() > 1 {
-                parts.push(format!("{ranks} ranks"));
-            }
-            if let Some(i) = run {
-                parts.push(format!("run {}", i + 1));
-            }
-            let rows: Vec<&Record> = all
-                .iter()
-                .filter(|(i, r)| base(r) == k && run.map_or(true, |x| x == *i))
-                .map(|(_, r)| *r)
-                .collect();
-            let sizes: BTreeSet<u64> = rows.iter().map(|r| r.bytes).collect();
-            let points = sizes
-                .into_iter()
-                .map(|b| {
-                    let at: Vec<&&Record> = rows.iter().filter(|r| r.bytes == b).collect();
-                    let t: Vec<f64> = at.iter().map(|r| r.time_us()).collect();
-                    let bw: Vec<f64> = at.iter().map(|r| r.busbw_gbps).collect();
-                    (b, median(&t).unwrap_or(0.0), median(&bw).unwrap_or(0.0))
-                })
-                .collect();
-            Series {
-                label: parts.join(" · "),
-                backend: backend.clone(),
-                points,
-            }
+    keys
+}
+
+/// Which parts of a series' key vary across the plot, and so go into every label.
+struct Varying {
+    collectives: bool,
+    transports: bool,
+    ranks: bool,
+}
+
+impl Varying {
+    fn of(all: &[(usize, &Record)]) -> Varying {
+        let colls = distinct(all.iter().map(|(_, r)| r.collective.as_str()));
+        let transports = distinct(all.iter().map(|(_, r)| r.transport.as_str()));
+        let world: BTreeSet<usize> = all.iter().map(|(_, r)| r.ranks).collect();
+        Varying {
+            collectives: colls.len() > 1,
+            transports: transports.len() > 1,
+            ranks: world.len() > 1,
+        }
+    }
+}
+
+/// A series' legend text: `[collective · ]backend[ · algo][ · transport][ · N ranks][ · run R]`.
+fn series_label(key: &SeriesKey, run: Option<usize>, varying: &Varying) -> String {
+    let (coll, backend, algo, transport, ranks) = key;
+    let mut parts: Vec<String> = Vec::new();
+    if varying.collectives {
+        parts.push(coll.clone());
+    }
+    parts.push(backend.clone());
+    if shows_algo(algo) {
+        parts.push(algo.clone());
+    }
+    if varying.transports {
+        parts.push(transport.clone());
+    }
+    if varying.ranks {
+        parts.push(format!("{ranks} ranks"));
+    }
+    if let Some(i) = run {
+        parts.push(format!("run {}", i + 1));
+    }
+    parts.join(" · ")
+}
+
+/// One point per size of `rows`: the medians of its latencies and bus bandwidths.
+fn median_points(rows: &[&Record]) -> Vec<(u64, f64, f64)> {
+    let sizes: BTreeSet<u64> = rows.iter().map(|r| r.bytes).collect();
+    sizes
+        .into_iter()
+        .map(|b| {
+            let at: Vec<&&Record> = rows.iter().filter(|r| r.bytes == b).collect();
+            let t: Vec<f64> = at.iter().map(|r| r.time_us()).collect();
+            let bw: Vec<f64> = at.iter().map(|r| r.busbw_gbps).collect();
+            (b, median(&t).unwrap_or(0.0), median(&bw).unwrap_or(0.0))
         })
         .collect()
 }
 
 /// The two title lines: what ran, and on what.
 pub fn title(reports: &[Report]) -> (String, String) {
-    let recs = reports.iter().flat_map(|r| r.records.iter());
-    let colls = distinct(recs.clone().map(|r| r.collective.as_str()));
-    let backends = distinct(recs.clone().map(|r| r.backend.as_str()));
-    let world: BTreeSet<usize> = reports
-        .iter()
-        .map(|r| r.meta.world_size)
-        .chain(recs.map(|r| r.ranks))
-        .filter(|n| *n > 0)
-        .collect();
-    let world: Vec<String> = world.iter().map(|n| n.to_string()).collect();
-    let ranks = match world.len() {
-        0 => String::new(),
-        1 if world[0] == "1" => " · 1 rank".to_string(),
-        _ => format!(" · {} ranks", world.join("/")),
-    };
-    let transports = distinct(
-        reports
-            .iter()
-            .flat_map(|r| r.records.iter().map(|x| x.transport.as_str()))
-            .filter(|t| !t.is_empty()),
-    );
-    let transport = if transports.len() == 1 {
-        format!(" · over {}", transports[0])
-    } else {
-        String::new()
-    };
+    (what_ran(reports), where_it_ran(reports))
+}
+
+/// The first title line: the operations (counted when more than three), backends, world sizes
+/// and the transport when there is one.
+fn what_ran(reports: &[Report]) -> String {
+    let colls = distinct(records(reports).map(|r| r.collective.as_str()));
+    let backends = distinct(records(reports).map(|r| r.backend.as_str()));
+    let ranks = ranks_part(reports);
+    let transport = transport_part(reports);
     // More than three operations are counted, not listed: their rows name them.
-    let line1 = if colls.len() > 3 {
+    if colls.len() > 3 {
         format!(
             "psybench · {} collectives · {}{ranks}{transport}",
             colls.len(),
@@ -220,48 +261,97 @@ pub fn title(reports: &[Report]) -> (String, String) {
             colls.join(", "),
             backends.join(" vs ")
         )
-    };
+    }
+}
+
+/// ` · N ranks` (several world sizes joined by `/`; nothing when none is known).
+fn ranks_part(reports: &[Report]) -> String {
+    let world: BTreeSet<usize> = reports
+        .iter()
+        .map(|r| r.meta.world_size)
+        .chain(records(reports).map(|r| r.ranks))
+        .filter(|n| *n > 0)
+        .collect();
+    let world: Vec<String> = world.iter().map(|n| n.to_string()).collect();
+    match world.len() {
+        0 => String::new(),
+        1 if world[0] == "1" => " · 1 rank".to_string(),
+        _ => format!(" · {} ranks", world.join("/")),
+    }
+}
+
+/// ` · over T` when every row names the same transport `T`, else nothing.
+fn transport_part(reports: &[Report]) -> String {
+    let transports = distinct(
+        records(reports)
+            .map(|x| x.transport.as_str())
+            .filter(|t| !t.is_empty()),
+    );
+    if transports.len() == 1 {
+        format!(" · over {}", transports[0])
+    } else {
+        String::new()
+    }
+}
+
+/// The second title line: CPU models and cores, hosts (the first four), dates.
+fn where_it_ran(reports: &[Report]) -> String {
+    let parts: Vec<String> = [cpu_part(reports), hosts_part(reports), dates_part(reports)]
+        .into_iter()
+        .flatten()
+        .collect();
+    parts.join(" · ")
+}
+
+/// The known CPU models, with the most cores any report saw.
+fn cpu_part(reports: &[Report]) -> Option<String> {
     let cpus = distinct(
         reports
             .iter()
             .map(|r| r.meta.cpu_model.as_str())
             .filter(|c| !c.is_empty() && *c != "unknown"),
     );
+    if cpus.is_empty() {
+        return None;
+    }
+    let cores = reports.iter().map(|r| r.meta.cores).max().unwrap_or(0);
+    let c = if cores > 0 {
+        format!(" ({cores} cores)")
+    } else {
+        String::new()
+    };
+    Some(format!("{}{c}", cpus.join(" / ")))
+}
+
+/// `host a, b, c, d +N`.
+fn hosts_part(reports: &[Report]) -> Option<String> {
     let hosts = distinct(
         reports
             .iter()
             .flat_map(|r| r.meta.hosts.iter().map(String::as_str)),
     );
-    let mut parts: Vec<String> = Vec::new();
-    if !cpus.is_empty() {
-        let cores = reports.iter().map(|r| r.meta.cores).max().unwrap_or(0);
-        let c = if cores > 0 {
-            format!(" ({cores} cores)")
-        } else {
-            String::new()
-        };
-        parts.push(format!("{}{c}", cpus.join(" / ")));
+    if hosts.is_empty() {
+        return None;
     }
-    if !hosts.is_empty() {
-        let shown: Vec<&str> = hosts.iter().take(4).map(String::as_str).collect();
-        let more = hosts.len().saturating_sub(4);
-        let more = if more > 0 {
-            format!(" +{more}")
-        } else {
-            String::new()
-        };
-        parts.push(format!("host {}{more}", shown.join(", ")));
-    }
+    let shown: Vec<&str> = hosts.iter().take(4).map(String::as_str).collect();
+    let more = hosts.len().saturating_sub(4);
+    let more = if more > 0 {
+        format!(" +{more}")
+    } else {
+        String::new()
+    };
+    Some(format!("host {}{more}", shown.join(", ")))
+}
+
+/// The days the reports were made on (`YYYY-MM-DD`, comma-separated).
+fn dates_part(reports: &[Report]) -> Option<String> {
     let dates = distinct(
         reports
             .iter()
             .map(|r| r.meta.date.get(..10).unwrap_or(""))
             .filter(|d| !d.is_empty()),
     );
-    if !dates.is_empty() {
-        parts.push(dates.join(", "));
-    }
-    (line1, parts.join(" · "))
+    (!dates.is_empty()).then(|| dates.join(", "))
 }
 
 /// Series colours: Tableau 10 (the first series look as they always did), then ten more hues
@@ -623,53 +713,98 @@ fn legend_room(
     }
 }
 
+/// A panel's chart: log2 sizes across, log10 values up.
+type Chart<'a, 'b> = ChartContext<'a, BitMapBackend<'b>, Cartesian2d<Ticks, Ticks>>;
+
+/// Draws one panel of `series` into `area` as `spec` says (errors name `path`).
 fn panel(
     area: &Panel<'_>,
     path: &Path,
     series: &[Series],
     spec: &PanelSpec<'_>,
 ) -> Result<(), PlotError> {
-    let PanelSpec {
-        value,
-        peak,
-        empty_note,
-        m,
-        ..
-    } = *spec;
     let e = err_to(path);
-    let Some(mut ax) = axis_of(series, value) else {
-        let dy = if spec.caption.is_some() { 80 } else { 40 };
-        area.draw(&Text::new(
-            empty_note.to_string(),
-            (m.y_area as i32, dy),
-            (FAMILY, m.desc + 3).into_font().color(&BLACK.mix(0.7)),
-        ))
-        .map_err(&e)?;
-        return Ok(());
+    let Some(mut ax) = axis_of(series, spec.value) else {
+        return draw_empty_note(area, path, spec);
     };
-    let peak = peak.filter(|p| *p > 0.0 && p.is_finite());
+    let peak = spec.peak.filter(|p| *p > 0.0 && p.is_finite());
     if let Some(p) = peak {
         let d = p.log10();
         ax.y.0 = ax.y.0.min(d - 0.12);
         ax.y.1 = ax.y.1.max(d + 0.2);
     }
+    let m = spec.m;
     let mut inner = area.margin(m.margin, m.margin, m.margin, m.margin_right);
     if let Some(caption) = spec.caption {
         inner = inner.titled(caption, (FAMILY, m.caption)).map_err(&e)?;
     }
     let xr = (f64::from(ax.x.0) - 0.3, f64::from(ax.x.1) + 0.3);
-    // The legend: one line per drawn series, the peak line first.
-    let lines: Vec<Vec<(f64, f64)>> = series.iter().map(|s| log_points(s, value)).collect();
-    let mut labels: Vec<String> = Vec::new();
-    let mut blockers = lines.clone();
+    let lines: Vec<Vec<(f64, f64)>> = series.iter().map(|s| log_points(s, spec.value)).collect();
+    clear_legend_corner(&mut ax, &inner, series, &lines, peak, xr, spec);
+    let mut chart = chart_with_mesh(&inner, path, &ax, xr, spec)?;
     if let Some(p) = peak {
-        labels.push(format!("peak {p:.1} GB/s"));
+        draw_peak_line(&mut chart, path, xr, p)?;
+    }
+    for (i, (s, pts)) in series.iter().zip(&lines).enumerate() {
+        if pts.is_empty() {
+            continue;
+        }
+        let color = spec.colors.get(i).copied().unwrap_or_else(|| color(i));
+        draw_series_line(&mut chart, path, s, pts, color)?;
+    }
+    if let Some(note) = &spec.note {
+        draw_corner_note(&chart, path, &ax, note, m)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(spec.legend.clone())
+        .margin(m.legend_margin)
+        .label_font((FAMILY, m.legend))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .draw()
+        .map_err(&e)?;
+    Ok(())
+}
+
+/// A panel with nothing plottable: its `empty_note` instead of a chart.
+fn draw_empty_note(area: &Panel<'_>, path: &Path, spec: &PanelSpec<'_>) -> Result<(), PlotError> {
+    let dy = if spec.caption.is_some() { 80 } else { 40 };
+    area.draw(&Text::new(
+        spec.empty_note.to_string(),
+        (spec.m.y_area as i32, dy),
+        (FAMILY, spec.m.desc + 3).into_font().color(&BLACK.mix(0.7)),
+    ))
+    .map_err(err_to(path))
+}
+
+/// The legend text of the peak line.
+fn peak_label(p: f64) -> String {
+    format!("peak {p:.1} GB/s")
+}
+
+/// Widens `ax` so that the legend (the peak line first, then one line per drawn series) covers
+/// no line: see [`legend_room`].
+fn clear_legend_corner(
+    ax: &mut Axis,
+    inner: &Panel<'_>,
+    series: &[Series],
+    lines: &[Vec<(f64, f64)>],
+    peak: Option<f64>,
+    xr: (f64, f64),
+    spec: &PanelSpec<'_>,
+) {
+    let m = spec.m;
+    let mut labels: Vec<String> = Vec::new();
+    let mut blockers = lines.to_vec();
+    if let Some(p) = peak {
+        labels.push(peak_label(p));
         blockers.push(vec![(xr.0, p.log10()), (xr.1, p.log10())]);
     }
     labels.extend(
         series
             .iter()
-            .zip(&lines)
+            .zip(lines)
             .filter(|(_, l)| !l.is_empty())
             .map(|(s, _)| s.label.clone()),
     );
@@ -679,7 +814,19 @@ fn panel(
         f64::from(h) - f64::from(m.x_area),
     );
     let legend = legend_size(&labels, m.legend, m.legend_margin);
-    legend_room(&mut ax, &blockers, xr, plot, legend, &spec.legend);
+    legend_room(ax, &blockers, xr, plot, legend, &spec.legend);
+}
+
+/// The chart over `ax` (x range `xr`) in `inner`, its grid, ticks and axis descriptions drawn.
+fn chart_with_mesh<'a, 'b>(
+    inner: &'a Panel<'b>,
+    path: &Path,
+    ax: &Axis,
+    xr: (f64, f64),
+    spec: &PanelSpec<'_>,
+) -> Result<Chart<'a, 'b>, PlotError> {
+    let e = err_to(path);
+    let m = spec.m;
     let (yb, yl) = log10_ticks(ax.y.0, ax.y.1);
     let xt = Ticks {
         range: xr.0..xr.1,
@@ -691,7 +838,7 @@ fn panel(
         bold: yb,
         light: yl,
     };
-    let mut chart = ChartBuilder::on(&inner)
+    let mut chart = ChartBuilder::on(inner)
         .x_label_area_size(m.x_area)
         .y_label_area_size(m.y_area)
         .build_cartesian_2d(xt, yt)
@@ -709,77 +856,85 @@ fn panel(
         .light_line_style(BLACK.mix(0.07))
         .draw()
         .map_err(&e)?;
-    if let Some(p) = peak {
-        let y = p.log10();
-        let grey = RGBColor(90, 90, 90);
+    Ok(chart)
+}
+
+/// The horizontal peak line at `p` GB/s across `xr`, with its legend entry.
+fn draw_peak_line<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    path: &Path,
+    xr: (f64, f64),
+    p: f64,
+) -> Result<(), PlotError> {
+    let y = p.log10();
+    let grey = RGBColor(90, 90, 90);
+    chart
+        .draw_series(LineSeries::new(
+            [(xr.0, y), (xr.1, y)],
+            grey.stroke_width(2),
+        ))
+        .map_err(err_to(path))?
+        .label(peak_label(p))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], grey.stroke_width(2)));
+    Ok(())
+}
+
+/// One series' line through `pts` with its markers (circles native, triangles the others) and
+/// legend entry.
+fn draw_series_line<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    path: &Path,
+    s: &Series,
+    pts: &[(f64, f64)],
+    color: RGBColor,
+) -> Result<(), PlotError> {
+    let e = err_to(path);
+    let triangle = s.backend != "native";
+    chart
+        .draw_series(LineSeries::new(pts.to_vec(), color.stroke_width(2)))
+        .map_err(&e)?
+        .label(s.label.clone())
+        .legend(move |(x, y)| {
+            let line = PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2));
+            let marker: DynElement<BitMapBackend, (i32, i32)> = if triangle {
+                TriangleMarker::new((x + 12, y), 6, color.filled()).into_dyn()
+            } else {
+                Circle::new((x + 12, y), 4, color.filled()).into_dyn()
+            };
+            EmptyElement::at((0, 0)) + line + marker
+        });
+    if triangle {
         chart
-            .draw_series(LineSeries::new(
-                [(xr.0, y), (xr.1, y)],
-                grey.stroke_width(2),
-            ))
-            .map_err(&e)?
-            .label(format!("peak {p:.1} GB/s"))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 24, y)], grey.stroke_width(2))
-            });
-    }
-    for (i, (s, pts)) in series.iter().zip(&lines).enumerate() {
-        if pts.is_empty() {
-            continue;
-        }
-        let color = spec
-            .colors
-            .get(i)
-            .copied()
-            .unwrap_or_else(|| self::color(i));
-        let triangle = s.backend != "native";
+            .draw_series(
+                pts.iter()
+                    .map(|p| TriangleMarker::new(*p, 6, color.filled())),
+            )
+            .map_err(&e)?;
+    } else {
         chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(&e)?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                let line = PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2));
-                let marker: DynElement<BitMapBackend, (i32, i32)> = if triangle {
-                    TriangleMarker::new((x + 12, y), 6, color.filled()).into_dyn()
-                } else {
-                    Circle::new((x + 12, y), 4, color.filled()).into_dyn()
-                };
-                EmptyElement::at((0, 0)) + line + marker
-            });
-        if triangle {
-            chart
-                .draw_series(
-                    pts.iter()
-                        .map(|p| TriangleMarker::new(*p, 6, color.filled())),
-                )
-                .map_err(&e)?;
-        } else {
-            chart
-                .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
-                .map_err(&e)?;
-        }
-    }
-    if let Some(note) = &spec.note {
-        let style = (FAMILY, m.label)
-            .into_font()
-            .color(&BLACK.mix(0.75))
-            .pos(Pos::new(HPos::Right, VPos::Bottom));
-        let at = (f64::from(ax.x.1) + 0.2, ax.y.0 + 0.03 * (ax.y.1 - ax.y.0));
-        chart
-            .plotting_area()
-            .draw(&Text::new(note.clone(), at, style))
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
             .map_err(&e)?;
     }
-    chart
-        .configure_series_labels()
-        .position(spec.legend.clone())
-        .margin(m.legend_margin)
-        .label_font((FAMILY, m.legend))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .draw()
-        .map_err(&e)?;
     Ok(())
+}
+
+/// `note` in the lower right corner of the plotting area.
+fn draw_corner_note(
+    chart: &Chart<'_, '_>,
+    path: &Path,
+    ax: &Axis,
+    note: &str,
+    m: Metrics,
+) -> Result<(), PlotError> {
+    let style = (FAMILY, m.label)
+        .into_font()
+        .color(&BLACK.mix(0.75))
+        .pos(Pos::new(HPos::Right, VPos::Bottom));
+    let at = (f64::from(ax.x.1) + 0.2, ax.y.0 + 0.03 * (ax.y.1 - ax.y.0));
+    chart
+        .plotting_area()
+        .draw(&Text::new(note.to_string(), at, style))
+        .map_err(err_to(path))
 }
 
 /// Medians of the size-0 latencies among `rows`, one `backend[ · algo][ · transport] t µs` part
@@ -788,7 +943,7 @@ fn size_zero_parts(rows: &[&Record], detail: bool) -> Vec<String> {
     let key = |r: &Record| -> String {
         let mut k = r.backend.clone();
         if detail {
-            if r.algo != "-" && !r.algo.is_empty() {
+            if shows_algo(&r.algo) {
                 k += &format!(" · {}", r.algo);
             }
             let transports = distinct(rows.iter().map(|r| r.transport.as_str()));
@@ -798,17 +953,9 @@ fn size_zero_parts(rows: &[&Record], detail: bool) -> Vec<String> {
         }
         k
     };
-    let keys: Vec<String> = {
-        let mut v: Vec<String> = Vec::new();
-        for r in rows {
-            let k = key(r);
-            if !v.contains(&k) {
-                v.push(k);
-            }
-        }
-        v
-    };
-    keys.into_iter()
+    let all_keys: Vec<String> = rows.iter().map(|r| key(r)).collect();
+    distinct(all_keys.iter().map(String::as_str))
+        .into_iter()
         .filter_map(|k| {
             let t: Vec<f64> = rows
                 .iter()
@@ -823,9 +970,7 @@ fn size_zero_parts(rows: &[&Record], detail: bool) -> Vec<String> {
 /// The latency of rows that cannot sit on the size axis (size 0: barrier, `--sizes 0,...`), as
 /// one line (`size 0 (not on the axis): barrier · native 45.0 µs`), or `None`.
 pub fn size_zero_note(reports: &[Report]) -> Option<String> {
-    let rows: Vec<&Record> = reports
-        .iter()
-        .flat_map(|r| r.records.iter())
+    let rows: Vec<&Record> = records(reports)
         .filter(|r| r.bytes == 0 && r.time_us() > 0.0)
         .collect();
     let keys = distinct(rows.iter().map(|r| r.collective.as_str()));
@@ -872,13 +1017,12 @@ struct Row {
 
 impl Row {
     fn plottable(&self) -> bool {
-        let ok = |p: &(u64, f64, f64)| p.0 > 0 && p.1 > 0.0 && p.1.is_finite();
-        self.series.iter().any(|s| s.points.iter().any(ok))
+        any_plottable(&self.series)
     }
 }
 
 fn rows(reports: &[Report]) -> Vec<Row> {
-    let recs: Vec<&Record> = reports.iter().flat_map(|r| r.records.iter()).collect();
+    let recs: Vec<&Record> = records(reports).collect();
     let all_ranks: BTreeSet<usize> = recs.iter().map(|r| r.ranks).collect();
     let all_transports = distinct(recs.iter().map(|r| r.transport.as_str()));
     distinct(recs.iter().map(|r| r.collective.as_str()))
@@ -1158,8 +1302,7 @@ fn draw_multi(
 pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
     ensure_font()?;
     let series = series(reports);
-    let plottable = |p: &(u64, f64, f64)| p.0 > 0 && p.1 > 0.0 && p.1.is_finite();
-    if !series.iter().any(|s| s.points.iter().any(plottable)) {
+    if !any_plottable(&series) {
         return Err(PlotError::Empty);
     }
     let rows = rows(reports);

@@ -199,7 +199,7 @@ fn check_data_movement<T: Element, C: Communicator>(
     round: &Round<'_, C>,
     bad: &mut Vec<Mismatch>,
 ) -> Result<()> {
-    let Round { size, n, seed, .. } = *round;
+    let (size, n, seed) = (round.size, round.n, round.seed);
     let plain = inputs::<T>(size, |_| n, seed, None);
     let chunks = inputs::<T>(size, |r| chunk_span(n, size, r).len(), seed, None);
     check_broadcast(round, &plain, bad)?;
@@ -218,13 +218,7 @@ fn check_broadcast<T: Element, C: Communicator>(
     plain: &[Vec<T>],
     bad: &mut Vec<Mismatch>,
 ) -> Result<()> {
-    let Round {
-        group,
-        rank,
-        n,
-        root,
-        ..
-    } = *round;
+    let (group, rank, n, root) = (round.group, round.rank, round.n, round.root);
     let dt = T::DTYPE;
     let mut buf = if rank == root {
         plain[root].clone()
@@ -248,13 +242,7 @@ fn check_all_gathers<T: Element, C: Communicator>(
     chunks: &[Vec<T>],
     bad: &mut Vec<Mismatch>,
 ) -> Result<()> {
-    let Round {
-        group,
-        rank,
-        size,
-        n,
-        ..
-    } = *round;
+    let (group, rank, size, n) = (round.group, round.rank, round.size, round.n);
     let dt = T::DTYPE;
     let mut got = vec![T::zeroed(); n * size];
     group.all_gather_into(&plain[rank], &mut got)?;
@@ -283,14 +271,7 @@ fn check_scatter_gather<T: Element, C: Communicator>(
     chunks: &[Vec<T>],
     bad: &mut Vec<Mismatch>,
 ) -> Result<()> {
-    let Round {
-        group,
-        rank,
-        size,
-        n,
-        root,
-        ..
-    } = *round;
+    let (group, rank, size, n, root) = (round.group, round.rank, round.size, round.n, round.root);
     let dt = T::DTYPE;
     let mut got = vec![T::zeroed(); chunks[rank].len()];
     group.scatter_into(
@@ -328,13 +309,7 @@ fn check_all_to_all<T: Element, C: Communicator>(
     plain: &[Vec<T>],
     bad: &mut Vec<Mismatch>,
 ) -> Result<()> {
-    let Round {
-        group,
-        rank,
-        size,
-        n,
-        ..
-    } = *round;
+    let (group, rank, size, n) = (round.group, round.rank, round.size, round.n);
     let dt = T::DTYPE;
     let chunk = chunk_span(n, size, rank).len();
     let mut got = vec![T::zeroed(); size * chunk];
@@ -355,13 +330,7 @@ fn check_send_recv<T: Element, C: Communicator>(
     plain: &[Vec<T>],
     bad: &mut Vec<Mismatch>,
 ) -> Result<()> {
-    let Round {
-        group,
-        rank,
-        size,
-        n,
-        ..
-    } = *round;
+    let (group, rank, size, n) = (round.group, round.rank, round.size, round.n);
     let dt = T::DTYPE;
     let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
     let mut got = vec![T::zeroed(); n];

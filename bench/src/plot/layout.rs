@@ -126,11 +126,7 @@ pub(super) fn multi_height(rows: &[Row]) -> u32 {
     MULTI_HEAD + charts * ROW + LAST_ROW_EXTRA + texts * TEXT_ROW + FOOT
 }
 
-fn draw_title(
-    head: &Panel<'_>,
-    path: &Path,
-    reports: &[Report],
-) -> Result<(), PlotError> {
+fn draw_title(head: &Panel<'_>, path: &Path, reports: &[Report]) -> Result<(), PlotError> {
     let e = err_to(path);
     let room = f64::from(WIDTH) - 48.0;
     let (l1, l2) = title(reports);
@@ -168,12 +164,7 @@ pub(super) fn draw_single(
 }
 
 /// Draws a row's heading strip: a light band with the collective's name (and `extra`, greyer).
-fn row_heading(
-    area: &Panel<'_>,
-    path: &Path,
-    row: &Row,
-    extra: &str,
-) -> Result<(), PlotError> {
+fn row_heading(area: &Panel<'_>, path: &Path, row: &Row, extra: &str) -> Result<(), PlotError> {
     let e = err_to(path);
     let (w, h) = area.dim_in_pixel();
     area.draw(&Rectangle::new(

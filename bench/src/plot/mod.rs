@@ -30,6 +30,7 @@ use std::sync::OnceLock;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
+use crate::export::with_temp_beside;
 use crate::model::Report;
 
 use layout::{draw_multi, draw_single, multi_height, rows};
@@ -104,17 +105,8 @@ pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
     let multi = rows.iter().filter(|r| r.plottable()).count() > 1;
     let height = if multi { multi_height(&rows) } else { HEIGHT };
     let e = err_to(path);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "psybench.png".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}.png", std::process::id()));
-    let result = (|| {
-        let root = BitMapBackend::new(&tmp, (WIDTH, height)).into_drawing_area();
+    with_temp_beside(path, "psybench.png", ".png", |tmp| {
+        let root = BitMapBackend::new(tmp, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(&e)?;
         if multi {
             draw_multi(&root, path, reports, &rows)?;
@@ -122,10 +114,6 @@ pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
             draw_single(&root, path, reports, &series)?;
         }
         root.present().map_err(&e)?;
-        std::fs::rename(&tmp, path).map_err(err_to(path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        std::fs::rename(tmp, path).map_err(err_to(path))
+    })
 }

@@ -173,11 +173,7 @@ pub(super) fn panel(
 }
 
 /// A panel with nothing plottable: its `empty_note` instead of a chart.
-fn draw_empty_note(
-    area: &Panel<'_>,
-    path: &Path,
-    spec: &PanelSpec<'_>,
-) -> Result<(), PlotError> {
+fn draw_empty_note(area: &Panel<'_>, path: &Path, spec: &PanelSpec<'_>) -> Result<(), PlotError> {
     let dy = if spec.caption.is_some() { 80 } else { 40 };
     area.draw(&Text::new(
         spec.empty_note.to_string(),

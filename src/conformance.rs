@@ -94,6 +94,19 @@ fn compare<T: Element>(
     }
 }
 
+/// One count of a [`check_type`] run on one rank: what every check needs to call a collective
+/// and to name the case it reports.
+struct Round<'a, C> {
+    group: &'a C,
+    rank: usize,
+    size: usize,
+    /// The element count.
+    n: usize,
+    /// The root of the rooted collectives.
+    root: usize,
+    seed: u64,
+}
+
 /// Runs every collective on `group` (any [`Communicator`]) for element type `T` at each of
 /// `counts`, comparing with the oracle; returns the differences (empty when all is right).
 /// Communication errors are returned as errors. `reductions: false` skips the reducing
@@ -105,141 +118,236 @@ pub fn check_type<T: Element, C: Communicator>(
     reductions: bool,
 ) -> Result<Vec<Mismatch>> {
     let (rank, size) = (group.rank(), group.size());
-    let dt = T::DTYPE;
     let mut bad = Vec::new();
     let ops: Vec<ReduceOp> = ReduceOp::ALL
         .into_iter()
-        .filter(|op| op.check(dt).is_ok())
+        .filter(|op| op.check(T::DTYPE).is_ok())
         .collect();
     for (ci, &n) in counts.iter().enumerate() {
-        let root = (ci + seed as usize) % size;
-        for &op in ops.iter().filter(|_| reductions) {
-            let all = inputs::<T>(size, |_| n, seed, Some(op));
-            let want = oracle::all_reduce(&all, op);
-            let mut buf = all[rank].clone();
-            group.all_reduce(&mut buf, op)?;
-            compare(
-                || format!("all_reduce({dt}, {op}, count {n}) on rank {rank}"),
-                &buf,
-                &want,
-                &mut bad,
-            );
-
-            let mut buf = all[rank].clone();
-            group.reduce(&mut buf, op, root)?;
-            let expect = if rank == root {
-                oracle::reduce(&all, op)
-            } else {
-                all[rank].clone()
-            };
-            compare(
-                || format!("reduce({dt}, {op}, count {n}, root {root}) on rank {rank}"),
-                &buf,
-                &expect,
-                &mut bad,
-            );
-
-            let mut got = vec![T::zeroed(); chunk_span(n, size, rank).len()];
-            group.reduce_scatter_into(&all[rank], &mut got, op)?;
-            let want = oracle::reduce_scatter(&all, op);
-            compare(
-                || format!("reduce_scatter({dt}, {op}, count {n}) on rank {rank}"),
-                &got,
-                &want[rank],
-                &mut bad,
-            );
-        }
-        let plain = inputs::<T>(size, |_| n, seed, None);
-        let mut buf = if rank == root {
-            plain[root].clone()
-        } else {
-            vec![T::zeroed(); n]
-        };
-        group.broadcast(&mut buf, root)?;
-        compare(
-            || format!("broadcast({dt}, count {n}, root {root}) on rank {rank}"),
-            &buf,
-            &oracle::broadcast(&plain, root),
-            &mut bad,
-        );
-
-        let mut got = vec![T::zeroed(); n * size];
-        group.all_gather_into(&plain[rank], &mut got)?;
-        compare(
-            || format!("all_gather({dt}, {n} per rank) on rank {rank}"),
-            &got,
-            &oracle::all_gather(&plain),
-            &mut bad,
-        );
-
-        let chunks = inputs::<T>(size, |r| chunk_span(n, size, r).len(), seed, None);
-        let mut out = vec![T::zeroed(); n];
-        group.all_gather_into(&chunks[rank], &mut out)?;
-        compare(
-            || format!("all_gather_into({dt}, total {n}) on rank {rank}"),
-            &out,
-            &oracle::all_gather(&chunks),
-            &mut bad,
-        );
-
-        let mut got = vec![T::zeroed(); chunks[rank].len()];
-        group.scatter_into(
-            if rank == root { &plain[root] } else { &[] },
-            &mut got,
+        let round = Round {
+            group,
+            rank,
+            size,
             n,
-            root,
-        )?;
-        compare(
-            || format!("scatter({dt}, count {n}, root {root}) on rank {rank}"),
-            &got,
-            &oracle::scatter(&plain[root], size)[rank],
-            &mut bad,
-        );
-
-        let mut got = vec![T::zeroed(); if rank == root { n } else { 0 }];
-        group.gather_into(&chunks[rank], &mut got, n, root)?;
-        let want = if rank == root {
-            oracle::gather(&chunks)
-        } else {
-            Vec::new()
+            root: (ci + seed as usize) % size,
+            seed,
         };
-        compare(
-            || format!("gather({dt}, total {n}, root {root}) on rank {rank}"),
-            &got,
-            &want,
-            &mut bad,
-        );
-
-        let mut got = vec![T::zeroed(); size * chunks[rank].len()];
-        group.all_to_all_into(&plain[rank], &mut got)?;
-        compare(
-            || format!("all_to_all({dt}, {n} per rank) on rank {rank}"),
-            &got,
-            &oracle::all_to_all(&plain)[rank],
-            &mut bad,
-        );
-
-        if size > 1 {
-            let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
-            let mut got = vec![T::zeroed(); n];
-            if rank % 2 == 0 {
-                group.send(&plain[rank], next)?;
-                group.recv(&mut got, prev)?;
-            } else {
-                group.recv(&mut got, prev)?;
-                group.send(&plain[rank], next)?;
-            }
-            compare(
-                || format!("send/recv({dt}, count {n}) from rank {prev} to rank {rank}"),
-                &got,
-                &plain[prev],
-                &mut bad,
-            );
+        for &op in ops.iter().filter(|_| reductions) {
+            check_reductions::<T, C>(&round, op, &mut bad)?;
         }
-
+        check_data_movement::<T, C>(&round, &mut bad)?;
         group.barrier()?;
     }
     Ok(bad)
+}
+
+/// All-reduce, reduce and reduce-scatter with `op`, in that order.
+fn check_reductions<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    op: ReduceOp,
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let Round {
+        group,
+        rank,
+        size,
+        n,
+        root,
+        seed,
+    } = *round;
+    let dt = T::DTYPE;
+    let all = inputs::<T>(size, |_| n, seed, Some(op));
+    let want = oracle::all_reduce(&all, op);
+    let mut buf = all[rank].clone();
+    group.all_reduce(&mut buf, op)?;
+    compare(
+        || format!("all_reduce({dt}, {op}, count {n}) on rank {rank}"),
+        &buf,
+        &want,
+        bad,
+    );
+
+    let mut buf = all[rank].clone();
+    group.reduce(&mut buf, op, root)?;
+    let expect = if rank == root {
+        oracle::reduce(&all, op)
+    } else {
+        all[rank].clone()
+    };
+    compare(
+        || format!("reduce({dt}, {op}, count {n}, root {root}) on rank {rank}"),
+        &buf,
+        &expect,
+        bad,
+    );
+
+    let mut got = vec![T::zeroed(); chunk_span(n, size, rank).len()];
+    group.reduce_scatter_into(&all[rank], &mut got, op)?;
+    let want = oracle::reduce_scatter(&all, op);
+    compare(
+        || format!("reduce_scatter({dt}, {op}, count {n}) on rank {rank}"),
+        &got,
+        &want[rank],
+        bad,
+    );
+    Ok(())
+}
+
+/// The collectives that move data without reducing it, in the order every rank calls them:
+/// broadcast, both all-gathers, scatter, gather, all-to-all, then send/recv round a ring.
+fn check_data_movement<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let (size, n, seed) = (round.size, round.n, round.seed);
+    let plain = inputs::<T>(size, |_| n, seed, None);
+    let chunks = inputs::<T>(size, |r| chunk_span(n, size, r).len(), seed, None);
+    check_broadcast(round, &plain, bad)?;
+    check_all_gathers(round, &plain, &chunks, bad)?;
+    check_scatter_gather(round, &plain, &chunks, bad)?;
+    check_all_to_all(round, &plain, bad)?;
+    if size > 1 {
+        check_send_recv(round, &plain, bad)?;
+    }
+    Ok(())
+}
+
+/// Broadcast of the root's `plain` input.
+fn check_broadcast<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    plain: &[Vec<T>],
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let (group, rank, n, root) = (round.group, round.rank, round.n, round.root);
+    let dt = T::DTYPE;
+    let mut buf = if rank == root {
+        plain[root].clone()
+    } else {
+        vec![T::zeroed(); n]
+    };
+    group.broadcast(&mut buf, root)?;
+    compare(
+        || format!("broadcast({dt}, count {n}, root {root}) on rank {rank}"),
+        &buf,
+        &oracle::broadcast(plain, root),
+        bad,
+    );
+    Ok(())
+}
+
+/// All-gather of `n` elements per rank, then of `n` elements in total (`chunks`).
+fn check_all_gathers<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    plain: &[Vec<T>],
+    chunks: &[Vec<T>],
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let (group, rank, size, n) = (round.group, round.rank, round.size, round.n);
+    let dt = T::DTYPE;
+    let mut got = vec![T::zeroed(); n * size];
+    group.all_gather_into(&plain[rank], &mut got)?;
+    compare(
+        || format!("all_gather({dt}, {n} per rank) on rank {rank}"),
+        &got,
+        &oracle::all_gather(plain),
+        bad,
+    );
+
+    let mut out = vec![T::zeroed(); n];
+    group.all_gather_into(&chunks[rank], &mut out)?;
+    compare(
+        || format!("all_gather_into({dt}, total {n}) on rank {rank}"),
+        &out,
+        &oracle::all_gather(chunks),
+        bad,
+    );
+    Ok(())
+}
+
+/// Scatter of the root's `plain` input, then gather of `chunks` at the root.
+fn check_scatter_gather<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    plain: &[Vec<T>],
+    chunks: &[Vec<T>],
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let (group, rank, size, n, root) = (round.group, round.rank, round.size, round.n, round.root);
+    let dt = T::DTYPE;
+    let mut got = vec![T::zeroed(); chunks[rank].len()];
+    group.scatter_into(
+        if rank == root { &plain[root] } else { &[] },
+        &mut got,
+        n,
+        root,
+    )?;
+    compare(
+        || format!("scatter({dt}, count {n}, root {root}) on rank {rank}"),
+        &got,
+        &oracle::scatter(&plain[root], size)[rank],
+        bad,
+    );
+
+    let mut got = vec![T::zeroed(); if rank == root { n } else { 0 }];
+    group.gather_into(&chunks[rank], &mut got, n, root)?;
+    let want = if rank == root {
+        oracle::gather(chunks)
+    } else {
+        Vec::new()
+    };
+    compare(
+        || format!("gather({dt}, total {n}, root {root}) on rank {rank}"),
+        &got,
+        &want,
+        bad,
+    );
+    Ok(())
+}
+
+/// All-to-all of `plain`, `n` elements per rank.
+fn check_all_to_all<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    plain: &[Vec<T>],
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let (group, rank, size, n) = (round.group, round.rank, round.size, round.n);
+    let dt = T::DTYPE;
+    let chunk = chunk_span(n, size, rank).len();
+    let mut got = vec![T::zeroed(); size * chunk];
+    group.all_to_all_into(&plain[rank], &mut got)?;
+    compare(
+        || format!("all_to_all({dt}, {n} per rank) on rank {rank}"),
+        &got,
+        &oracle::all_to_all(plain)[rank],
+        bad,
+    );
+    Ok(())
+}
+
+/// Each rank sends its `plain` input to the next rank round a ring and receives the previous
+/// one's (even ranks send first, so two ranks never both wait to receive).
+fn check_send_recv<T: Element, C: Communicator>(
+    round: &Round<'_, C>,
+    plain: &[Vec<T>],
+    bad: &mut Vec<Mismatch>,
+) -> Result<()> {
+    let (group, rank, size, n) = (round.group, round.rank, round.size, round.n);
+    let dt = T::DTYPE;
+    let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
+    let mut got = vec![T::zeroed(); n];
+    if rank % 2 == 0 {
+        group.send(&plain[rank], next)?;
+        group.recv(&mut got, prev)?;
+    } else {
+        group.recv(&mut got, prev)?;
+        group.send(&plain[rank], next)?;
+    }
+    compare(
+        || format!("send/recv({dt}, count {n}) from rank {prev} to rank {rank}"),
+        &got,
+        &plain[prev],
+        bad,
+    );
+    Ok(())
 }
 
 /// The non-blocking forms of the native [`Group`], against the oracle: several calls in flight at

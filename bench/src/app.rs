@@ -1,6 +1,10 @@
 //! What the `psybench` binary does with its command line.
 
+use std::path::{Path, PathBuf};
+
+use crate::backend::AnyComm;
 use crate::cli::{self, Command};
+use crate::model::{Report, Sweep};
 use crate::{check, compare, export, launch, peak, runner};
 use psyne::ErrorKind;
 
@@ -31,7 +35,7 @@ pub fn main_with(args: Vec<String>) -> u8 {
 
 /// No rank exits before rank 0 has printed and written everything: a launcher stops the whole
 /// job when the first rank exits non-zero.
-fn finish(comms: &[crate::backend::AnyComm]) -> psyne::Result<()> {
+fn finish(comms: &[AnyComm]) -> psyne::Result<()> {
     use psyne::Communicator;
     match comms.first() {
         Some(c) => c.barrier(),
@@ -40,7 +44,6 @@ fn finish(comms: &[crate::backend::AnyComm]) -> psyne::Result<()> {
 }
 
 fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
-    let io = |what: String| psyne::Error::new(ErrorKind::Io, what);
     match command {
         Command::Sweep { ranks: Some(n), .. } | Command::Check { ranks: Some(n), .. }
             if !launch::inside_job() =>
@@ -48,76 +51,93 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
             launch::spawn_ranks(n, cli::strip_spawn_flag(&args[1..]))
         }
         Command::Sweep { sweep, .. } => {
-            let comms = launch::connect(&sweep.backends, &sweep.transport)?;
-            let outcome = runner::run_sweep(&comms, &sweep)?;
-            finish(&comms)?;
-            Ok(if outcome.wrong > 0 { EXIT_WRONG } else { 0 })
+            on_ranks(&sweep, |comms| Ok(runner::run_sweep(comms, &sweep)?.wrong))
         }
-        Command::Check { sweep, .. } => {
-            let comms = launch::connect(&sweep.backends, &sweep.transport)?;
-            let wrong = check::run_check(&comms, &sweep)?;
-            finish(&comms)?;
-            Ok(if wrong > 0 { EXIT_WRONG } else { 0 })
-        }
-        Command::Plot { inputs, output } => {
-            let reports = inputs
-                .iter()
-                .map(|p| export::read_report(p).map_err(|e| io(format!("{e}"))))
-                .collect::<psyne::Result<Vec<_>>>()?;
-            crate::plot::draw(&reports, &output)
-                .map_err(|e| io(format!("drawing {}: {e}", output.display())))?;
-            println!("wrote {}", output.display());
-            Ok(0)
-        }
-        Command::Compare { a, b } => {
-            let ra = export::read_report(&a).map_err(|e| io(format!("{e}")))?;
-            let rb = match &b {
-                Some(p) => Some(export::read_report(p).map_err(|e| io(format!("{e}")))?),
-                None => None,
-            };
-            let la = a.display().to_string();
-            let lb = b
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            let c = compare::compare((&la, &ra), rb.as_ref().map(|r| (lb.as_str(), r)))
-                .map_err(|e| psyne::Error::invalid(format!("{e}")))?;
-            print!("{}", compare::render(&c));
-            Ok(0)
-        }
-        Command::Peak { bytes, iters } => {
-            let copy = bytes.unwrap_or(256 << 20) as usize;
-            let runs = iters.unwrap_or(5) as usize;
-            let mem = peak::memcpy_gbps(copy, runs);
-            let tcp = peak::tcp_loopback_gbps(copy.max(64 << 20) * 4, runs.div_ceil(2))
-                .map_err(|e| psyne::Error::io("measuring loopback TCP", e))?;
-            println!(
-                "memory copy:  {mem:.2} GB/s  (single thread, {} MiB buffers, median of {runs})",
-                copy >> 20
-            );
-            println!(
-                "loopback TCP: {tcp:.2} GB/s  (one stream over 127.0.0.1, {} MiB, median of {})",
-                (copy.max(64 << 20) * 4) >> 20,
-                runs.div_ceil(2)
-            );
-            let kernels: Vec<String> = [
-                psyne::DType::F32,
-                psyne::DType::F64,
-                psyne::DType::I32,
-                psyne::DType::U8,
-                psyne::DType::F16,
-                psyne::DType::BF16,
-            ]
-            .iter()
-            .map(|&d| format!("{d} {:.1}", peak::reduce_gbps(d, copy, runs)))
-            .collect();
-            println!(
-                "sum kernels:  {} GB/s  (psyne's dst += src, {} MiB, median of {runs}: compare with the copy)",
-                kernels.join(", "),
-                copy >> 20
-            );
-            println!("GB/s = 1e9 bytes/s; pass one of these to a sweep as --peak GBPS");
-            Ok(0)
-        }
+        Command::Check { sweep, .. } => on_ranks(&sweep, |comms| check::run_check(comms, &sweep)),
+        Command::Plot { inputs, output } => draw_plot(&inputs, &output),
+        Command::Compare { a, b } => print_comparison(&a, b.as_deref()),
+        Command::Peak { bytes, iters } => print_peaks(bytes, iters),
     }
+}
+
+/// Connects this rank to `sweep`'s backends, runs `work` (which returns how many elements
+/// were wrong) and waits for every rank to finish; the exit status says whether any was wrong.
+fn on_ranks(
+    sweep: &Sweep,
+    work: impl FnOnce(&[AnyComm]) -> psyne::Result<u64>,
+) -> psyne::Result<u8> {
+    let comms = launch::connect(&sweep.backends, &sweep.transport)?;
+    let wrong = work(&comms)?;
+    finish(&comms)?;
+    Ok(if wrong > 0 { EXIT_WRONG } else { 0 })
+}
+
+/// An I/O error with `what` as its message.
+fn io_error(what: String) -> psyne::Error {
+    psyne::Error::new(ErrorKind::Io, what)
+}
+
+/// Reads a JSON or CSV report, its error as an I/O error.
+fn read_report(path: &Path) -> psyne::Result<Report> {
+    export::read_report(path).map_err(|e| io_error(format!("{e}")))
+}
+
+/// `psybench plot`: draws the reports at `inputs` into `output`.
+fn draw_plot(inputs: &[PathBuf], output: &Path) -> psyne::Result<u8> {
+    let reports = inputs
+        .iter()
+        .map(|p| read_report(p))
+        .collect::<psyne::Result<Vec<_>>>()?;
+    crate::plot::draw(&reports, output)
+        .map_err(|e| io_error(format!("drawing {}: {e}", output.display())))?;
+    println!("wrote {}", output.display());
+    Ok(0)
+}
+
+/// `psybench compare`: prints the ratios of `b` to `a` (or of `a`'s two backends).
+fn print_comparison(a: &Path, b: Option<&Path>) -> psyne::Result<u8> {
+    let ra = read_report(a)?;
+    let rb = b.map(read_report).transpose()?;
+    let la = a.display().to_string();
+    let lb = b.map(|p| p.display().to_string()).unwrap_or_default();
+    let c = compare::compare((&la, &ra), rb.as_ref().map(|r| (lb.as_str(), r)))
+        .map_err(|e| psyne::Error::invalid(format!("{e}")))?;
+    print!("{}", compare::render(&c));
+    Ok(0)
+}
+
+/// `psybench peak`: memory-copy, loopback TCP and reduction-kernel bandwidth of this host.
+fn print_peaks(bytes: Option<u64>, iters: Option<u64>) -> psyne::Result<u8> {
+    let copy = bytes.unwrap_or(256 << 20) as usize;
+    let runs = iters.unwrap_or(5) as usize;
+    let mem = peak::memcpy_gbps(copy, runs);
+    let tcp = peak::tcp_loopback_gbps(copy.max(64 << 20) * 4, runs.div_ceil(2))
+        .map_err(|e| psyne::Error::io("measuring loopback TCP", e))?;
+    println!(
+        "memory copy:  {mem:.2} GB/s  (single thread, {} MiB buffers, median of {runs})",
+        copy >> 20
+    );
+    println!(
+        "loopback TCP: {tcp:.2} GB/s  (one stream over 127.0.0.1, {} MiB, median of {})",
+        (copy.max(64 << 20) * 4) >> 20,
+        runs.div_ceil(2)
+    );
+    let kernels: Vec<String> = [
+        psyne::DType::F32,
+        psyne::DType::F64,
+        psyne::DType::I32,
+        psyne::DType::U8,
+        psyne::DType::F16,
+        psyne::DType::BF16,
+    ]
+    .iter()
+    .map(|&d| format!("{d} {:.1}", peak::reduce_gbps(d, copy, runs)))
+    .collect();
+    println!(
+        "sum kernels:  {} GB/s  (psyne's dst += src, {} MiB, median of {runs}: compare with the copy)",
+        kernels.join(", "),
+        copy >> 20
+    );
+    println!("GB/s = 1e9 bytes/s; pass one of these to a sweep as --peak GBPS");
+    Ok(0)
 }

@@ -383,23 +383,9 @@ where
     T: Into<OsString> + Clone,
 {
     let cli = Cli::try_parse_from(args)?;
-    let preset = match &cli.config {
-        Some(p) => Some(
-            config::load(p)
-                .map(|f| (p.clone(), f))
-                .map_err(|e| CliError::usage(None, e))?,
-        ),
-        None => None,
-    };
+    let preset = load_preset(cli.config.as_deref())?;
     let Some(sub) = cli.sub else {
-        let Some((path, file)) = preset else {
-            return Err(CliError::usage(
-                None,
-                "name what to measure, e.g. `psybench allreduce`, or give a --config preset",
-            ));
-        };
-        let flags = SweepArgs::default().into_file(cli.np);
-        return sweep_command(None, &[], flags, Some((&path, file)), false);
+        return preset_command(cli.np, preset);
     };
     let preset_ref = preset.as_ref().map(|(p, f)| (p.as_path(), f.clone()));
     let coll = |c: BenchColl| vec![c];
@@ -415,48 +401,10 @@ where
         Sub::Barrier(a) => ("barrier", coll(BenchColl::Barrier), a),
         Sub::SendRecv(a) => ("sendrecv", coll(BenchColl::SendRecv), a),
         Sub::All(a) => ("all", BenchColl::ALL.to_vec(), a),
-        Sub::Plot(p) => {
-            let output = match p.output {
-                Some(o) => o,
-                None => p.inputs[0].with_extension("png"),
-            };
-            if p.inputs.contains(&output) {
-                return Err(CliError::usage(
-                    Some("plot"),
-                    format!(
-                        "the output {} is also an input; name another PNG with -o",
-                        output.display()
-                    ),
-                ));
-            }
-            return Ok(Command::Plot {
-                inputs: p.inputs,
-                output,
-            });
-        }
+        Sub::Plot(p) => return plot_command(p),
         Sub::Compare(c) => return Ok(Command::Compare { a: c.a, b: c.b }),
-        Sub::Peak(p) => {
-            if p.iters == Some(0) {
-                return Err(CliError::usage(
-                    Some("peak"),
-                    "--iters 0 measures nothing; use --iters 1 or more",
-                ));
-            }
-            return Ok(Command::Peak {
-                bytes: p.size,
-                iters: p.iters,
-            });
-        }
-        Sub::Check(c) => {
-            let mut colls = Vec::new();
-            for name in &c.collectives {
-                colls.extend(parse_collectives(name).map_err(|m| {
-                    CliError::usage(Some("check"), format!("invalid COLLECTIVE: {m}"))
-                })?);
-            }
-            let flags = c.sweep.into_file(cli.np);
-            return sweep_command(Some("check"), &colls, flags, preset_ref, true);
-        }
+        Sub::Peak(p) => return peak_command(p),
+        Sub::Check(c) => return check_command(c, cli.np, preset_ref),
     };
     sweep_command(
         Some(name),
@@ -465,6 +413,85 @@ where
         preset_ref,
         false,
     )
+}
+
+/// The `--config` preset at `path`, read and parsed, with its path.
+fn load_preset(path: Option<&Path>) -> Result<Option<(PathBuf, SweepFile)>, CliError> {
+    match path {
+        Some(p) => Ok(Some(
+            config::load(p)
+                .map(|f| (p.to_path_buf(), f))
+                .map_err(|e| CliError::usage(None, e))?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// No subcommand: the preset must say what to measure.
+fn preset_command(
+    np: Option<usize>,
+    preset: Option<(PathBuf, SweepFile)>,
+) -> Result<Command, CliError> {
+    let Some((path, file)) = preset else {
+        return Err(CliError::usage(
+            None,
+            "name what to measure, e.g. `psybench allreduce`, or give a --config preset",
+        ));
+    };
+    let flags = SweepArgs::default().into_file(np);
+    sweep_command(None, &[], flags, Some((&path, file)), false)
+}
+
+/// `psybench plot`: the output defaults to the first input as `.png` and must not be an input.
+fn plot_command(p: PlotArgs) -> Result<Command, CliError> {
+    let output = match p.output {
+        Some(o) => o,
+        None => p.inputs[0].with_extension("png"),
+    };
+    if p.inputs.contains(&output) {
+        return Err(CliError::usage(
+            Some("plot"),
+            format!(
+                "the output {} is also an input; name another PNG with -o",
+                output.display()
+            ),
+        ));
+    }
+    Ok(Command::Plot {
+        inputs: p.inputs,
+        output,
+    })
+}
+
+/// `psybench peak`: at least one repetition.
+fn peak_command(p: PeakArgs) -> Result<Command, CliError> {
+    if p.iters == Some(0) {
+        return Err(CliError::usage(
+            Some("peak"),
+            "--iters 0 measures nothing; use --iters 1 or more",
+        ));
+    }
+    Ok(Command::Peak {
+        bytes: p.size,
+        iters: p.iters,
+    })
+}
+
+/// `psybench check [COLLECTIVE...]`: a sweep that checks (every operation when none is named).
+fn check_command(
+    c: CheckArgs,
+    np: Option<usize>,
+    preset: Option<(&Path, SweepFile)>,
+) -> Result<Command, CliError> {
+    let mut colls = Vec::new();
+    for name in &c.collectives {
+        colls.extend(
+            parse_collectives(name)
+                .map_err(|m| CliError::usage(Some("check"), format!("invalid COLLECTIVE: {m}")))?,
+        );
+    }
+    let flags = c.sweep.into_file(np);
+    sweep_command(Some("check"), &colls, flags, preset, true)
 }
 
 /// Parses an operation name (`allreduce`, `all-reduce`, ...) or `all`.
@@ -572,6 +599,14 @@ impl Origin<'_> {
             Some(p) => format!("`{key}` in {}", p.display()),
         }
     }
+
+    /// The error for `value` of `key`: `why`, without a leading "`value`: " (the message
+    /// names the value already).
+    fn invalid(&self, key: &str, value: &dyn fmt::Display, why: String) -> String {
+        let quoted = format!("`{value}`: ");
+        let why = why.strip_prefix(&quoted).unwrap_or(&why);
+        format!("invalid value '{value}' for {}: {why}", self.name(key))
+    }
 }
 
 /// The values of one layer (flags or file), parsed and checked one by one.
@@ -600,105 +635,146 @@ struct Typed {
     peak: Option<f64>,
 }
 
-fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
-    let bad = |key: &str, value: &dyn fmt::Display, why: String| {
-        let quoted = format!("`{value}`: ");
-        let why = why.strip_prefix(&quoted).unwrap_or(&why);
-        format!("invalid value '{value}' for {}: {why}", o.name(key))
-    };
-    let mut t = Typed::default();
-    if let Some(c) = &f.collective {
-        let mut v = Vec::new();
-        for part in c.to_flag().split(',') {
-            v.extend(parse_collectives(part).map_err(|e| bad("collective", &c.to_flag(), e))?);
+impl Typed {
+    /// This layer over `lower`: each value from here when set, else from `lower`.
+    fn over(self, lower: Typed) -> Typed {
+        Typed {
+            collectives: self.collectives.or(lower.collectives),
+            np: self.np.or(lower.np),
+            sizes: self.sizes.or(lower.sizes),
+            factor: self.factor.or(lower.factor),
+            dtype: self.dtype.or(lower.dtype),
+            op: self.op.or(lower.op),
+            root: self.root.or(lower.root),
+            algos: self.algos.or(lower.algos),
+            transport: self.transport.or(lower.transport),
+            iters: self.iters.or(lower.iters),
+            warmup: self.warmup.or(lower.warmup),
+            rounds: self.rounds.or(lower.rounds),
+            in_place: self.in_place.or(lower.in_place),
+            shared_buffers: self.shared_buffers.or(lower.shared_buffers),
+            cadence: self.cadence.or(lower.cadence),
+            no_check: self.no_check.or(lower.no_check),
+            backends: self.backends.or(lower.backends),
+            csv: self.csv.or(lower.csv),
+            json: self.json.or(lower.json),
+            plot: self.plot.or(lower.plot),
+            peak: self.peak.or(lower.peak),
         }
-        v.dedup();
-        t.collectives = Some(v);
     }
-    if let Some(n) = f.np {
-        if n == 0 {
-            return Err(bad("np", &n, "spawn at least one rank, e.g. -n 2".into()));
-        }
-        t.np = Some(n);
-    }
-    if let Some(s) = &f.sizes {
-        let text = s.to_flag();
-        t.sizes = Some(sizes::parse_spec(&text).map_err(|e| bad("sizes", &text, e.0))?);
-    }
-    if let Some(x) = f.factor {
-        t.factor = Some(sizes::check_factor(x).map_err(|e| bad("factor", &x, e.0))?);
-    }
-    if let Some(d) = &f.dtype {
-        t.dtype = Some(parse_dtype(d).map_err(|e| bad("dtype", d, e))?);
-    }
-    if let Some(p) = &f.op {
-        t.op = Some(parse_op(p).map_err(|e| bad("op", p, e))?);
-    }
-    t.root = f.root;
-    if let Some(a) = &f.algo {
-        let text = a.to_flag();
-        t.algos = Some(parse_algos(&text).map_err(|e| bad("algo", &text, e))?);
-    }
-    if let Some(tr) = &f.transport {
-        psyne::transport::TransportPolicy::parse(tr)
-            .map_err(|e| bad("transport", tr, format!("{e}")))?;
-        t.transport = Some(tr.clone());
-    }
-    if let Some(n) = f.iters {
-        if n == 0 {
-            return Err(bad(
-                "iters",
-                &n,
-                "at least one timed iteration is needed; leave it out to scale with size".into(),
-            ));
-        }
-        t.iters = Some(n);
-    }
-    t.warmup = f.warmup;
-    if let Some(n) = f.rounds {
-        if n == 0 {
-            return Err(bad(
-                "rounds",
-                &n,
-                "at least one round is needed; leave it out for one".into(),
-            ));
-        }
-        t.rounds = Some(n);
-    }
-    t.in_place = f.in_place;
-    t.shared_buffers = f.shared_buffers;
-    if let Some(c) = &f.cadence {
-        t.cadence = Some(parse_cadence(c).ok_or_else(|| {
-            bad(
-                "cadence",
-                c,
-                "choose stream (back to back, as nccl-tests), isolated (a barrier before each) or \
-                 osu (a barrier after each, mean over ranks, as the OSU micro-benchmarks)"
-                    .into(),
-            )
-        })?);
-    }
-    t.no_check = f.no_check;
-    if let Some(b) = &f.backend {
-        let text = b.to_flag();
-        t.backends = Some(parse_backends(&text).map_err(|e| bad("backend", &text, e))?);
-    }
-    t.csv = f.csv;
-    t.json = f.json;
-    t.plot = f.plot;
-    if let Some(p) = f.peak {
-        if !p.is_finite() || p <= 0.0 {
-            return Err(bad(
-                "peak",
-                &p,
-                "a bandwidth in GB/s greater than 0, e.g. --peak 12.5".into(),
-            ));
-        }
-        t.peak = Some(p);
-    }
-    Ok(t)
 }
 
+/// What `--cadence` accepts, as its error says.
+const CADENCES: &str =
+    "choose stream (back to back, as nccl-tests), isolated (a barrier before each) or \
+                        osu (a barrier after each, mean over ranks, as the OSU micro-benchmarks)";
+
+/// Parses and checks one layer, value by value in the order of [`Typed`]'s fields; the first
+/// bad value is the error.
+fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
+    let text = |v: Option<ListValue>| v.map(|v| v.to_flag());
+    Ok(Typed {
+        collectives: parsed(
+            text(f.collective).as_deref(),
+            o,
+            "collective",
+            parse_collective_list,
+        )?,
+        np: at_least_one(f.np, o, "np", "spawn at least one rank, e.g. -n 2")?,
+        sizes: parsed(text(f.sizes).as_deref(), o, "sizes", |t| {
+            sizes::parse_spec(t).map_err(|e| e.0)
+        })?,
+        factor: f
+            .factor
+            .map(|x| sizes::check_factor(x).map_err(|e| o.invalid("factor", &x, e.0)))
+            .transpose()?,
+        dtype: parsed(f.dtype.as_deref(), o, "dtype", parse_dtype)?,
+        op: parsed(f.op.as_deref(), o, "op", parse_op)?,
+        root: f.root,
+        algos: parsed(text(f.algo).as_deref(), o, "algo", parse_algos)?,
+        transport: parsed(f.transport.as_deref(), o, "transport", |t| {
+            psyne::transport::TransportPolicy::parse(t)
+                .map(|_| t.to_string())
+                .map_err(|e| format!("{e}"))
+        })?,
+        iters: at_least_one(
+            f.iters,
+            o,
+            "iters",
+            "at least one timed iteration is needed; leave it out to scale with size",
+        )?,
+        warmup: f.warmup,
+        rounds: at_least_one(
+            f.rounds,
+            o,
+            "rounds",
+            "at least one round is needed; leave it out for one",
+        )?,
+        in_place: f.in_place,
+        shared_buffers: f.shared_buffers,
+        cadence: parsed(f.cadence.as_deref(), o, "cadence", |c| {
+            parse_cadence(c).ok_or_else(|| CADENCES.to_string())
+        })?,
+        no_check: f.no_check,
+        backends: parsed(text(f.backend).as_deref(), o, "backend", parse_backends)?,
+        csv: f.csv,
+        json: f.json,
+        plot: f.plot,
+        peak: positive_peak(f.peak, o)?,
+    })
+}
+
+/// `text` (when given) parsed by `parse`; its error names `key` and where it came from.
+fn parsed<T>(
+    text: Option<&str>,
+    o: &Origin<'_>,
+    key: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    text.map(|t| parse(t).map_err(|e| o.invalid(key, &t, e)))
+        .transpose()
+}
+
+/// `value` (when given), refused with `why` when it is 0.
+fn at_least_one<T>(
+    value: Option<T>,
+    o: &Origin<'_>,
+    key: &str,
+    why: &str,
+) -> Result<Option<T>, String>
+where
+    T: Copy + PartialEq + From<u8> + fmt::Display,
+{
+    match value {
+        Some(n) if n == T::from(0) => Err(o.invalid(key, &n, why.into())),
+        v => Ok(v),
+    }
+}
+
+/// `--peak` (when given): a finite bandwidth above 0.
+fn positive_peak(peak: Option<f64>, o: &Origin<'_>) -> Result<Option<f64>, String> {
+    match peak {
+        Some(p) if !p.is_finite() || p <= 0.0 => Err(o.invalid(
+            "peak",
+            &p,
+            "a bandwidth in GB/s greater than 0, e.g. --peak 12.5".into(),
+        )),
+        p => Ok(p),
+    }
+}
+
+/// Operations separated by commas (each a name or `all`), repeats next to each other dropped.
+fn parse_collective_list(text: &str) -> Result<Vec<BenchColl>, String> {
+    let mut v = Vec::new();
+    for part in text.split(',') {
+        v.extend(parse_collectives(part)?);
+    }
+    v.dedup();
+    Ok(v)
+}
+
+/// The command for a sweep (`is_check`: a check) of `colls` (none: the preset's), from the
+/// command line's `flags` over the `preset`'s values over the defaults.
 fn sweep_command(
     sub: Option<&str>,
     colls: &[BenchColl],
@@ -712,88 +788,127 @@ fn sweep_command(
         Some((path, file)) => typed(file, &Origin { file: Some(path) }).map_err(err)?,
         None => Typed::default(),
     };
-    let collectives = if !colls.is_empty() {
-        colls.to_vec()
-    } else if let Some(v) = c.collectives {
-        v
-    } else if is_check {
-        BenchColl::ALL.to_vec()
-    } else {
-        return Err(err(
-            "the config names no operation: add `collective = \"allreduce\"` (or \"all\") to it, \
-             or name one on the command line: psybench allreduce --config FILE"
-                .into(),
-        ));
-    };
-    let dtype = f.dtype.or(c.dtype).unwrap_or(DType::F32);
-    let op = f.op.or(c.op).unwrap_or(ReduceOp::Sum);
-    if collectives.iter().any(|c| c.reduces()) {
-        op.check(dtype).map_err(|_| {
-            err(format!(
-                "--op {} is bitwise and needs an integer --dtype, not {dtype}; use e.g. \
-                 --dtype i32, or --op sum/prod/min/max/avg for floating-point types",
-                op.name()
-            ))
-        })?;
-    }
-    let spec = match f.sizes.or(c.sizes) {
-        Some(s) => s,
-        None if is_check => sizes::parse_spec(CHECK_SIZES).map_err(|e| err(e.0))?,
-        None if collectives.iter().all(|c| *c == BenchColl::Barrier) => SizeSpec::List(vec![0]),
-        None => sizes::parse_spec(sizes::DEFAULT_SIZES).map_err(|e| err(e.0))?,
-    };
-    let factor = f.factor.or(c.factor).unwrap_or(sizes::DEFAULT_FACTOR);
-    let raw = sizes::expand(&spec, factor).map_err(|e| err(e.0))?;
-    let sizes = sizes::round_sizes(&raw, dtype);
-    let algos = f.algos.or(c.algos).unwrap_or_else(|| vec![None]);
-    check_algos(&collectives, &algos).map_err(err)?;
-    let default_backends = if is_check && cfg!(feature = "mpi") {
-        vec![Backend::Native, Backend::Mpi]
-    } else {
-        vec![Backend::Native]
-    };
-    let backends = f.backends.or(c.backends).unwrap_or(default_backends);
-    if backends.contains(&Backend::Mpi) && !cfg!(feature = "mpi") {
-        return Err(err(
-            "--backend mpi: this psybench was built without MPI; rebuild with \
-             `cargo build --release -p psybench --features mpi` (needs Open MPI or MPICH) \
-             and run it under mpirun"
-                .into(),
-        ));
-    }
-    let no_check = f.no_check.or(c.no_check).unwrap_or(false);
-    if is_check && no_check {
-        return Err(err(
-            "check with --no-check checks nothing; drop --no-check".into()
-        ));
-    }
-    let sweep = Sweep {
-        collectives,
-        sizes,
-        dtype,
-        op,
-        root: f.root.or(c.root).unwrap_or(0),
-        algos,
-        transport: f.transport.or(c.transport).unwrap_or_else(|| "auto".into()),
-        iters: f.iters.or(c.iters),
-        warmup: f.warmup.or(c.warmup),
-        rounds: f.rounds.or(c.rounds).unwrap_or(1),
-        in_place: f.in_place.or(c.in_place).unwrap_or(false),
-        shared_buffers: f.shared_buffers.or(c.shared_buffers).unwrap_or(false),
-        cadence: f.cadence.or(c.cadence).unwrap_or(Cadence::Stream),
-        check: !no_check,
-        backends,
-        csv: f.csv.or(c.csv),
-        json: f.json.or(c.json),
-        plot: f.plot.or(c.plot),
-        peak_gbps: f.peak.or(c.peak),
-    };
-    let ranks = f.np.or(c.np);
+    let values = f.over(c);
+    let ranks = values.np;
+    let sweep = sweep_of(values, colls, is_check).map_err(err)?;
     Ok(if is_check {
         Command::Check { ranks, sweep }
     } else {
         Command::Sweep { ranks, sweep }
     })
+}
+
+/// The merged values checked together and completed with the defaults.
+fn sweep_of(t: Typed, colls: &[BenchColl], is_check: bool) -> Result<Sweep, String> {
+    let collectives = collectives_of(colls, t.collectives, is_check)?;
+    let dtype = t.dtype.unwrap_or(DType::F32);
+    let op = t.op.unwrap_or(ReduceOp::Sum);
+    check_op(&collectives, op, dtype)?;
+    let sizes = sweep_sizes(t.sizes, t.factor, &collectives, dtype, is_check)?;
+    let algos = t.algos.unwrap_or_else(|| vec![None]);
+    check_algos(&collectives, &algos)?;
+    let backends = backends_of(t.backends, is_check)?;
+    let no_check = t.no_check.unwrap_or(false);
+    if is_check && no_check {
+        return Err("check with --no-check checks nothing; drop --no-check".into());
+    }
+    Ok(Sweep {
+        collectives,
+        sizes,
+        dtype,
+        op,
+        root: t.root.unwrap_or(0),
+        algos,
+        transport: t.transport.unwrap_or_else(|| "auto".into()),
+        iters: t.iters,
+        warmup: t.warmup,
+        rounds: t.rounds.unwrap_or(1),
+        in_place: t.in_place.unwrap_or(false),
+        shared_buffers: t.shared_buffers.unwrap_or(false),
+        cadence: t.cadence.unwrap_or(Cadence::Stream),
+        check: !no_check,
+        backends,
+        csv: t.csv,
+        json: t.json,
+        plot: t.plot,
+        peak_gbps: t.peak,
+    })
+}
+
+/// The operations: those on the command line, else the preset's, else (`check`) all of them.
+fn collectives_of(
+    colls: &[BenchColl],
+    preset: Option<Vec<BenchColl>>,
+    is_check: bool,
+) -> Result<Vec<BenchColl>, String> {
+    if !colls.is_empty() {
+        Ok(colls.to_vec())
+    } else if let Some(v) = preset {
+        Ok(v)
+    } else if is_check {
+        Ok(BenchColl::ALL.to_vec())
+    } else {
+        Err(
+            "the config names no operation: add `collective = \"allreduce\"` (or \"all\") to it, \
+             or name one on the command line: psybench allreduce --config FILE"
+                .into(),
+        )
+    }
+}
+
+/// A bitwise `op` needs an integer `dtype` when any of `collectives` reduces.
+fn check_op(collectives: &[BenchColl], op: ReduceOp, dtype: DType) -> Result<(), String> {
+    if collectives.iter().any(|c| c.reduces()) {
+        op.check(dtype).map_err(|_| {
+            format!(
+                "--op {} is bitwise and needs an integer --dtype, not {dtype}; use e.g. \
+                 --dtype i32, or --op sum/prod/min/max/avg for floating-point types",
+                op.name()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The sizes to measure, whole elements of `dtype`: `spec` expanded by `factor`, else the
+/// defaults (`check`: [`CHECK_SIZES`]; barrier alone: size 0; else
+/// [`sizes::DEFAULT_SIZES`]).
+fn sweep_sizes(
+    spec: Option<SizeSpec>,
+    factor: Option<f64>,
+    collectives: &[BenchColl],
+    dtype: DType,
+    is_check: bool,
+) -> Result<Vec<u64>, String> {
+    let spec = match spec {
+        Some(s) => s,
+        None if is_check => sizes::parse_spec(CHECK_SIZES).map_err(|e| e.0)?,
+        None if collectives.iter().all(|c| *c == BenchColl::Barrier) => SizeSpec::List(vec![0]),
+        None => sizes::parse_spec(sizes::DEFAULT_SIZES).map_err(|e| e.0)?,
+    };
+    let factor = factor.unwrap_or(sizes::DEFAULT_FACTOR);
+    let raw = sizes::expand(&spec, factor).map_err(|e| e.0)?;
+    Ok(sizes::round_sizes(&raw, dtype))
+}
+
+/// The backends asked for, else native (`check` built with MPI: native and mpi); mpi only
+/// when built with it.
+fn backends_of(asked: Option<Vec<Backend>>, is_check: bool) -> Result<Vec<Backend>, String> {
+    let default_backends = if is_check && cfg!(feature = "mpi") {
+        vec![Backend::Native, Backend::Mpi]
+    } else {
+        vec![Backend::Native]
+    };
+    let backends = asked.unwrap_or(default_backends);
+    if backends.contains(&Backend::Mpi) && !cfg!(feature = "mpi") {
+        return Err(
+            "--backend mpi: this psybench was built without MPI; rebuild with \
+             `cargo build --release -p psybench --features mpi` (needs Open MPI or MPICH) \
+             and run it under mpirun"
+                .into(),
+        );
+    }
+    Ok(backends)
 }
 
 /// Every named algorithm must implement the operation (one operation), or at least one of them

@@ -56,6 +56,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
         path: path.to_path_buf(),
         source,
     };
+    with_temp_beside(path, "psybench", "", |tmp| {
+        let mut f = fs::File::create(tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(tmp, path)
+    })
+    .map_err(werr)
+}
+
+/// Runs `write` on a temporary path beside `path` (`.NAME.tmp-PID` then `suffix`; NAME is
+/// `fallback` when `path` has no file name) and removes that file when `write` fails; `write`
+/// is expected to rename it over `path` when it succeeds.
+pub(crate) fn with_temp_beside<E>(
+    path: &Path,
+    fallback: &str,
+    suffix: &str,
+    write: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -63,18 +81,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "psybench".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
+        .unwrap_or_else(|| fallback.into());
+    let tmp = dir.join(format!(".{name}.tmp-{}{suffix}", std::process::id()));
+    let result = write(&tmp);
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map_err(werr)
+    result
 }
 
 /// The CSV text of `records` (header line, then one line per record).

@@ -5,12 +5,12 @@ use crate::backend::AnyComm;
 use crate::export;
 use crate::factors;
 use crate::fit;
-use crate::measure::{measure, Case};
+use crate::measure::{measure, Case, Measurement};
 use crate::model::{Backend, BenchColl, Report, Sweep};
 use crate::sizes;
 use crate::stats::{self, RowKey};
 use crate::table::{self, Progress};
-use psyne::{Communicator, Error, ErrorKind, Result};
+use psyne::{Algo, Communicator, Error, ErrorKind, Result};
 
 /// Host names of every rank, in rank order (gathered as fixed 64-byte fields).
 pub fn hosts(comm: &AnyComm) -> Result<Vec<String>> {
@@ -71,126 +71,191 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
         .ok_or_else(|| Error::config("no backend to run; use --backend native or mpi"))?;
     let (rank, size) = (first.rank(), first.size());
     let hosts = hosts(first)?;
-    let mut meta = crate::meta::collect(sweep, size, &hosts);
+    let mut run = SweepRun {
+        comms,
+        sweep,
+        rank,
+        size,
+        report: empty_report(comms, sweep, size, &hosts),
+        corrupt: std::env::var("PSYBENCH_TEST_CORRUPT").is_ok_and(|v| v == "1"),
+        progress: Progress::new(step_count(sweep), rank),
+        wrong: 0,
+    };
+    if rank == 0 {
+        run.progress.println(&table::header(sweep.cadence));
+    }
+    for &coll in &sweep.collectives {
+        for bytes in sizes_of(coll, sweep) {
+            run.measure_size(coll, bytes)?;
+        }
+    }
+    run.progress.finish();
+    if rank == 0 {
+        summarise(&run.report, sweep, run.wrong)?;
+    }
+    Ok(SweepOutcome {
+        report: run.report,
+        wrong: run.wrong,
+    })
+}
+
+/// The report before anything is measured: the run's metadata, no records.
+fn empty_report(comms: &[AnyComm], sweep: &Sweep, size: usize, hosts: &[String]) -> Report {
+    let mut meta = crate::meta::collect(sweep, size, hosts);
     meta.backends = comms.iter().map(|c| c.kind().name().to_string()).collect();
     meta.peak_gbps = sweep.peak_gbps;
-    let mut report = Report {
+    Report {
         meta,
         records: Vec::new(),
         fits: Vec::new(),
-    };
-    let corrupt = std::env::var("PSYBENCH_TEST_CORRUPT").is_ok_and(|v| v == "1");
+    }
+}
 
+/// The sizes `coll` is measured at: barrier once, at size 0; the others at the sweep's sizes.
+fn sizes_of(coll: BenchColl, sweep: &Sweep) -> Vec<u64> {
+    if coll == BenchColl::Barrier {
+        vec![0]
+    } else {
+        sweep.sizes.clone()
+    }
+}
+
+/// How many sizes the whole sweep measures (the progress bar's length).
+fn step_count(sweep: &Sweep) -> u64 {
     let steps: usize = sweep
         .collectives
         .iter()
-        .map(|c| {
-            if *c == BenchColl::Barrier {
-                1
-            } else {
-                sweep.sizes.len()
-            }
-        })
+        .map(|c| sizes_of(*c, sweep).len())
         .sum();
-    let progress = Progress::new(steps as u64, rank);
-    if rank == 0 {
-        progress.println(&table::header(sweep.cadence));
-    }
-    let mut wrong = 0;
-    for &coll in &sweep.collectives {
-        let sizes: Vec<u64> = if coll == BenchColl::Barrier {
-            vec![0]
-        } else {
-            sweep.sizes.clone()
-        };
-        for bytes in sizes {
-            let (count, actual) = sizes::element_count(coll, bytes, sweep.dtype, size);
-            let (dw, di) = sizes::default_iters(actual);
-            let (warmup, iters) = (sweep.warmup.unwrap_or(dw), sweep.iters.unwrap_or(di));
-            progress.set_message(&format!("{} {}", coll.name(), sizes::format_size(actual)));
-            for comm in round_order(comms, sweep.rounds) {
-                let algos = match comm.kind() {
-                    Backend::Native => factors::algos_to_run(coll, &sweep.algos),
-                    Backend::Mpi => vec![None],
+    steps as u64
+}
+
+/// A sweep under way on one rank: what it runs on, and what it has gathered so far.
+struct SweepRun<'a> {
+    comms: &'a [AnyComm],
+    sweep: &'a Sweep,
+    rank: usize,
+    size: usize,
+    /// The rows measured so far (rank 0 only).
+    report: Report,
+    /// Test-only: spoil a result to prove the check notices (`PSYBENCH_TEST_CORRUPT=1`).
+    corrupt: bool,
+    progress: Progress,
+    /// Wrong elements so far.
+    wrong: u64,
+}
+
+impl SweepRun<'_> {
+    /// Measures `coll` at `bytes` on every backend and algorithm, then (rank 0) rewrites the
+    /// CSV and JSON.
+    fn measure_size(&mut self, coll: BenchColl, bytes: u64) -> Result<()> {
+        let sweep = self.sweep;
+        let (count, actual) = sizes::element_count(coll, bytes, sweep.dtype, self.size);
+        let (dw, di) = sizes::default_iters(actual);
+        let (warmup, iters) = (sweep.warmup.unwrap_or(dw), sweep.iters.unwrap_or(di));
+        self.progress
+            .set_message(&format!("{} {}", coll.name(), sizes::format_size(actual)));
+        for comm in round_order(self.comms, sweep.rounds) {
+            for algo in algos_of(comm, coll, sweep) {
+                let case = Case {
+                    coll,
+                    count,
+                    dtype: sweep.dtype,
+                    op: sweep.op,
+                    root: sweep.root,
+                    algo,
+                    warmup,
+                    iters,
+                    cadence: sweep.cadence,
+                    check: sweep.check,
+                    corrupt: self.corrupt,
+                    shared: sweep.shared_buffers,
                 };
-                for algo in algos {
-                    let case = Case {
-                        coll,
-                        count,
-                        dtype: sweep.dtype,
-                        op: sweep.op,
-                        root: sweep.root,
-                        algo,
-                        warmup,
-                        iters,
-                        cadence: sweep.cadence,
-                        check: sweep.check,
-                        corrupt,
-                        shared: sweep.shared_buffers,
-                    };
-                    let m = measure(comm, &case).map_err(|e| {
-                        Error::new(
-                            e.kind(),
-                            format!(
-                                "{} {} on {}: {e}",
-                                coll.name(),
-                                sizes::format_size(actual),
-                                comm.kind().name()
-                            ),
-                        )
-                    })?;
-                    wrong += m.wrong.unwrap_or(0);
-                    let key = RowKey {
-                        collective: coll,
-                        backend: comm.kind(),
-                        algo: m.algo.clone(),
-                        transport: transport_of(comm),
-                        dtype: sweep.dtype,
-                        op: sweep.op,
-                        root: sweep.root,
-                        ranks: size,
-                        bytes: m.bytes,
-                        count: m.count,
-                        iters,
-                        warmup,
-                        // psyne's all-reduce, reduce and broadcast work in place, its other operations out of place.
-                        in_place: sweep.in_place
-                            || matches!(
-                                coll,
-                                BenchColl::AllReduce | BenchColl::Reduce | BenchColl::Broadcast
-                            ),
-                        cadence: sweep.cadence,
-                        wrong: m.wrong,
-                    };
-                    let record = stats::record(&key, &m.times_us);
-                    if rank == 0 {
-                        progress.println(&table::row(&record));
-                        report.records.push(record);
-                    }
-                }
+                self.measure_row(comm, &case, actual)?;
             }
-            if rank == 0 {
-                report.fits = fit::fit_report(&report.records, sweep.peak_gbps);
-                export::rewrite(sweep.csv.as_deref(), sweep.json.as_deref(), &report)
-                    .map_err(|e| Error::new(ErrorKind::Io, format!("writing results: {e}")))?;
-            }
-            progress.inc(1);
         }
+        if self.rank == 0 {
+            self.report.fits = fit::fit_report(&self.report.records, sweep.peak_gbps);
+            export::rewrite(sweep.csv.as_deref(), sweep.json.as_deref(), &self.report)
+                .map_err(|e| Error::new(ErrorKind::Io, format!("writing results: {e}")))?;
+        }
+        self.progress.inc(1);
+        Ok(())
     }
-    progress.finish();
-    if rank == 0 {
-        if !report.fits.is_empty() {
-            println!("\n{}", table::fits_table(&report.fits));
+
+    /// Measures one `case` on `comm` (`actual` bytes, for the error message); rank 0 prints
+    /// the row and keeps it.
+    fn measure_row(&mut self, comm: &AnyComm, case: &Case, actual: u64) -> Result<()> {
+        let m = measure(comm, case).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!(
+                    "{} {} on {}: {e}",
+                    case.coll.name(),
+                    sizes::format_size(actual),
+                    comm.kind().name()
+                ),
+            )
+        })?;
+        self.wrong += m.wrong.unwrap_or(0);
+        let key = row_key(comm, case, &m, self.sweep, self.size);
+        let record = stats::record(&key, &m.times_us);
+        if self.rank == 0 {
+            self.progress.println(&table::row(&record));
+            self.report.records.push(record);
         }
-        if let Some(png) = &sweep.plot {
-            crate::plot::draw(std::slice::from_ref(&report), png).map_err(|e| {
-                Error::new(ErrorKind::Io, format!("drawing {}: {e}", png.display()))
-            })?;
-            println!("# plot: {}", png.display());
-        }
-        if wrong > 0 {
-            println!("# {wrong} wrong elements: the results above marked with #wrong > 0 differ from the oracle");
-        }
+        Ok(())
     }
-    Ok(SweepOutcome { report, wrong })
+}
+
+/// The algorithms to run `coll` with on `comm`: the requested ones on the native backend; MPI
+/// makes its own choice.
+fn algos_of(comm: &AnyComm, coll: BenchColl, sweep: &Sweep) -> Vec<Option<Algo>> {
+    match comm.kind() {
+        Backend::Native => factors::algos_to_run(coll, &sweep.algos),
+        Backend::Mpi => vec![None],
+    }
+}
+
+/// Everything a row records about measurement `m` of `case` on `comm` except its times.
+fn row_key(comm: &AnyComm, case: &Case, m: &Measurement, sweep: &Sweep, ranks: usize) -> RowKey {
+    let coll = case.coll;
+    RowKey {
+        collective: coll,
+        backend: comm.kind(),
+        algo: m.algo.clone(),
+        transport: transport_of(comm),
+        dtype: sweep.dtype,
+        op: sweep.op,
+        root: sweep.root,
+        ranks,
+        bytes: m.bytes,
+        count: m.count,
+        iters: case.iters,
+        warmup: case.warmup,
+        // psyne's all-reduce, reduce and broadcast work in place, its other operations out of place.
+        in_place: sweep.in_place
+            || matches!(
+                coll,
+                BenchColl::AllReduce | BenchColl::Reduce | BenchColl::Broadcast
+            ),
+        cadence: sweep.cadence,
+        wrong: m.wrong,
+    }
+}
+
+/// Rank 0's last words: the fits table, the plot, and how many elements were wrong.
+fn summarise(report: &Report, sweep: &Sweep, wrong: u64) -> Result<()> {
+    if !report.fits.is_empty() {
+        println!("\n{}", table::fits_table(&report.fits));
+    }
+    if let Some(png) = &sweep.plot {
+        crate::plot::draw(std::slice::from_ref(report), png)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("drawing {}: {e}", png.display())))?;
+        println!("# plot: {}", png.display());
+    }
+    if wrong > 0 {
+        println!("# {wrong} wrong elements: the results above marked with #wrong > 0 differ from the oracle");
+    }
+    Ok(())
 }

@@ -16,12 +16,10 @@ use crate::error::Result;
 use crate::executor::Links;
 use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
-use crate::transport::rdma::{connect_rdma_links, RdmaOptions};
 use crate::transport::shm::board::Board;
-use crate::transport::shm::upgrade::default_ring_bytes;
-use crate::transport::shm::{upgrade_local_links, ShmOptions};
+use crate::transport::table::{connect_links, Wired, Wiring};
 use crate::transport::tcp::{connect_mesh, MeshOptions};
-use crate::transport::TransportPolicy;
+use crate::transport::{hostname, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
 use crate::tuning::Tuning;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -96,12 +94,12 @@ pub struct Group {
 impl Group {
     /// A world of one: every collective is a local no-op (or copy).
     pub fn alone() -> Group {
-        let me = crate::transport::PeerInfo {
+        let me = PeerInfo {
             host: hostname(),
             addr: "-".into(),
             host_key: crate::transport::host_key(),
             shm_ok: false,
-            transport: "self",
+            transport: TransportKind::Local,
         };
         Group::from_links(
             Links::new(0, vec![None], vec![me]),
@@ -159,7 +157,10 @@ impl Group {
             )));
         }
         let deadline = Instant::now() + timeout;
-        let (mut streams, mut peers) = connect_mesh(
+        let tunables = transport_tunables(transport)?;
+        // Exchange addresses (the TCP mesh), then, for each peer, the first transport in the
+        // table that can connect the pair turns its stream into the link.
+        let mesh = connect_mesh(
             store,
             MeshOptions {
                 rank,
@@ -173,39 +174,15 @@ impl Group {
                 deadline,
             },
         )?;
-        // RDMA first: it takes the connections of the peers it serves (kept for liveness).
-        let rdma_links = connect_rdma_links(
+        let wiring = Wiring {
             store,
             rank,
-            &mut streams,
-            &mut peers,
-            &RdmaOptions {
-                policy: transport,
-                prefix: &prefix,
-                deadline,
-            },
-        )?;
-        let local_ranks = peers
-            .iter()
-            .filter(|p| p.host_key == peers[rank].host_key)
-            .count();
-        let mut links = upgrade_local_links(
-            rank,
-            streams,
-            &mut peers,
-            &ShmOptions {
-                policy: transport,
-                job_id: &job_id,
-                group: &prefix,
-                ring_bytes: default_ring_bytes(local_ranks),
-                deadline,
-            },
-        )?;
-        for (j, link) in rdma_links.into_iter().enumerate() {
-            if link.is_some() {
-                links[j] = link;
-            }
-        }
+            prefix: &prefix,
+            job_id: &job_id,
+            deadline,
+            tunables: &tunables,
+        };
+        let Wired { links, peers } = connect_links(&wiring, mesh)?;
         // Every rank decides from the same facts (host keys and policies all ranks published),
         // so all or none form the board.
         let all_local = peers
@@ -559,15 +536,17 @@ impl Group {
     }
 }
 
-/// This machine's host name.
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is a valid writable buffer and its length is passed, so gethostname writes
-    // within it.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".into();
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+/// The transports' tunables for a group formed with `policy`: the policy from the options (set
+/// from code, or from `PSY_TRANSPORT` by [`crate::init`]), the rest read from the environment,
+/// once.
+fn transport_tunables(policy: TransportPolicy) -> Result<TransportTunables> {
+    let env = |name: &str| {
+        (name != crate::contract::TRANSPORT)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    };
+    Ok(TransportTunables {
+        policy,
+        ..TransportTunables::from_lookup(env)?
+    })
 }

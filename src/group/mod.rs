@@ -139,74 +139,44 @@ impl Group {
         options: GroupOptions,
         server: Option<StoreServer>,
     ) -> Result<Group> {
-        let GroupOptions {
-            rank,
-            size,
-            prefix,
-            secret,
-            bind_ip,
-            timeout,
-            tuning,
-            transport,
-            job_id,
-            host_key,
-        } = options;
+        let (rank, size) = (options.rank, options.size);
         if size == 0 || rank >= size {
             return Err(crate::Error::invalid(format!(
                 "rank {rank} is not inside a group of {size}"
             )));
         }
-        let deadline = Instant::now() + timeout;
-        let tunables = transport_tunables(transport)?;
+        let deadline = Instant::now() + options.timeout;
+        let tunables = transport_tunables(options.transport)?;
         // Exchange addresses (the TCP mesh), then, for each peer, the first transport in the
         // table that can connect the pair turns its stream into the link.
-        let mesh = connect_mesh(
-            store,
-            MeshOptions {
-                rank,
-                size,
-                prefix: &prefix,
-                secret: &secret,
-                bind_ip,
-                host: hostname(),
-                host_key,
-                shm_ok: transport.allows_shm(),
-                deadline,
-            },
-        )?;
+        let mesh = connect_mesh(store, mesh_options(&options, deadline))?;
         let wiring = Wiring {
             store,
             rank,
-            prefix: &prefix,
-            job_id: &job_id,
+            prefix: &options.prefix,
+            job_id: &options.job_id,
             deadline,
             tunables: &tunables,
         };
         let Wired { links, peers } = connect_links(&wiring, mesh)?;
-        // Every rank decides from the same facts (host keys and policies all ranks published),
-        // so all or none form the board.
-        let all_local = peers
-            .iter()
-            .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
-            && transport.allows_shm()
-            && size > 1;
-        let board = if all_local && size <= crate::transport::shm::board::MAX_RANKS {
-            Some(Board::setup(store, &prefix, &job_id, rank, size, deadline)?)
-        } else {
-            None
-        };
-        Ok(Group::from_links(
-            Links::new(rank, links, peers),
-            board,
+        let all_local = all_share_memory(&peers, rank, options.transport);
+        let board = node_board(store, &options, all_local, deadline)?;
+        let GroupOptions {
             timeout,
             tuning,
-            server,
-            SharedScope {
-                allowed: all_local,
-                job_id,
-                prefix,
-                next: Default::default(),
-            },
+            job_id,
+            prefix,
+            ..
+        } = options;
+        let shared = SharedScope {
+            allowed: all_local,
+            job_id,
+            prefix,
+            next: Default::default(),
+        };
+        let links = Links::new(rank, links, peers);
+        Ok(Group::from_links(
+            links, board, timeout, tuning, server, shared,
         ))
     }
 
@@ -534,6 +504,46 @@ impl Group {
     pub fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
         self.sequenced(|c| ops::recv(c, buf, src))
     }
+}
+
+/// What exchanging addresses needs from a group's options.
+fn mesh_options(options: &GroupOptions, deadline: Instant) -> MeshOptions<'_> {
+    MeshOptions {
+        rank: options.rank,
+        size: options.size,
+        prefix: &options.prefix,
+        secret: &options.secret,
+        bind_ip: options.bind_ip,
+        host: hostname(),
+        host_key: options.host_key.clone(),
+        shm_ok: options.transport.allows_shm(),
+        deadline,
+    }
+}
+
+/// Whether every rank of the group is on this rank's host and allows shared memory (then the
+/// group may use a node board and shared buffers). Every rank decides from the same facts (host
+/// keys and policies all ranks published), so all or none do.
+fn all_share_memory(peers: &[PeerInfo], rank: usize, policy: TransportPolicy) -> bool {
+    peers
+        .iter()
+        .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
+        && policy.allows_shm()
+        && peers.len() > 1
+}
+
+/// The node board of a group whose ranks all share memory (and are few enough for one).
+fn node_board(
+    store: &dyn Store,
+    options: &GroupOptions,
+    all_local: bool,
+    deadline: Instant,
+) -> Result<Option<Board>> {
+    if !all_local || options.size > crate::transport::shm::board::MAX_RANKS {
+        return Ok(None);
+    }
+    let (prefix, job_id) = (&options.prefix, &options.job_id);
+    Board::setup(store, prefix, job_id, options.rank, options.size, deadline).map(Some)
 }
 
 /// The transports' tunables for a group formed with `policy`: the policy from the options (set

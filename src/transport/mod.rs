@@ -129,7 +129,8 @@ impl std::fmt::Display for PeerInfo {
 /// Which transports a rank may use (`PSY_TRANSPORT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportPolicy {
-    /// Shared memory for peers on the same host, TCP for the others (the default).
+    /// Shared memory for peers on the same host, RDMA to other hosts where both ends have an
+    /// active port, TCP for the others (the default).
     Auto,
     /// TCP for every peer.
     Tcp,
@@ -233,6 +234,17 @@ impl TransportTunables {
     }
 }
 
+/// For tests: a lookup of variables in `pairs`, as `from_lookup` constructors take.
+#[cfg(test)]
+pub(crate) fn lookup_in<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    |name| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,12 +270,7 @@ mod tests {
     }
 
     fn tunables(pairs: &[(&str, &str)]) -> Result<TransportTunables> {
-        TransportTunables::from_lookup(|name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        })
+        TransportTunables::from_lookup(lookup_in(pairs))
     }
 
     #[test]

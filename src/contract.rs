@@ -533,8 +533,9 @@ pub struct Tunables {
     pub spin: Duration,
     /// The algorithm policy (`PSY_ALGO`).
     pub tuning: crate::tuning::Tuning,
-    /// Which transports may be used (`PSY_TRANSPORT`).
-    pub transport: crate::transport::TransportPolicy,
+    /// Which transports may be used (`PSY_TRANSPORT`) and their settings (`PSY_SHM_*`,
+    /// `PSY_RDMA_*`).
+    pub transport: crate::transport::TransportTunables,
 }
 
 impl Default for Tunables {
@@ -543,7 +544,7 @@ impl Default for Tunables {
             timeout: DEFAULT_TIMEOUT,
             spin: DEFAULT_SPIN,
             tuning: crate::tuning::Tuning::default(),
-            transport: crate::transport::TransportPolicy::Auto,
+            transport: crate::transport::TransportTunables::default(),
         }
     }
 }
@@ -559,10 +560,7 @@ impl Tunables {
                 Some(spec) => crate::tuning::Tuning::parse(&spec)?,
                 None => crate::tuning::Tuning::default(),
             },
-            transport: match get(TRANSPORT) {
-                Some(v) => crate::transport::TransportPolicy::parse(&v)?,
-                None => crate::transport::TransportPolicy::Auto,
-            },
+            transport: crate::transport::TransportTunables::from_lookup(get)?,
         })
     }
 

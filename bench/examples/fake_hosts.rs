@@ -140,7 +140,7 @@ fn main() -> ExitCode {
             let coll = plan.coll;
             std::thread::spawn(move || -> Result<()> {
                 let mut o = GroupOptions::local(rank, size, "fake-hosts");
-                o.transport = TransportPolicy::Shm;
+                o.transport.policy = TransportPolicy::Shm;
                 o.host_key = format!("fake-host-{host}");
                 o.timeout = Duration::from_secs(120);
                 let g = Group::from_shared_store(store, o)?;

@@ -227,7 +227,7 @@ impl Core {
             .iter()
             .enumerate()
             .filter(|(r, _)| *r != self.rank)
-            .map(|(_, p)| p.transport)
+            .map(|(_, p)| p.transport.name())
             .collect();
         names.sort_unstable();
         names.dedup();

@@ -17,12 +17,10 @@ use crate::error::Result;
 use crate::executor::Links;
 use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
-use crate::transport::rdma::{connect_rdma_links, RdmaOptions};
 use crate::transport::shm::board::Board;
-use crate::transport::shm::upgrade::default_ring_bytes;
-use crate::transport::shm::{upgrade_local_links, ShmOptions};
+use crate::transport::table::{connect_links, Wired, Wiring};
 use crate::transport::tcp::{connect_mesh, MeshOptions};
-use crate::transport::TransportPolicy;
+use crate::transport::{hostname, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
 use crate::tuning::Tuning;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -50,8 +48,9 @@ pub struct GroupOptions {
     pub spin: Duration,
     /// The algorithm policy.
     pub tuning: Tuning,
-    /// Which transports may be used (`PSY_TRANSPORT`).
-    pub transport: TransportPolicy,
+    /// Which transports may be used (`PSY_TRANSPORT`, `policy`) and their settings
+    /// (`PSY_SHM_*`, `PSY_RDMA_*`).
+    pub transport: TransportTunables,
     /// The job id: part of every shared-memory segment name, so jobs never meet.
     pub job_id: String,
     /// This machine's identity ([`crate::transport::host_key`]); ranks with equal keys use
@@ -73,7 +72,7 @@ impl GroupOptions {
             timeout: crate::contract::DEFAULT_TIMEOUT,
             spin: crate::contract::DEFAULT_SPIN,
             tuning: Tuning::default(),
-            transport: TransportPolicy::Auto,
+            transport: TransportTunables::default(),
             job_id: format!("local{}", std::process::id()),
             host_key: crate::transport::host_key(),
         }
@@ -100,12 +99,12 @@ pub struct Group {
 impl Group {
     /// A world of one: every collective is a local no-op (or copy).
     pub fn alone() -> Group {
-        let me = crate::transport::PeerInfo {
+        let me = PeerInfo {
             host: hostname(),
             addr: "-".into(),
             host_key: crate::transport::host_key(),
             shm_ok: false,
-            transport: "self",
+            transport: TransportKind::Local,
         };
         Group::from_links(
             Links::new(0, vec![None], vec![me]),
@@ -148,100 +147,48 @@ impl Group {
         options: GroupOptions,
         server: Option<StoreServer>,
     ) -> Result<Group> {
-        let GroupOptions {
-            rank,
-            size,
-            prefix,
-            secret,
-            bind_ip,
-            timeout,
-            spin,
-            tuning,
-            transport,
-            job_id,
-            host_key,
-        } = options;
+        let (rank, size) = (options.rank, options.size);
         if size == 0 || rank >= size {
             return Err(crate::Error::invalid(format!(
                 "rank {rank} is not inside a group of {size}"
             )));
         }
-        let deadline = Instant::now() + timeout;
-        let (mut streams, mut peers) = connect_mesh(
-            store,
-            MeshOptions {
-                rank,
-                size,
-                prefix: &prefix,
-                secret: &secret,
-                bind_ip,
-                host: hostname(),
-                host_key,
-                shm_ok: transport.allows_shm(),
-                deadline,
-            },
-        )?;
-        // RDMA first: it takes the connections of the peers it serves (kept for liveness).
-        let rdma_links = connect_rdma_links(
+        let deadline = Instant::now() + options.timeout;
+        // Exchange addresses (the TCP mesh), then, for each peer, the first transport in the
+        // table that can connect the pair turns its stream into the link.
+        let mesh = connect_mesh(store, mesh_options(&options, deadline))?;
+        let wiring = Wiring {
             store,
             rank,
-            &mut streams,
-            &mut peers,
-            &RdmaOptions {
-                policy: transport,
-                prefix: &prefix,
-                deadline,
-            },
-        )?;
-        let local_ranks = peers
-            .iter()
-            .filter(|p| p.host_key == peers[rank].host_key)
-            .count();
-        let mut links = upgrade_local_links(
-            rank,
-            streams,
-            &mut peers,
-            &ShmOptions {
-                policy: transport,
-                job_id: &job_id,
-                group: &prefix,
-                ring_bytes: default_ring_bytes(local_ranks),
-                deadline,
-            },
-        )?;
-        for (j, link) in rdma_links.into_iter().enumerate() {
-            if link.is_some() {
-                links[j] = link;
-            }
-        }
-        // Every rank decides from the same facts (host keys and policies all ranks published),
-        // so all or none form the board.
-        let all_local = peers
-            .iter()
-            .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
-            && transport.allows_shm()
-            && size > 1;
-        let board = if all_local && size <= crate::transport::shm::board::MAX_RANKS {
-            Some(Board::setup(store, &prefix, &job_id, rank, size, deadline)?)
-        } else {
-            None
+            prefix: &options.prefix,
+            job_id: &options.job_id,
+            deadline,
+            tunables: &options.transport,
         };
-        Ok(Group::from_links(
-            Links::new(rank, links, peers),
-            board,
-            CoreOptions {
-                timeout,
-                spin,
-                tuning,
-            },
-            server,
-            SharedScope {
-                allowed: all_local,
-                job_id,
-                prefix,
-                next: Default::default(),
-            },
-        ))
+        let Wired { links, peers } = connect_links(&wiring, mesh)?;
+        let all_local = all_share_memory(&peers, rank, options.transport.policy);
+        let board = node_board(store, &options, all_local, deadline)?;
+        let GroupOptions {
+            timeout,
+            spin,
+            tuning,
+            job_id,
+            prefix,
+            ..
+        } = options;
+        let shared = SharedScope {
+            allowed: all_local,
+            job_id,
+            prefix,
+            next: Default::default(),
+        };
+        let links = Links::new(rank, links, peers);
+        let core = CoreOptions {
+            timeout,
+            spin,
+            tuning,
+        };
+        Ok(Group::from_links(links, board, core, server, shared))
     }
 
     fn from_links(
@@ -531,15 +478,42 @@ impl Group {
     }
 }
 
-/// This machine's host name.
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is a valid writable buffer and its length is passed, so gethostname writes
-    // within it.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".into();
+/// What exchanging addresses needs from a group's options.
+fn mesh_options(options: &GroupOptions, deadline: Instant) -> MeshOptions<'_> {
+    MeshOptions {
+        rank: options.rank,
+        size: options.size,
+        prefix: &options.prefix,
+        secret: &options.secret,
+        bind_ip: options.bind_ip,
+        host: hostname(),
+        host_key: options.host_key.clone(),
+        shm_ok: options.transport.policy.allows_shm(),
+        deadline,
     }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Whether every rank of the group is on this rank's host and allows shared memory (then the
+/// group may use a node board and shared buffers). Every rank decides from the same facts (host
+/// keys and policies all ranks published), so all or none do.
+fn all_share_memory(peers: &[PeerInfo], rank: usize, policy: TransportPolicy) -> bool {
+    peers
+        .iter()
+        .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
+        && policy.allows_shm()
+        && peers.len() > 1
+}
+
+/// The node board of a group whose ranks all share memory (and are few enough for one).
+fn node_board(
+    store: &dyn Store,
+    options: &GroupOptions,
+    all_local: bool,
+    deadline: Instant,
+) -> Result<Option<Board>> {
+    if !all_local || options.size > crate::transport::shm::board::MAX_RANKS {
+        return Ok(None);
+    }
+    let (prefix, job_id) = (&options.prefix, &options.job_id);
+    Board::setup(store, prefix, job_id, options.rank, options.size, deadline).map(Some)
 }

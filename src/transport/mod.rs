@@ -1,14 +1,50 @@
-//! Bytes between two ranks. One folder per transport, each with the same shape: a way to listen,
-//! a way to connect, and a [`Link`] the executor drives without blocking.
+//! Bytes between two ranks. One folder per transport, each with the same shape: a way to connect
+//! a pair of ranks and a [`Link`] the executor drives without blocking.
 //!
-//! TCP ([`tcp`]) connects every pair; pairs on the same host then move to shared memory
-//! ([`shm`]) unless `PSY_TRANSPORT=tcp`; pairs on different hosts move to RDMA ([`rdma`]) when
-//! both ends have an active port (feature `rdma`), and stay on TCP when either lacks one.
+//! # The transport table
+//!
+//! Transports are chosen per peer, as data, in the spirit of NCCL's `ncclTransports` table
+//! (`src/transport.cc`, `selectTransport`). Forming a group ([`table::connect_links`]) is:
+//!
+//! 1. **Exchange addresses.** Every rank listens, publishes where it is (address, host, host key,
+//!    whether it allows shared memory) and connects to every other rank over TCP, authenticated
+//!    with the job secret ([`tcp::connect_mesh`]). Every pair now has a bootstrap stream, and every
+//!    rank knows every peer's [`PeerInfo`].
+//! 2. **For each peer, the first transport in the table that can connect.** The table
+//!    ([`table::TABLE`]) lists the transports in preference order; each implements
+//!    [`table::Transport`], whose `can_connect` both ends of a pair answer alike from facts both
+//!    see:
+//!
+//!    | transport | connects a pair when |
+//!    |---|---|
+//!    | [`shm`] | both are on one host (equal [`host_key`]) and both allow shared memory |
+//!    | [`rdma`] | both offer RDMA (an active port, feature `rdma`), and they are on different hosts or one side forces it (`PSY_TRANSPORT=rdma`) |
+//!    | [`tcp`] | always (the last entry: every pair has its bootstrap stream) |
+//!
+//!    A transport may first take a collective step every rank takes (`prepare`: RDMA publishes
+//!    whether it offers itself).
+//! 3. **Links.** Each transport upgrades the bootstrap streams of the peers it won into its
+//!    [`Link`]s, all at once (shared memory exchanges segment offers, RDMA queue-pair endpoints).
+//!    A pair a transport cannot upgrade after all (say `/dev/shm` is full, under `auto`) stays on
+//!    TCP. Shared memory and RDMA keep the stream beside their link to notice a peer that dies.
+//!
+//! Adding a transport is one module implementing [`table::Transport`] and one entry in
+//! [`table::TABLE`].
+//!
+//! What the transports read from the environment is read once per group, into
+//! [`TransportTunables`], and passed down; nothing here reads the environment per link or on a
+//! hot path. [`TransportPolicy`] (`PSY_TRANSPORT`) narrows which transports may be used.
 
+mod host;
 pub mod rdma;
 pub mod shm;
+pub mod table;
 pub mod tcp;
 
+pub use host::{host_key, hostname};
+
+use crate::error::Result;
+use rdma::RdmaConfig;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -33,8 +69,40 @@ pub trait Link: Send {
     fn pending(&self) -> bool;
     /// Stops sending (the peer reads end of stream after what was already sent).
     fn close_write(&mut self);
-    /// The transport's name, for messages (`tcp`).
-    fn transport(&self) -> &'static str;
+    /// The transport carrying this link.
+    fn transport(&self) -> TransportKind;
+}
+
+/// Which transport carries the link to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportKind {
+    /// This rank itself: no link (`self`).
+    Local,
+    /// TCP (`tcp`).
+    Tcp,
+    /// Shared memory (`shm`).
+    Shm,
+    /// RDMA (`rdma`).
+    Rdma,
+}
+
+impl TransportKind {
+    /// The name used in messages and by [`crate::Group::transports`]: `self`, `tcp`, `shm`,
+    /// `rdma`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Local => "self",
+            TransportKind::Tcp => "tcp",
+            TransportKind::Shm => "shm",
+            TransportKind::Rdma => "rdma",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Where a peer rank lives, for error messages and transport choice.
@@ -48,8 +116,8 @@ pub struct PeerInfo {
     pub host_key: String,
     /// Whether the peer allows shared memory (its `PSY_TRANSPORT` is not `tcp`).
     pub shm_ok: bool,
-    /// The transport of the link to it (`tcp`, `shm`, `rdma`, or `self`).
-    pub transport: &'static str,
+    /// The transport of the link to it ([`TransportKind::Local`] for this rank itself).
+    pub transport: TransportKind,
 }
 
 impl std::fmt::Display for PeerInfo {
@@ -61,7 +129,8 @@ impl std::fmt::Display for PeerInfo {
 /// Which transports a rank may use (`PSY_TRANSPORT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportPolicy {
-    /// Shared memory for peers on the same host, TCP for the others (the default).
+    /// Shared memory for peers on the same host, RDMA to other hosts where both ends have an
+    /// active port, TCP for the others (the default).
     Auto,
     /// TCP for every peer.
     Tcp,
@@ -105,10 +174,75 @@ impl TransportPolicy {
     }
 }
 
-/// This machine's identity for shared memory: host name and kernel boot id.
-pub fn host_key() -> String {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    format!("{}/{}", crate::hostname(), boot.trim())
+/// What the transports read from the environment, read once when a group forms and passed down
+/// to them: no transport reads a variable per link or on a hot path. A plain struct: build it
+/// with [`TransportTunables::from_env`], or set its fields from code ([`Default`] is what an
+/// empty environment gives).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportTunables {
+    /// Which transports may be used (`PSY_TRANSPORT`; default [`TransportPolicy::Auto`]).
+    pub policy: TransportPolicy,
+    /// Bytes of each shared-memory ring, per direction and pair (`PSY_SHM_RING_BYTES`, clamped
+    /// to 4 KiB..1 GiB and rounded up to a power of two; an unreadable value is ignored).
+    /// `None`: sized by how many ranks share the host ([`shm::upgrade::ring_bytes_for`]).
+    pub shm_ring_bytes: Option<usize>,
+    /// The smallest slice a shared-memory link sends by pull descriptor (single copy with
+    /// `process_vm_readv`, [`shm::cma`]); `None`: single-copy transfers are off (the default).
+    /// From `PSY_SHM_CMA` (`1` turns them on, `0`/`off`/`no` off) and `PSY_SHM_CMA_MIN=BYTES`.
+    pub shm_cma_min: Option<usize>,
+    /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, [`rdma::config`]), or why those
+    /// variables are malformed. The error is kept, not raised: it fails group formation only
+    /// where RDMA is forced (`PSY_TRANSPORT=rdma`); elsewhere it is the reason RDMA is refused.
+    pub rdma: Result<RdmaConfig>,
+}
+
+impl Default for TransportTunables {
+    fn default() -> Self {
+        TransportTunables {
+            policy: TransportPolicy::Auto,
+            shm_ring_bytes: None,
+            shm_cma_min: None,
+            rdma: Ok(RdmaConfig::default()),
+        }
+    }
+}
+
+impl TransportTunables {
+    /// Reads every variable through `get` (the environment in production, a map in tests).
+    /// Only a malformed `PSY_TRANSPORT` is an error here.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TransportTunables> {
+        let policy = match get(crate::contract::TRANSPORT) {
+            Some(v) => TransportPolicy::parse(&v)?,
+            None => TransportPolicy::Auto,
+        };
+        Ok(TransportTunables {
+            policy,
+            shm_ring_bytes: shm::upgrade::parse_ring_bytes(
+                get(shm::upgrade::RING_BYTES).as_deref(),
+            ),
+            shm_cma_min: shm::cma::parse_min_pull(
+                get(shm::cma::CMA).as_deref(),
+                get(shm::cma::CMA_MIN).as_deref(),
+            ),
+            rdma: RdmaConfig::from_lookup(&get),
+        })
+    }
+
+    /// Reads every variable from the environment.
+    pub fn from_env() -> Result<TransportTunables> {
+        TransportTunables::from_lookup(|name| std::env::var(name).ok())
+    }
+}
+
+/// For tests: a lookup of variables in `pairs`, as `from_lookup` constructors take.
+#[cfg(test)]
+pub(crate) fn lookup_in<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    |name| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
 }
 
 #[cfg(test)]
@@ -133,5 +267,49 @@ mod tests {
             .to_string();
         assert!(e.contains("rdma"), "{e}");
         assert!(!TransportPolicy::Rdma.allows_shm() && !TransportPolicy::Tcp.allows_shm());
+    }
+
+    fn tunables(pairs: &[(&str, &str)]) -> Result<TransportTunables> {
+        TransportTunables::from_lookup(lookup_in(pairs))
+    }
+
+    #[test]
+    fn an_empty_environment_gives_the_default_tunables() {
+        assert_eq!(tunables(&[]).unwrap(), TransportTunables::default());
+    }
+
+    #[test]
+    fn tunables_keep_the_old_parsing() {
+        let t = tunables(&[
+            ("PSY_TRANSPORT", "ipc://"),
+            ("PSY_SHM_RING_BYTES", "5000"),
+            ("PSY_SHM_CMA", "1"),
+            ("PSY_RDMA_PORT", "0"),
+        ])
+        .unwrap();
+        assert_eq!(t.policy, TransportPolicy::Shm);
+        assert_eq!(t.shm_ring_bytes, Some(8192));
+        assert_eq!(t.shm_cma_min, Some(shm::cma::DEFAULT_MIN_PULL));
+        let e = t.rdma.unwrap_err().to_string();
+        assert!(e.contains("PSY_RDMA_PORT"), "{e}");
+        let t = tunables(&[("PSY_SHM_RING_BYTES", "lots"), ("PSY_SHM_CMA_MIN", "0")]).unwrap();
+        assert_eq!((t.shm_ring_bytes, t.shm_cma_min), (None, Some(1)));
+        let t = tunables(&[("PSY_SHM_CMA", "off"), ("PSY_SHM_CMA_MIN", "4096")]).unwrap();
+        assert_eq!(t.shm_cma_min, None);
+        assert!(tunables(&[("PSY_TRANSPORT", "carrier-pigeon")]).is_err());
+    }
+
+    #[test]
+    fn transport_kinds_print_the_names_messages_use() {
+        let names: Vec<String> = [
+            TransportKind::Local,
+            TransportKind::Tcp,
+            TransportKind::Shm,
+            TransportKind::Rdma,
+        ]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+        assert_eq!(names, ["self", "tcp", "shm", "rdma"]);
     }
 }

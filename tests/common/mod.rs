@@ -123,7 +123,7 @@ pub fn try_with_tuning<R: Send + 'static>(
                 let mut opts = GroupOptions::local(rank, size, prefix);
                 opts.timeout = timeout;
                 opts.tuning = tuning;
-                opts.transport = match wiring {
+                opts.transport.policy = match wiring {
                     Wiring::Tcp => TransportPolicy::Tcp,
                     Wiring::AutoHosts => TransportPolicy::Auto,
                     Wiring::Rdma => TransportPolicy::Rdma,

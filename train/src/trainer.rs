@@ -477,7 +477,7 @@ mod tests {
                 let (store, f, prefix) = (store.clone(), f.clone(), prefix.clone());
                 std::thread::spawn(move || {
                     let mut opts = GroupOptions::local(rank, size, prefix);
-                    opts.transport = TransportPolicy::Tcp;
+                    opts.transport.policy = TransportPolicy::Tcp;
                     f(Group::from_store(&*store, opts).unwrap())
                 })
             })

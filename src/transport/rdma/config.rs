@@ -1,5 +1,6 @@
-//! The RDMA transport's knobs, read from the environment once per group: which adapter and port,
-//! which GID, how large the per-peer buffers are.
+//! The RDMA transport's knobs, read from the environment once per group (into
+//! [`crate::transport::TransportTunables::rdma`]): which adapter and port, which GID, how large
+//! the per-peer buffers are.
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -123,12 +124,7 @@ mod tests {
     use super::*;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<RdmaConfig> {
-        RdmaConfig::from_lookup(|name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        })
+        RdmaConfig::from_lookup(crate::transport::lookup_in(pairs))
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The seam between the link's protocol ([`super::link`]) and an adapter: what the protocol posts
 //! and what completes. The verbs implementation drives a real queue pair; the in-tree fake
-//! ([`super::fake`], tests only) moves the same bytes between two in-process ends, so the
+//! (`rdma::fake`, tests only) moves the same bytes between two in-process ends, so the
 //! protocol (credits, ring wrap-around, end of stream) is tested without hardware.
 
 use std::io;

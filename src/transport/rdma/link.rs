@@ -11,7 +11,7 @@ use super::chunk::{self, Chunk, Limits};
 use super::fabric::{Completion, Fabric, Shape};
 use super::flow::{self, Credit};
 use super::reg_cache::RegCache;
-use crate::transport::Link;
+use crate::transport::{Link, TransportKind};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -467,19 +467,7 @@ impl<F: Fabric> RdmaLink<F> {
         if e.peer_gone {
             return;
         }
-        let mut byte = [0u8; 1];
-        // SAFETY: `byte` is a valid writable buffer of 1 byte for the duration of the call, and
-        // the descriptor belongs to `self.liveness`, which is alive. MSG_PEEK leaves the stream
-        // as it is; a return of 0 is end of stream.
-        let n = unsafe {
-            libc::recv(
-                s.as_raw_fd(),
-                byte.as_mut_ptr().cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        if n == 0 {
+        if crate::transport::tcp::peer_closed(s) {
             // The peer finished its sends before closing: they have landed; take them first.
             let _ = e.drain();
             e.peer_gone = true;
@@ -542,8 +530,8 @@ impl<F: Fabric> Link for RdmaLink<F> {
         }
     }
 
-    fn transport(&self) -> &'static str {
-        "rdma"
+    fn transport(&self) -> TransportKind {
+        TransportKind::Rdma
     }
 }
 

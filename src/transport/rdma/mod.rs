@@ -13,6 +13,11 @@
 //! Where the feature is off, libibverbs is missing, or there is no active port, the transport
 //! is absent ([`probe::availability`]): `auto` selection keeps TCP, and `PSY_TRANSPORT=rdma` is
 //! an error that names the reason and the fix.
+//!
+//! In the transport table ([`crate::transport::table`]) RDMA comes after shared memory and before
+//! TCP; [`select`] is its entry (the offer each rank publishes, the per-pair decision, the
+//! connection of the pairs it won). Its knobs ([`config`]) come from
+//! [`crate::transport::TransportTunables::rdma`], read once per group.
 
 pub mod chunk;
 pub mod config;
@@ -32,4 +37,4 @@ pub mod verbs;
 pub use config::RdmaConfig;
 pub use link::RdmaLink;
 pub use probe::{availability, Availability};
-pub use select::{connect_rdma_links, RdmaOptions};
+pub(crate) use select::entry;

@@ -1,29 +1,18 @@
-//! Choosing RDMA per peer and connecting those links through the bootstrap store.
+//! The RDMA entry of the transport table: choosing RDMA per peer and connecting those links
+//! through the bootstrap store.
 //!
-//! Every rank of a group publishes an [`Offer`] (`force`, `allow`, or `none` with the reason);
-//! a pair uses RDMA when both offer it and either forces it or they are on different hosts (on
-//! the same host, shared memory wins). Both ends decide from the same two entries, so they
-//! always agree. A rank that forces RDMA and cannot have it fails, naming the rank and reason.
+//! Every rank of a group publishes an [`Offer`] (`force`, `allow`, or `none` with the reason)
+//! when the table prepares ([`Transport::prepare`]); a pair uses RDMA when both offer it and
+//! either forces it or they are on different hosts (on the same host, shared memory wins). Both
+//! ends decide from the same two entries, so they always agree. A rank that forces RDMA and
+//! cannot have it fails, naming the rank and reason.
 
 use super::config::RdmaConfig;
 use super::endpoint::Offer;
 use super::probe::{availability, Availability};
-use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{Link, PeerInfo, TransportPolicy};
-use std::net::TcpStream;
-use std::time::Instant;
-
-/// What [`connect_rdma_links`] needs to know.
-#[derive(Debug, Clone)]
-pub struct RdmaOptions<'a> {
-    /// `PSY_TRANSPORT`.
-    pub policy: TransportPolicy,
-    /// The group's key prefix in the store.
-    pub prefix: &'a str,
-    /// When to give up.
-    pub deadline: Instant,
-}
+use crate::transport::table::{Connected, Formation, Pair, Transport};
+use crate::transport::{TransportKind, TransportPolicy};
 
 /// What a pair of ranks uses, decided from both offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +50,10 @@ fn offer_key(prefix: &str, rank: usize) -> String {
 }
 
 /// This rank's offer, and the configuration to use if it offers RDMA.
-fn my_offer(policy: TransportPolicy) -> Result<(Offer, Option<RdmaConfig>, Availability)> {
+fn my_offer(
+    policy: TransportPolicy,
+    config: &Result<RdmaConfig>,
+) -> Result<(Offer, Option<RdmaConfig>, Availability)> {
     let refuse = |why: &str| {
         let a = Availability::absent(why, "");
         Ok((Offer::Refuse(why.to_string()), None, a))
@@ -70,9 +62,9 @@ fn my_offer(policy: TransportPolicy) -> Result<(Offer, Option<RdmaConfig>, Avail
         TransportPolicy::Tcp => refuse("PSY_TRANSPORT=tcp on this rank"),
         TransportPolicy::Shm => refuse("PSY_TRANSPORT=shm on this rank"),
         TransportPolicy::Auto | TransportPolicy::Rdma => {
-            let config = match RdmaConfig::from_env() {
-                Ok(c) => c,
-                Err(e) if policy == TransportPolicy::Rdma => return Err(e),
+            let config = match config {
+                Ok(c) => c.clone(),
+                Err(e) if policy == TransportPolicy::Rdma => return Err(e.clone()),
                 Err(e) => return refuse(&format!("{e}")),
             };
             let found = availability(&config);
@@ -87,53 +79,63 @@ fn my_offer(policy: TransportPolicy) -> Result<(Offer, Option<RdmaConfig>, Avail
     }
 }
 
-/// Connects RDMA links to the peers that should have one, taking their TCP connections (kept for
-/// liveness) out of `streams` and marking `peers[..].transport`. Returns the links by peer rank
-/// (`None` where another transport applies). Every rank of the group calls this.
-pub fn connect_rdma_links(
-    store: &dyn Store,
-    rank: usize,
-    streams: &mut [Option<TcpStream>],
-    peers: &mut [PeerInfo],
-    opts: &RdmaOptions<'_>,
-) -> Result<Vec<Option<Box<dyn Link>>>> {
-    let size = streams.len();
-    let mut links: Vec<Option<Box<dyn Link>>> = (0..size).map(|_| None).collect();
-    if size <= 1 {
-        return Ok(links);
+/// Whether shared memory takes the pair with `peer` under `auto` (then RDMA never looks at it).
+fn by_shm(f: &Formation<'_>, peer: usize) -> bool {
+    let shm_ok = |p: &crate::transport::PeerInfo| f.policy() == TransportPolicy::Auto && p.shm_ok;
+    f.same_host(peer) && shm_ok(f.me()) && f.peers[peer].shm_ok
+}
+
+/// The RDMA entry of [`crate::transport::table::TABLE`].
+pub(crate) fn entry() -> Box<dyn Transport> {
+    Box::new(Rdma {
+        offer: Offer::Refuse("not prepared".into()),
+        config: None,
+    })
+}
+
+/// RDMA, for one group being formed: this rank's published offer, and the configuration to use
+/// where it offers RDMA.
+struct Rdma {
+    offer: Offer,
+    config: Option<RdmaConfig>,
+}
+
+impl Transport for Rdma {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Rdma
     }
-    let host = peers[rank].host.clone();
-    let shm_ok = |p: &PeerInfo| opts.policy == TransportPolicy::Auto && p.shm_ok;
-    let by_shm = |j: usize| {
-        peers[j].host_key == peers[rank].host_key && shm_ok(&peers[rank]) && peers[j].shm_ok
-    };
-    // Where every peer shares memory with this rank, no peer reads this rank's offer: skip the
-    // device probe.
-    let (offer, config, found) = if (0..size).all(|j| j == rank || by_shm(j)) {
-        let why = "every peer shares memory with this rank";
-        (
-            Offer::Refuse(why.into()),
-            None,
-            Availability::absent(why, ""),
-        )
-    } else {
-        my_offer(opts.policy)?
-    };
-    store.set(&offer_key(opts.prefix, rank), &offer.encode())?;
-    if let (TransportPolicy::Rdma, Availability::Absent { reason, fix }) = (opts.policy, &found) {
-        return Err(forced_error(rank, &host, reason, fix));
-    }
-    let Some(config) = config else {
-        return Ok(links);
-    };
-    let mut chosen = Vec::new();
-    for j in (0..size).filter(|&j| j != rank && streams[j].is_some()) {
-        let same_host = peers[j].host_key == peers[rank].host_key;
-        if by_shm(j) {
-            continue; // shared memory
+
+    /// Publishes this rank's offer (probing the device only where some peer may use it).
+    fn prepare(&mut self, f: &Formation<'_>) -> Result<()> {
+        if f.size() <= 1 {
+            return Ok(());
         }
-        let raw = store
-            .get(&offer_key(opts.prefix, j), opts.deadline)
+        // Where every peer shares memory with this rank, no peer reads this rank's offer: skip
+        // the device probe.
+        let (offer, config, found) = if (0..f.size()).all(|j| j == f.rank || by_shm(f, j)) {
+            let why = "every peer shares memory with this rank";
+            let a = Availability::absent(why, "");
+            (Offer::Refuse(why.into()), None, a)
+        } else {
+            my_offer(f.policy(), &f.tunables.rdma)?
+        };
+        f.store.set(&offer_key(f.prefix, f.rank), &offer.encode())?;
+        if let (TransportPolicy::Rdma, Availability::Absent { reason, fix }) = (f.policy(), &found)
+        {
+            return Err(forced_error(f.rank, &f.me().host, reason, fix));
+        }
+        (self.offer, self.config) = (offer, config);
+        Ok(())
+    }
+
+    fn can_connect(&mut self, f: &Formation<'_>, j: usize) -> Result<bool> {
+        if self.config.is_none() || by_shm(f, j) {
+            return Ok(false);
+        }
+        let rank = f.rank;
+        let raw = f
+            .store
+            .get(&offer_key(f.prefix, j), f.deadline)
             .map_err(|e| {
                 e.context(format!(
                     "rank {rank}: waiting for rank {j} to say whether it offers RDMA"
@@ -141,57 +143,40 @@ pub fn connect_rdma_links(
             })?;
         let theirs = Offer::decode(&raw)
             .map_err(|e| Error::new(ErrorKind::Bootstrap, format!("rank {j}: {e}")))?;
-        match decide(&offer, &theirs, same_host) {
-            Decision::Rdma => chosen.push(j),
-            Decision::Other => {}
-            Decision::Fail(why) => {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!("rank {rank}: RDMA is forced (PSY_TRANSPORT=rdma on one side) between rank {rank} and rank {j} ({}), but one cannot use it: {why}; set PSY_TRANSPORT=auto on every rank to fall back to TCP", peers[j].host),
-                ));
-            }
+        match decide(&self.offer, &theirs, f.same_host(j)) {
+            Decision::Rdma => Ok(true),
+            Decision::Other => Ok(false),
+            Decision::Fail(why) => Err(Error::new(
+                ErrorKind::Config,
+                format!("rank {rank}: RDMA is forced (PSY_TRANSPORT=rdma on one side) between rank {rank} and rank {j} ({}), but one cannot use it: {why}; set PSY_TRANSPORT=auto on every rank to fall back to TCP", f.peers[j].host),
+            )),
         }
     }
-    if chosen.is_empty() {
-        return Ok(links);
+
+    /// Connects a queue pair to each peer won; their TCP connections stay beside the links, for
+    /// liveness.
+    fn connect(&mut self, f: &Formation<'_>, pairs: Vec<Pair>) -> Result<Connected> {
+        match &self.config {
+            Some(config) => connect_pairs(f, config, pairs),
+            None => Err(Error::new(
+                ErrorKind::Bootstrap,
+                format!("rank {}: RDMA won a pair it did not offer", f.rank),
+            )),
+        }
     }
-    connect_chosen(
-        store, rank, streams, peers, opts, &config, &chosen, &mut links,
-    )?;
-    Ok(links)
 }
 
 #[cfg(feature = "rdma")]
-#[allow(clippy::too_many_arguments)]
-fn connect_chosen(
-    store: &dyn Store,
-    rank: usize,
-    streams: &mut [Option<TcpStream>],
-    peers: &mut [PeerInfo],
-    opts: &RdmaOptions<'_>,
-    config: &RdmaConfig,
-    chosen: &[usize],
-    links: &mut [Option<Box<dyn Link>>],
-) -> Result<()> {
-    super::verbs::connect_pairs(store, rank, streams, peers, opts, config, chosen, links)
+fn connect_pairs(f: &Formation<'_>, config: &RdmaConfig, pairs: Vec<Pair>) -> Result<Connected> {
+    super::verbs::connect_pairs(f, config, pairs)
 }
 
 #[cfg(not(feature = "rdma"))]
-#[allow(clippy::too_many_arguments)]
-fn connect_chosen(
-    _store: &dyn Store,
-    rank: usize,
-    _streams: &mut [Option<TcpStream>],
-    _peers: &mut [PeerInfo],
-    _opts: &RdmaOptions<'_>,
-    _config: &RdmaConfig,
-    _chosen: &[usize],
-    _links: &mut [Option<Box<dyn Link>>],
-) -> Result<()> {
+fn connect_pairs(f: &Formation<'_>, _: &RdmaConfig, _: Vec<Pair>) -> Result<Connected> {
     // Without the feature no rank offers RDMA, so no pair can choose it.
     Err(Error::new(
         ErrorKind::Bootstrap,
-        format!("rank {rank}: {}", super::probe::FEATURE_OFF),
+        format!("rank {}: {}", f.rank, super::probe::FEATURE_OFF),
     ))
 }
 

@@ -9,17 +9,16 @@ use super::fabric::{Completion, Fabric, Shape};
 use super::link::RdmaLink;
 use super::probe::Availability;
 use super::qp_state::{self, LocalPort, QpAttr, QpMachine, QpState, Transition};
-use super::select::RdmaOptions;
 use crate::auth::with_deadline;
-use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{Link, PeerInfo};
+use crate::transport::table::{Connected, Formation, Pair};
+use crate::transport::Link;
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid, GidType};
 use sideway::ibverbs::completion::{
     BasicCompletionQueue, CompletionChannel, GenericCompletionQueue, PollCompletionQueueError,
     WorkCompletionOperationType, WorkCompletionStatus,
 };
-use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device::{Device as VerbsDevice, DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{self, DeviceContext, PortState};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -73,109 +72,15 @@ impl Device {
     /// Opens the adapter and port `config` names, or the first with an active port; absent
     /// (with reason and fix) where there is none.
     pub fn open(config: &RdmaConfig) -> std::result::Result<Device, Availability> {
-        if !libibverbs_loads() {
-            return Err(Availability::absent(
-                "libibverbs.so.1 cannot be loaded",
-                NO_VERBS_FIX,
-            ));
-        }
-        let list = DeviceList::new().map_err(|e| {
-            let mut why = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                why = format!("{why}: {s}");
-                source = s.source();
-            }
-            Availability::absent(
-                format!("no RDMA device (libibverbs cannot list devices: {why})"),
-                NO_DEVICE_FIX,
-            )
-        })?;
-        let names: Vec<String> = list.iter().map(|d| d.name()).collect();
-        if names.is_empty() {
-            return Err(Availability::absent(
-                "no RDMA device (libibverbs lists none)",
-                NO_DEVICE_FIX,
-            ));
-        }
-        if let Some(want) = &config.device {
-            if !names.contains(want) {
-                return Err(Availability::absent(
-                    format!(
-                        "{}={want}: no such RDMA device (found: {})",
-                        super::config::DEVICE,
-                        names.join(", ")
-                    ),
-                    "set PSY_RDMA_DEVICE to one of those, or unset it",
-                ));
-            }
-        }
+        let list = device_list(config)?;
         let mut seen = Vec::new();
         for dev in list.iter() {
             let name = dev.name();
             if config.device.as_ref().is_some_and(|w| *w != name) {
                 continue;
             }
-            let ctx = match dev.open() {
-                Ok(c) => c,
-                Err(e) => {
-                    seen.push(format!("{name}: cannot open ({e})"));
-                    continue;
-                }
-            };
-            let ports: Vec<u8> = match (config.port, ctx.query_device()) {
-                (Some(p), _) => vec![p],
-                (None, Ok(attr)) => (1..=attr.phys_port_cnt()).collect(),
-                (None, Err(e)) => {
-                    seen.push(format!("{name}: cannot query ({e})"));
-                    continue;
-                }
-            };
-            for port in ports {
-                let attr = match ctx.query_port(port) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        seen.push(format!("{name} port {port}: {e}"));
-                        continue;
-                    }
-                };
-                if attr.port_state() != PortState::Active {
-                    seen.push(format!("{name} port {port} is {:?}", attr.port_state()));
-                    continue;
-                }
-                let link_layer = match attr.link_layer() {
-                    device_context::LinkLayer::Ethernet => LinkLayer::Ethernet,
-                    _ => LinkLayer::Infiniband,
-                };
-                let gid_index = config
-                    .gid_index
-                    .unwrap_or_else(|| pick_gid(&ctx, port, link_layer));
-                let gid = match ctx.query_gid(port, gid_index) {
-                    Ok(g) => g.raw,
-                    Err(e) => {
-                        seen.push(format!("{name} port {port}: GID {gid_index}: {e}"));
-                        continue;
-                    }
-                };
-                let pd = match ctx.alloc_pd() {
-                    Ok(pd) => pd,
-                    Err(e) => {
-                        seen.push(format!("{name}: cannot allocate a protection domain ({e})"));
-                        continue;
-                    }
-                };
-                let mtu = Mtu::from_code(attr.active_mtu() as u8).unwrap_or(Mtu::MTU_1024);
-                return Ok(Device {
-                    ctx,
-                    pd,
-                    name,
-                    port,
-                    gid_index,
-                    lid: attr.lid(),
-                    gid,
-                    link_layer,
-                    mtu,
-                });
+            if let Some(device) = open_adapter(&dev, name, config, &mut seen) {
+                return Ok(device);
             }
         }
         Err(Availability::absent(
@@ -204,6 +109,123 @@ impl Device {
             ),
         }
     }
+}
+
+/// The adapters libibverbs lists; absent where it cannot be loaded, lists none, or lacks the
+/// one `config` names.
+fn device_list(config: &RdmaConfig) -> std::result::Result<DeviceList, Availability> {
+    if !libibverbs_loads() {
+        return Err(Availability::absent(
+            "libibverbs.so.1 cannot be loaded",
+            NO_VERBS_FIX,
+        ));
+    }
+    let list = DeviceList::new().map_err(|e| {
+        let mut why = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            why = format!("{why}: {s}");
+            source = s.source();
+        }
+        Availability::absent(
+            format!("no RDMA device (libibverbs cannot list devices: {why})"),
+            NO_DEVICE_FIX,
+        )
+    })?;
+    let names: Vec<String> = list.iter().map(|d| d.name()).collect();
+    if names.is_empty() {
+        return Err(Availability::absent(
+            "no RDMA device (libibverbs lists none)",
+            NO_DEVICE_FIX,
+        ));
+    }
+    if let Some(want) = &config.device {
+        if !names.contains(want) {
+            return Err(Availability::absent(
+                format!(
+                    "{}={want}: no such RDMA device (found: {})",
+                    super::config::DEVICE,
+                    names.join(", ")
+                ),
+                "set PSY_RDMA_DEVICE to one of those, or unset it",
+            ));
+        }
+    }
+    Ok(list)
+}
+
+/// Opens adapter `name` on its first usable port (the one `config` names, else any active);
+/// what stood in the way goes to `seen`.
+fn open_adapter(
+    dev: &VerbsDevice<'_>,
+    name: String,
+    config: &RdmaConfig,
+    seen: &mut Vec<String>,
+) -> Option<Device> {
+    let ctx = match dev.open() {
+        Ok(c) => c,
+        Err(e) => {
+            seen.push(format!("{name}: cannot open ({e})"));
+            return None;
+        }
+    };
+    let ports: Vec<u8> = match (config.port, ctx.query_device()) {
+        (Some(p), _) => vec![p],
+        (None, Ok(attr)) => (1..=attr.phys_port_cnt()).collect(),
+        (None, Err(e)) => {
+            seen.push(format!("{name}: cannot query ({e})"));
+            return None;
+        }
+    };
+    for port in ports {
+        match open_port(&ctx, &name, port, config) {
+            Ok(device) => return Some(device),
+            Err(why) => seen.push(why),
+        }
+    }
+    None
+}
+
+/// The device on `port` of an opened adapter, if the port is active and its GID and a
+/// protection domain can be had; else why not.
+fn open_port(
+    ctx: &Arc<DeviceContext>,
+    name: &str,
+    port: u8,
+    config: &RdmaConfig,
+) -> std::result::Result<Device, String> {
+    let attr = ctx
+        .query_port(port)
+        .map_err(|e| format!("{name} port {port}: {e}"))?;
+    if attr.port_state() != PortState::Active {
+        return Err(format!("{name} port {port} is {:?}", attr.port_state()));
+    }
+    let link_layer = match attr.link_layer() {
+        device_context::LinkLayer::Ethernet => LinkLayer::Ethernet,
+        _ => LinkLayer::Infiniband,
+    };
+    let gid_index = config
+        .gid_index
+        .unwrap_or_else(|| pick_gid(ctx, port, link_layer));
+    let gid = ctx
+        .query_gid(port, gid_index)
+        .map_err(|e| format!("{name} port {port}: GID {gid_index}: {e}"))?
+        .raw;
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| format!("{name}: cannot allocate a protection domain ({e})"))?;
+    let mtu = Mtu::from_code(attr.active_mtu() as u8).unwrap_or(Mtu::MTU_1024);
+    Ok(Device {
+        ctx: Arc::clone(ctx),
+        pd,
+        name: name.to_string(),
+        port,
+        gid_index,
+        lid: attr.lid(),
+        gid,
+        link_layer,
+        mtu,
+    })
 }
 
 /// On RoCE, the port's first RoCE v2 GID (an IPv4-mapped one if any), else index 0.
@@ -758,88 +780,137 @@ fn ep_key(prefix: &str, from: usize, to: usize) -> String {
     format!("{prefix}/rdma/ep/{from}/{to}")
 }
 
-/// Connects a queue pair to each peer in `chosen`: publishes this side's endpoints, reads the
+/// One side of a pair being connected: the peer, its bootstrap stream, this side's queue pair
+/// and buffers, and the endpoint this side published.
+struct Half {
+    peer: usize,
+    stream: TcpStream,
+    fabric: VerbsFabric,
+    mine: EndpointInfo,
+}
+
+/// Connects a queue pair to each peer in `pairs`: publishes this side's endpoints, reads the
 /// peers', moves every queue pair to ready-to-send, then confirms over each TCP connection that
 /// the peer is ready too (a write before the peer's queue pair can receive would be lost).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn connect_pairs(
-    store: &dyn Store,
-    rank: usize,
-    streams: &mut [Option<TcpStream>],
-    peers: &mut [PeerInfo],
-    opts: &RdmaOptions<'_>,
+    f: &Formation<'_>,
     config: &RdmaConfig,
-    chosen: &[usize],
-    links: &mut [Option<Box<dyn Link>>],
-) -> Result<()> {
+    pairs: Vec<Pair>,
+) -> Result<Connected> {
     let device = Device::open(config).map_err(|a| {
         Error::new(
             ErrorKind::Bootstrap,
-            format!("rank {rank}: the RDMA device went away: {a}"),
+            format!("rank {}: the RDMA device went away: {a}", f.rank),
         )
     })?;
     let shape = shape(config);
-    let hosts: Vec<String> = peers.iter().map(|p| p.host.clone()).collect();
-    let fail = |j: usize, what: &str, e: io::Error| {
-        Error::new(
-            ErrorKind::Bootstrap,
-            format!("rank {rank}: RDMA to rank {j} ({}): {what}: {e}", hosts[j]),
-        )
-    };
-    let mut halves = Vec::new();
-    for &j in chosen {
-        let fabric = VerbsFabric::create(&device, shape).map_err(|e| fail(j, "setting up", e))?;
-        let mut psn = [0u8; 4];
-        getrandom::fill(&mut psn)
-            .map_err(|e| Error::new(ErrorKind::Io, format!("random PSN: {e}")))?;
-        let mine = fabric.endpoint(&device, u32::from_le_bytes(psn) & 0xff_ffff);
-        store.set(&ep_key(opts.prefix, rank, j), &mine.encode())?;
-        halves.push((j, fabric, mine));
+    let mut halves = Vec::with_capacity(pairs.len());
+    for (peer, stream) in pairs {
+        halves.push(publish_endpoint(f, &device, shape, peer, stream)?);
     }
-    for (j, fabric, mine) in &mut halves {
-        let j = *j;
-        let raw = store
-            .get(&ep_key(opts.prefix, j, rank), opts.deadline)
-            .map_err(|e| e.context(format!("rank {rank}: waiting for rank {j}'s RDMA endpoint")))?;
-        let theirs = EndpointInfo::decode(&raw)
-            .map_err(|e| Error::new(ErrorKind::Bootstrap, format!("rank {j}: {e}")))?;
-        if theirs.ring_len as usize != shape.ring
-            || theirs.depth as usize != shape.depth
-            || theirs.eager as usize != shape.eager
-        {
-            return Err(Error::new(ErrorKind::Config, format!("rank {rank}: rank {j}'s RDMA buffers differ from this rank's (set PSY_RDMA_RING_BYTES alike on every rank)")));
-        }
-        let plan = qp_state::plan(device.local(), mine, &theirs);
-        let mut machine = QpMachine(QpState::Init);
-        for t in &plan[1..] {
-            fabric
-                .apply(&mut machine, t)
-                .map_err(|e| fail(j, "connecting the queue pair", e))?;
-        }
-        fabric.peer = Some(theirs);
+    for half in &mut halves {
+        connect_queue_pair(f, &device, shape, half)?;
     }
     // Ready: one byte each way on every pair's TCP connection (writes first: no deadlock).
-    for (j, _, _) in &halves {
-        let s = streams[*j]
-            .as_mut()
-            .ok_or_else(|| Error::new(ErrorKind::Bootstrap, "missing connection"))?;
-        with_deadline(s, opts.deadline, |s| s.write_all(b"R"))
-            .map_err(|e| fail(*j, "saying ready", e))?;
+    for half in &mut halves {
+        with_deadline(&mut half.stream, f.deadline, |s| s.write_all(b"R"))
+            .map_err(|e| fail(f, half.peer, "saying ready", e))?;
     }
-    for (j, fabric, _) in halves {
-        let mut s = streams[j]
-            .take()
-            .ok_or_else(|| Error::new(ErrorKind::Bootstrap, "missing connection"))?;
-        let mut byte = [0u8; 1];
-        with_deadline(&mut s, opts.deadline, |s| s.read_exact(&mut byte))
-            .map_err(|e| fail(j, "waiting for the peer to be ready", e))?;
-        if &byte != b"R" {
-            return Err(fail(j, "handshake", io::Error::other("unexpected byte")));
-        }
-        let link = RdmaLink::new(fabric, shape, Some(s), config.zero_copy_bytes)
-            .map_err(|e| fail(j, "configuring the link", e))?;
-        links[j] = Some(Box::new(link));
-        peers[j].transport = "rdma";
+    let mut connected = Connected::default();
+    for half in halves {
+        let (peer, link) = await_ready(f, config, shape, half)?;
+        connected.links.push((peer, link));
     }
+    Ok(connected)
+}
+
+/// The error for a step of connecting to `peer`.
+fn fail(f: &Formation<'_>, peer: usize, what: &str, e: io::Error) -> Error {
+    let (rank, host) = (f.rank, &f.peers[peer].host);
+    Error::new(
+        ErrorKind::Bootstrap,
+        format!("rank {rank}: RDMA to rank {peer} ({host}): {what}: {e}"),
+    )
+}
+
+/// Creates the queue pair and buffers for `peer` and publishes how to reach them.
+fn publish_endpoint(
+    f: &Formation<'_>,
+    device: &Device,
+    shape: Shape,
+    peer: usize,
+    stream: TcpStream,
+) -> Result<Half> {
+    let fabric = VerbsFabric::create(device, shape).map_err(|e| fail(f, peer, "setting up", e))?;
+    let mut psn = [0u8; 4];
+    getrandom::fill(&mut psn).map_err(|e| Error::new(ErrorKind::Io, format!("random PSN: {e}")))?;
+    let mine = fabric.endpoint(device, u32::from_le_bytes(psn) & 0xff_ffff);
+    f.store
+        .set(&ep_key(f.prefix, f.rank, peer), &mine.encode())?;
+    Ok(Half {
+        peer,
+        stream,
+        fabric,
+        mine,
+    })
+}
+
+/// Reads the peer's endpoint and moves this side's queue pair to ready-to-send.
+fn connect_queue_pair(
+    f: &Formation<'_>,
+    device: &Device,
+    shape: Shape,
+    half: &mut Half,
+) -> Result<()> {
+    let (rank, j) = (f.rank, half.peer);
+    let raw = f
+        .store
+        .get(&ep_key(f.prefix, j, rank), f.deadline)
+        .map_err(|e| e.context(format!("rank {rank}: waiting for rank {j}'s RDMA endpoint")))?;
+    let theirs = EndpointInfo::decode(&raw)
+        .map_err(|e| Error::new(ErrorKind::Bootstrap, format!("rank {j}: {e}")))?;
+    if theirs.ring_len as usize != shape.ring
+        || theirs.depth as usize != shape.depth
+        || theirs.eager as usize != shape.eager
+    {
+        return Err(Error::new(ErrorKind::Config, format!("rank {rank}: rank {j}'s RDMA buffers differ from this rank's (set PSY_RDMA_RING_BYTES alike on every rank)")));
+    }
+    let plan = qp_state::plan(device.local(), &half.mine, &theirs);
+    let mut machine = QpMachine(QpState::Init);
+    for t in &plan[1..] {
+        half.fabric
+            .apply(&mut machine, t)
+            .map_err(|e| fail(f, j, "connecting the queue pair", e))?;
+    }
+    half.fabric.peer = Some(theirs);
     Ok(())
+}
+
+/// Waits for the peer's ready byte and makes the link (keeping the stream for liveness).
+fn await_ready(
+    f: &Formation<'_>,
+    config: &RdmaConfig,
+    shape: Shape,
+    half: Half,
+) -> Result<(usize, Box<dyn Link>)> {
+    let Half {
+        peer,
+        mut stream,
+        fabric,
+        ..
+    } = half;
+    let mut byte = [0u8; 1];
+    with_deadline(&mut stream, f.deadline, |s| s.read_exact(&mut byte))
+        .map_err(|e| fail(f, peer, "waiting for the peer to be ready", e))?;
+    if &byte != b"R" {
+        return Err(fail(
+            f,
+            peer,
+            "handshake",
+            io::Error::other("unexpected byte"),
+        ));
+    }
+    let link = RdmaLink::new(fabric, shape, Some(stream), config.zero_copy_bytes)
+        .map_err(|e| fail(f, peer, "configuring the link", e))?;
+    Ok((peer, Box::new(link)))
 }

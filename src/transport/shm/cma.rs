@@ -39,7 +39,14 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 /// `PSY_SHM_CMA_MIN` says otherwise.
 pub const DEFAULT_MIN_PULL: usize = 64 << 10;
 
-/// The smallest slice sent by pull descriptor, or `None` when single-copy transfers are off.
+/// `PSY_SHM_CMA`: `1` (or anything but `0`, `off`, `no`) turns single-copy transfers on.
+pub const CMA: &str = "PSY_SHM_CMA";
+/// `PSY_SHM_CMA_MIN`: the smallest slice sent by pull descriptor (and single-copy transfers on).
+pub const CMA_MIN: &str = "PSY_SHM_CMA_MIN";
+
+/// The smallest slice sent by pull descriptor, or `None` when single-copy transfers are off,
+/// from the values of [`CMA`] and [`CMA_MIN`] (read once per group into
+/// [`crate::transport::TransportTunables::shm_cma_min`]).
 ///
 /// They are off unless `PSY_SHM_CMA=1` or `PSY_SHM_CMA_MIN=BYTES` is set: on the machine psyne is
 /// measured on (2 cores, see `results/shm-psyne-vs-openmpi`), `process_vm_readv` copies at 10-13
@@ -48,12 +55,9 @@ pub const DEFAULT_MIN_PULL: usize = 64 << 10;
 /// come from [`crate::Group::alloc_shared`] instead. The pull path stays, tested, for hosts where
 /// a second copy costs more than a read across processes (messages far beyond the caches, many
 /// ranks sharing them).
-pub fn min_pull_from_env() -> Option<usize> {
-    let on = std::env::var("PSY_SHM_CMA").ok();
-    let min = std::env::var("PSY_SHM_CMA_MIN")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    match (on.as_deref().map(str::trim), min) {
+pub fn parse_min_pull(on: Option<&str>, min: Option<&str>) -> Option<usize> {
+    let min = min.and_then(|v| v.trim().parse::<usize>().ok());
+    match (on.map(str::trim), min) {
         (Some("0" | "off" | "no"), _) => None,
         (Some(_), m) | (None, m @ Some(_)) => Some(m.map_or(DEFAULT_MIN_PULL, |v| v.max(1))),
         (None, None) => None,

@@ -3,10 +3,10 @@
 use super::cma::{self, offsets, PullSlot, SideInfo};
 use super::ring::Ring;
 use super::segment::Segment;
-use crate::transport::Link;
+use crate::transport::{tcp, Link, TransportKind};
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -62,12 +62,15 @@ unsafe impl Send for ShmLink {}
 impl ShmLink {
     /// A link sending on `tx` and receiving on `rx`, both inside `segment`; `lower` says whether
     /// this side is the pair's lower rank (it sends on ring A and uses the lower side info).
+    /// Slices of at least `min_pull` bytes go by pull descriptor when the peer can pull
+    /// ([`crate::transport::TransportTunables::shm_cma_min`]).
     pub(crate) fn new(
         segment: Segment,
         tx: Ring,
         rx: Ring,
         liveness: TcpStream,
         lower: bool,
+        min_pull: Option<usize>,
     ) -> io::Result<ShmLink> {
         liveness.set_nonblocking(true)?;
         let (tx_at, rx_at, peer_at, own_at) = if lower {
@@ -110,7 +113,7 @@ impl ShmLink {
             tx_slot,
             rx_slot,
             peer,
-            min_pull: cma::min_pull_from_env(),
+            min_pull,
             peer_pulls: false,
             accepts_pulls,
             peer_pid: 0,
@@ -217,19 +220,7 @@ impl ShmLink {
     /// marks the receiving ring closed, so reads drain what is there and then see the end, and
     /// writes fail.
     fn probe_peer(&self) {
-        let mut byte = [0u8; 1];
-        // SAFETY: `byte` is a valid writable buffer of 1 byte for the duration of the call, and
-        // the descriptor belongs to `self.liveness`, which is alive. MSG_PEEK leaves the stream
-        // as it is; a return of 0 is end of stream.
-        let n = unsafe {
-            libc::recv(
-                self.liveness.as_raw_fd(),
-                byte.as_mut_ptr().cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        if n == 0 {
+        if tcp::peer_closed(&self.liveness) {
             // The peer can no longer write: closing its ring on our side is what it would do.
             self.rx.close();
         }
@@ -336,8 +327,8 @@ impl Link for ShmLink {
         let _ = self.liveness.shutdown(Shutdown::Write);
     }
 
-    fn transport(&self) -> &'static str {
-        "shm"
+    fn transport(&self) -> TransportKind {
+        TransportKind::Shm
     }
 }
 
@@ -387,11 +378,10 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("listening");
         let c = TcpStream::connect(listener.local_addr().expect("address")).expect("connecting");
         let (s, _) = listener.accept().expect("accepting");
-        let mut lower = ShmLink::new(lower_seg, a, b, c, true).expect("lower link");
-        let mut higher = ShmLink::new(higher_seg, b2, a2, s, false).expect("higher link");
         // As `PSY_SHM_CMA=1` would.
-        lower.min_pull = Some(cma::DEFAULT_MIN_PULL);
-        higher.min_pull = Some(cma::DEFAULT_MIN_PULL);
+        let min_pull = Some(cma::DEFAULT_MIN_PULL);
+        let lower = ShmLink::new(lower_seg, a, b, c, true, min_pull).expect("lower link");
+        let higher = ShmLink::new(higher_seg, b2, a2, s, false, min_pull).expect("higher link");
         (lower, higher)
     }
 

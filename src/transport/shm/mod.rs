@@ -8,6 +8,11 @@
 //! creator unlinks the name at once: from then on a crash leaves nothing in /dev/shm. The TCP
 //! connection stays open beside the rings only to notice a peer that dies. Large slices skip the
 //! rings: the receiver copies them straight out of the sender's memory ([`cma`]).
+//!
+//! In the transport table ([`crate::transport::table`]) shared memory comes first: it connects a
+//! pair when both ranks have the same host key ([`crate::transport::host_key`]) and both allow it
+//! (`PSY_TRANSPORT` is not `tcp` or `rdma`); [`upgrade`] moves those pairs off TCP. Ring size and
+//! single-copy transfers come from [`crate::transport::TransportTunables`].
 
 pub mod arrival;
 pub mod board;
@@ -19,4 +24,5 @@ pub mod segment;
 pub mod upgrade;
 
 pub use link::ShmLink;
-pub use upgrade::{upgrade_local_links, HostKey, ShmOptions};
+pub(crate) use upgrade::entry;
+pub use upgrade::HostKey;

@@ -1,9 +1,10 @@
 //! Wiring the full mesh of TCP links through the store.
 
+use super::link::poll_readable;
 use crate::auth::{self, Secret};
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::PeerInfo;
+use crate::transport::{PeerInfo, TransportKind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -34,9 +35,15 @@ pub struct MeshOptions<'a> {
     pub deadline: Instant,
 }
 
-/// The authenticated connections of a rank, indexed by peer rank (`None` for itself), in blocking
-/// mode, and where each peer lives.
-pub type Mesh = (Vec<Option<TcpStream>>, Vec<PeerInfo>);
+/// The authenticated connections of a rank, in blocking mode, and where each peer lives: what
+/// exchanging addresses gives, before any transport is chosen.
+pub struct Mesh {
+    /// The bootstrap stream to each peer, by rank (`None` for this rank itself).
+    pub streams: Vec<Option<TcpStream>>,
+    /// Where each rank lives (this rank's own entry included), with
+    /// [`TransportKind::Tcp`] for every peer until a transport upgrades its stream.
+    pub peers: Vec<PeerInfo>,
+}
 
 fn tune(socket: &Socket) -> std::io::Result<()> {
     socket.set_recv_buffer_size(SOCKET_BUFFER)?;
@@ -91,7 +98,7 @@ fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
             addr: addr_text.to_string(),
             host_key: host_key.to_string(),
             shm_ok: shm == "1",
-            transport: "tcp",
+            transport: TransportKind::Tcp,
         },
     ))
 }
@@ -100,18 +107,42 @@ fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
 /// `prefix`, reads everyone's, connects to lower ranks and accepts higher ones. Connections that
 /// fail the handshake are logged to stderr and dropped; wiring goes on until `deadline`.
 pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
-    let MeshOptions {
-        rank,
-        size,
-        prefix,
-        secret,
-        bind_ip,
-        host,
-        host_key,
-        shm_ok,
-        deadline,
-    } = opts;
-    let listener = listen(bind_ip, size).map_err(|e| {
+    let (rank, size, deadline) = (opts.rank, opts.size, opts.deadline);
+    let (listener, me) = listen_and_publish(store, &opts)?;
+    let acceptor = {
+        let secret = opts.secret.clone();
+        let expected = size - rank - 1;
+        std::thread::Builder::new()
+            .name("psyne-accept".into())
+            .spawn(move || accept_all(listener, rank, size, expected, &secret, deadline))
+            .map_err(|e| Error::io("starting the accept thread", e))?
+    };
+    let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
+    let mut peers = vec![me; size];
+    for (peer, info) in peers.iter_mut().enumerate().filter(|(p, _)| *p != rank) {
+        let (addr, found) = read_address(store, &opts, peer)?;
+        *info = found;
+        if peer < rank {
+            streams[peer] = Some(connect_lower(&opts, peer, info, addr)?);
+        }
+    }
+    let accepted = acceptor
+        .join()
+        .map_err(|_| Error::new(ErrorKind::Bootstrap, "the accept thread panicked"))??;
+    for (peer, stream) in accepted {
+        streams[peer] = Some(stream);
+    }
+    Ok(Mesh { streams, peers })
+}
+
+/// Listens on the options' address and publishes it (with host, host key and whether this rank
+/// allows shared memory) under the group's prefix; returns the listener and this rank's entry.
+fn listen_and_publish(
+    store: &dyn Store,
+    opts: &MeshOptions<'_>,
+) -> Result<(TcpListener, PeerInfo)> {
+    let (rank, bind_ip) = (opts.rank, opts.bind_ip);
+    let listener = listen(bind_ip, opts.size).map_err(|e| {
         Error::io(
             format!(
                 "rank {rank}: listening on {bind_ip} (set PSY_ADDR to an address of this host)"
@@ -122,65 +153,55 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
     let local = listener
         .local_addr()
         .map_err(|e| Error::io("reading the listener's address", e))?;
+    let (host, host_key) = (&opts.host, &opts.host_key);
     store.set(
-        &format!("{prefix}/addr/{rank}"),
-        format!("{local} {host} {host_key} {}", u8::from(shm_ok)).as_bytes(),
+        &format!("{}/addr/{rank}", opts.prefix),
+        format!("{local} {host} {host_key} {}", u8::from(opts.shm_ok)).as_bytes(),
     )?;
-
-    let expected = size - rank - 1;
-    let acceptor = {
-        let secret = secret.clone();
-        std::thread::Builder::new()
-            .name("psyne-accept".into())
-            .spawn(move || accept_all(listener, rank, size, expected, &secret, deadline))
-            .map_err(|e| Error::io("starting the accept thread", e))?
+    let me = PeerInfo {
+        host: host.clone(),
+        addr: local.to_string(),
+        host_key: host_key.clone(),
+        shm_ok: opts.shm_ok,
+        transport: TransportKind::Local,
     };
+    Ok((listener, me))
+}
 
-    let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
-    let mut peers = vec![
-        PeerInfo {
-            host: host.clone(),
-            addr: local.to_string(),
-            host_key: host_key.clone(),
-            shm_ok,
-            transport: "self",
-        };
-        size
-    ];
-    for (peer, info) in peers.iter_mut().enumerate() {
-        if peer == rank {
-            continue;
-        }
-        let raw = store
-            .get(&format!("{prefix}/addr/{peer}"), deadline)
-            .map_err(|e| {
-                e.context(format!(
-                    "rank {rank}: waiting for rank {peer} to publish its address"
-                ))
-            })?;
-        let (addr, found) = parse_entry(peer, &raw)?;
-        *info = found;
-        if peer < rank {
-            let fail = |e: std::io::Error| {
-                Error::new(
-                    ErrorKind::Bootstrap,
-                    format!("rank {rank}: cannot connect to rank {peer} ({info}): {e}; is that address reachable from this host? (PSY_ADDR sets what a rank advertises)"),
-                )
-            };
-            let mut stream = connect_to(addr, deadline).map_err(fail)?;
-            auth::connect(&mut stream, secret, rank as u64, deadline).map_err(|e| {
-                e.context(format!("rank {rank}: connecting to rank {peer} ({info})"))
-            })?;
-            links[peer] = Some(stream);
-        }
-    }
-    let accepted = acceptor
-        .join()
-        .map_err(|_| Error::new(ErrorKind::Bootstrap, "the accept thread panicked"))??;
-    for (peer, stream) in accepted {
-        links[peer] = Some(stream);
-    }
-    Ok((links, peers))
+/// Waits for `peer` to publish its address, and reads it.
+fn read_address(
+    store: &dyn Store,
+    opts: &MeshOptions<'_>,
+    peer: usize,
+) -> Result<(SocketAddr, PeerInfo)> {
+    let rank = opts.rank;
+    let raw = store
+        .get(&format!("{}/addr/{peer}", opts.prefix), opts.deadline)
+        .map_err(|e| {
+            e.context(format!(
+                "rank {rank}: waiting for rank {peer} to publish its address"
+            ))
+        })?;
+    parse_entry(peer, &raw)
+}
+
+/// Connects to a lower rank and proves the job secret.
+fn connect_lower(
+    opts: &MeshOptions<'_>,
+    peer: usize,
+    info: &PeerInfo,
+    addr: SocketAddr,
+) -> Result<TcpStream> {
+    let rank = opts.rank;
+    let mut stream = connect_to(addr, opts.deadline).map_err(|e| {
+        Error::new(
+            ErrorKind::Bootstrap,
+            format!("rank {rank}: cannot connect to rank {peer} ({info}): {e}; is that address reachable from this host? (PSY_ADDR sets what a rank advertises)"),
+        )
+    })?;
+    auth::connect(&mut stream, opts.secret, rank as u64, opts.deadline)
+        .map_err(|e| e.context(format!("rank {rank}: connecting to rank {peer} ({info})")))?;
+    Ok(stream)
 }
 
 fn accept_all(
@@ -209,7 +230,7 @@ fn accept_all(
                         format!("rank {rank}: ranks {missing:?} never connected (did they start? raise PSY_TIMEOUT if start-up is slow)"),
                     ));
                 }
-                wait_readable(listener.as_raw_fd(), left.min(Duration::from_millis(100)));
+                poll_readable(listener.as_raw_fd(), left.min(Duration::from_millis(100)));
                 continue;
             }
             Err(e) => return Err(Error::io(format!("rank {rank}: accepting a connection"), e)),
@@ -229,17 +250,4 @@ fn accept_all(
         }
     }
     Ok(got)
-}
-
-/// Blocks until `fd` is readable or `timeout` passes.
-pub(crate) fn wait_readable(fd: i32, timeout: Duration) {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `p` is a valid pollfd for the duration of the call and we pass a count of 1.
-    unsafe {
-        libc::poll(&mut p, 1, timeout.as_millis().min(i32::MAX as u128) as i32);
-    }
 }

@@ -1,11 +1,47 @@
 //! The TCP transport: one connection per pair of ranks, `TCP_NODELAY`, large socket buffers, and
 //! the [`crate::auth`] handshake before anything else is read.
 //!
-//! Wiring a full mesh: every rank listens and publishes `ip:port` in the store; rank `i` connects
-//! to every rank below it and accepts from every rank above it.
+//! Wiring a full mesh ([`connect_mesh`]): every rank listens and publishes `ip:port` in the
+//! store; rank `i` connects to every rank below it and accepts from every rank above it. That
+//! mesh is how ranks exchange addresses when a group forms, and every pair's stream is the
+//! bootstrap stream the other transports upgrade. In the transport table
+//! ([`crate::transport::table`]) TCP is the last entry: it can connect every pair, and takes the
+//! pairs no other transport could upgrade.
 
 mod link;
 mod mesh;
 
+pub(crate) use link::peer_closed;
 pub use link::TcpLink;
-pub use mesh::{connect_mesh, MeshOptions};
+pub use mesh::{connect_mesh, Mesh, MeshOptions};
+
+use crate::error::{Error, Result};
+use crate::transport::table::{Connected, Formation, Pair, Transport};
+use crate::transport::TransportKind;
+
+/// The TCP entry of the transport table.
+pub(crate) struct Tcp;
+
+/// The TCP entry of [`crate::transport::table::TABLE`].
+pub(crate) fn entry() -> Box<dyn Transport> {
+    Box::new(Tcp)
+}
+
+impl Transport for Tcp {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+
+    fn can_connect(&mut self, _: &Formation<'_>, _: usize) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn connect(&mut self, _: &Formation<'_>, pairs: Vec<Pair>) -> Result<Connected> {
+        let mut connected = Connected::default();
+        for (j, stream) in pairs {
+            let link = TcpLink::new(stream).map_err(|e| Error::io("configuring a link", e))?;
+            connected.links.push((j, Box::new(link)));
+        }
+        Ok(connected)
+    }
+}

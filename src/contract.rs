@@ -15,7 +15,7 @@
 //! | `PSY_ALGO` | algorithm overrides, e.g. `allreduce:ring,broadcast:pipeline` (see [`crate::tuning`]) |
 //! | `PSY_ADDR` | address this rank's listener advertises (default: the one that reaches the store) |
 //! | `PSY_TRANSPORT` | `auto` (shared memory on one host, RDMA across where present, else TCP), `tcp`, `shm`, or `rdma` |
-//! | `PSY_RDMA_DEVICE`, `PSY_RDMA_PORT`, ... | the RDMA adapter and port (see [`crate::transport::rdma::config`]) |
+//! | `PSY_RDMA_DEVICE`, `PSY_RDMA_PORT`, ... | the RDMA adapter and port (see `crate::transport::rdma::config`) |
 //! | `PSY_SPIN_US` | microseconds a waiting rank polls and yields before it blocks (default 50; 0 blocks at once) |
 //! | `PSY_SHM_RING_BYTES` | bytes of each shared-memory ring (default: by the number of ranks on the host) |
 //! | `PSY_SHM_CMA`, `PSY_SHM_CMA_MIN` | whether, and from which message size, shared memory copies large messages straight between processes (`process_vm_readv`) |

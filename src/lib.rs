@@ -21,30 +21,36 @@
 //! # Ok::<(), psyne::Error>(())
 //! ```
 //!
-//! Layers, each depending only on those before it: [`bootstrap`] (how ranks find each other),
-//! [`transport`] (bytes between two ranks), [`schedule`] (pure: the steps of each algorithm),
-//! [`executor`] (runs a schedule over links), and [`Group`] (the typed API).
+//! Inside, layers depend only on those before them: `bootstrap` (how ranks find each other: a
+//! [`Store`]), `transport` (bytes between two ranks, chosen per peer from a table), [`schedule`]
+//! (pure: the steps of each algorithm), [`tuning`] (which algorithm), `executor` (the engines that
+//! run a call), and [`Group`] (the typed API). The README's "How a call runs" follows one call
+//! through them.
 
-pub mod auth;
-pub mod bootstrap;
+pub(crate) mod auth;
+pub(crate) mod bootstrap;
 mod comm;
 pub mod conformance;
 pub mod contract;
 pub mod dtype;
 pub mod error;
-pub mod executor;
+pub(crate) mod executor;
 mod group;
 mod init;
+#[doc(hidden)]
+pub mod internal;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod oracle;
 pub mod reduce;
 pub mod report;
 pub mod schedule;
-pub mod transport;
+pub(crate) mod transport;
 pub mod tuning;
 pub(crate) mod wait;
 
+pub use auth::Secret;
+pub use bootstrap::{MemoryStore, Store, TcpStore};
 pub use comm::Communicator;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
@@ -53,4 +59,5 @@ pub use half::{bf16, f16};
 pub use init::init;
 pub use reduce::ReduceOp;
 pub use schedule::{Algo, Collective};
-pub use transport::hostname;
+pub use transport::rdma::RdmaConfig;
+pub use transport::{host_key, hostname, TransportKind, TransportPolicy, TransportTunables};

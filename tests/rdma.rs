@@ -7,7 +7,8 @@ mod common;
 
 use common::Wiring;
 use psyne::conformance;
-use psyne::transport::rdma::{availability, Availability, RdmaConfig};
+use psyne::internal::{availability, Availability};
+use psyne::RdmaConfig;
 use psyne::ReduceOp;
 use std::time::{Duration, Instant};
 

@@ -14,10 +14,10 @@
 //! or `allgather`. Sizes run from 1 KiB to 16 MiB (the whole buffer), each timed six times,
 //! flat and hierarchical alternating; the medians of the slowest rank are printed.
 
-use psyne::bootstrap::{MemoryStore, Store};
-use psyne::transport::TransportPolicy;
 use psyne::tuning::Tuning;
+use psyne::TransportPolicy;
 use psyne::{Algo, Collective, Group, GroupOptions, ReduceOp, Result};
+use psyne::{MemoryStore, Store};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -693,7 +693,7 @@ fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
         root: f.root,
         algos: parsed(text(f.algo).as_deref(), o, "algo", parse_algos)?,
         transport: parsed(f.transport.as_deref(), o, "transport", |t| {
-            psyne::transport::TransportPolicy::parse(t)
+            psyne::TransportPolicy::parse(t)
                 .map(|_| t.to_string())
                 .map_err(|e| format!("{e}"))
         })?,

@@ -4,9 +4,9 @@
 
 use crate::output::Console;
 use crate::placement::Placement;
-use psyne::auth::Secret;
-use psyne::bootstrap::StoreServer;
 use psyne::contract::RankEnv;
+use psyne::internal::StoreServer;
+use psyne::Secret;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::Arc;
 
@@ -89,8 +89,8 @@ pub fn serve_store(
 /// unlink their segments as soon as both ends have mapped them; a rank that died in between
 /// leaves one behind.
 pub fn remove_leftover_segments(job_id: &str) -> std::io::Result<usize> {
-    let prefix = psyne::transport::shm::segment::job_prefix(job_id);
-    psyne::transport::shm::segment::remove_job_segments(&prefix)
+    let prefix = psyne::internal::job_prefix(job_id);
+    psyne::internal::remove_job_segments(&prefix)
 }
 
 /// The environment of every rank: one [`RankEnv`] per placement, in rank order.

@@ -182,7 +182,7 @@ fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
         .local_addr()
         .unwrap()
         .port();
-    let secret = psyne::auth::Secret::generate().unwrap().to_hex();
+    let secret = psyne::Secret::generate().unwrap().to_hex();
     let ranks: Vec<_> = (0..3)
         .map(|rank| {
             std::process::Command::new(check_bin())
@@ -218,7 +218,7 @@ fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
 
 /// Entries of /dev/shm that belong to job `job`.
 fn segments_of(job: &str) -> Vec<String> {
-    let prefix = psyne::transport::shm::segment::job_prefix(job);
+    let prefix = psyne::internal::job_prefix(job);
     let prefix = prefix.trim_start_matches('/').to_string();
     std::fs::read_dir("/dev/shm")
         .map(|d| {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use psyne::auth::Secret;
-use psyne::bootstrap::{Store, TcpStore};
+use psyne::Secret;
+use psyne::{Store, TcpStore};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 

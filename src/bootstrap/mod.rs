@@ -8,7 +8,7 @@ mod memory;
 mod tcp;
 
 pub use memory::MemoryStore;
-pub use tcp::{Log, StoreServer, TcpStore};
+pub use tcp::{StoreServer, TcpStore};
 
 use crate::error::Result;
 use std::time::Instant;

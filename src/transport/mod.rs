@@ -184,13 +184,13 @@ pub struct TransportTunables {
     pub policy: TransportPolicy,
     /// Bytes of each shared-memory ring, per direction and pair (`PSY_SHM_RING_BYTES`, clamped
     /// to 4 KiB..1 GiB and rounded up to a power of two; an unreadable value is ignored).
-    /// `None`: sized by how many ranks share the host ([`shm::upgrade::ring_bytes_for`]).
+    /// `None`: sized by how many ranks share the host (`shm::upgrade::ring_bytes_for`).
     pub shm_ring_bytes: Option<usize>,
     /// The smallest slice a shared-memory link sends by pull descriptor (single copy with
-    /// `process_vm_readv`, [`shm::cma`]); `None`: single-copy transfers are off (the default).
+    /// `process_vm_readv`, `shm::cma`); `None`: single-copy transfers are off (the default).
     /// From `PSY_SHM_CMA` (`1` turns them on, `0`/`off`/`no` off) and `PSY_SHM_CMA_MIN=BYTES`.
     pub shm_cma_min: Option<usize>,
-    /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, [`rdma::config`]), or why those
+    /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, `rdma::config`), or why those
     /// variables are malformed. The error is kept, not raised: it fails group formation only
     /// where RDMA is forced (`PSY_TRANSPORT=rdma`); elsewhere it is the reason RDMA is refused.
     pub rdma: Result<RdmaConfig>,

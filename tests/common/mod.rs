@@ -3,9 +3,9 @@
 
 #![allow(dead_code)]
 
-use psyne::bootstrap::MemoryStore;
-use psyne::transport::TransportPolicy;
 use psyne::tuning::Tuning;
+use psyne::MemoryStore;
+use psyne::TransportPolicy;
 use psyne::{Group, GroupOptions};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +132,7 @@ pub fn try_with_tuning<R: Send + 'static>(
                 if let Some(key) = wiring.fake_host(rank, size) {
                     opts.host_key = key;
                 }
-                let store: Arc<dyn psyne::bootstrap::Store> = store;
+                let store: Arc<dyn psyne::Store> = store;
                 f(Group::from_shared_store(store, opts))
             })
         })

@@ -445,9 +445,9 @@ mod tests {
     use super::*;
     use crate::args::Args;
     use clap::Parser;
-    use psyne::bootstrap::MemoryStore;
-    use psyne::transport::TransportPolicy;
     use psyne::GroupOptions;
+    use psyne::MemoryStore;
+    use psyne::TransportPolicy;
     use std::sync::Arc;
 
     fn config(args: &[&str]) -> Config {

@@ -490,9 +490,9 @@ fn stranger() {
     let Ok(addr) = std::env::var("PSY_STORE") else {
         return;
     };
-    let wrong = psyne::auth::Secret::derive("not the job's secret");
+    let wrong = psyne::Secret::derive("not the job's secret");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    match psyne::bootstrap::TcpStore::connect(&addr, &wrong, deadline) {
+    match psyne::TcpStore::connect(&addr, &wrong, deadline) {
         Ok(_) => {
             eprintln!("psyne-check: the store ACCEPTED a wrong secret");
             std::process::exit(4);

@@ -21,9 +21,9 @@ use crate::output::{emit, open_output_files, Console, Look, RankFiles, Stream, O
 use crate::placement::Placement;
 use crate::supervise::{Cause, Event, Outcome, SignalWatch, Stopper, Supervisor};
 use crate::Error;
-use psyne::auth::Secret;
-use psyne::bootstrap::StoreServer;
 use psyne::contract::RankEnv;
+use psyne::internal::StoreServer;
+use psyne::Secret;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::mpsc::{self, Receiver, Sender};

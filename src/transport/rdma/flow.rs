@@ -27,6 +27,7 @@ impl Credit {
     }
 
     /// Whether anything freed is unreported.
+    #[allow(dead_code)] // the verbs API this mirrors; no caller needs it yet (no RDMA hardware here)
     pub fn unreported(&self) -> bool {
         self.consumed != self.reported_consumed || self.reposted != self.reported_reposted
     }

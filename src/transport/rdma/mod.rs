@@ -19,6 +19,10 @@
 //! connection of the pairs it won). Its knobs ([`config`]) come from
 //! [`crate::transport::TransportTunables::rdma`], read once per group.
 
+// Without the `rdma` feature the link that uses most of this is not built; the pure parts
+// (endpoints, chunking, flow control, the registration cache) stay compiled so their tests run.
+#![cfg_attr(not(feature = "rdma"), allow(dead_code))]
+
 pub mod chunk;
 pub mod config;
 pub mod endpoint;
@@ -35,6 +39,5 @@ pub mod select;
 pub mod verbs;
 
 pub use config::RdmaConfig;
-pub use link::RdmaLink;
 pub use probe::{availability, Availability};
 pub(crate) use select::entry;

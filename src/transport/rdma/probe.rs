@@ -27,6 +27,7 @@ impl fmt::Display for Availability {
 }
 
 /// The reason when the feature is off.
+#[cfg_attr(feature = "rdma", allow(dead_code))] // the reason given without the feature
 pub const FEATURE_OFF: &str = "this psyne was built without the `rdma` cargo feature";
 
 impl Availability {

@@ -23,6 +23,4 @@ pub mod ring;
 pub mod segment;
 pub mod upgrade;
 
-pub use link::ShmLink;
 pub(crate) use upgrade::entry;
-pub use upgrade::HostKey;

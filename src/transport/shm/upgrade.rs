@@ -21,9 +21,6 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
-/// Identifies a machine: peers with equal keys can share memory ([`crate::transport::host_key`]).
-pub type HostKey = String;
-
 /// `PSY_SHM_RING_BYTES`: bytes of each ring, per direction and pair.
 pub const RING_BYTES: &str = "PSY_SHM_RING_BYTES";
 

@@ -1,0 +1,10 @@
+//! What psyrun, psybench and the tests need from inside the library and users do not: not part
+//! of the supported API (hidden from the docs), kept small on purpose. Everything a user needs is
+//! at the crate root.
+
+/// The job's key-value store server (psyrun serves one per job; rank 0 under torchrun).
+pub use crate::bootstrap::StoreServer;
+/// Whether this machine offers RDMA, and why not.
+pub use crate::transport::rdma::{availability, Availability};
+/// The prefix of a job's shared-memory segment names, and removing every segment a job left.
+pub use crate::transport::shm::segment::{job_prefix, remove_job_segments};

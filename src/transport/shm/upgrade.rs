@@ -164,9 +164,9 @@ impl Setup<'_> {
                 return Err(Error::new(ErrorKind::Bootstrap, format!("rank {rank}: cannot create shared memory for rank {j} ({e}); PSY_TRANSPORT=shm requires it (is /dev/shm mounted and writable?)")));
             }
             Err(e) => {
-                eprintln!(
-                    "psyne: rank {rank}: shared memory with rank {j} unavailable ({e}); using TCP"
-                );
+                crate::report::warn(format_args!(
+                    "rank {rank}: shared memory with rank {j} unavailable ({e}); using TCP"
+                ));
                 None
             }
         };
@@ -202,9 +202,9 @@ impl Setup<'_> {
                 return Err(Error::new(ErrorKind::Bootstrap, format!("rank {rank}: cannot use rank {j}'s shared memory ({e}); PSY_TRANSPORT=shm requires it")));
             }
             Err(e) => {
-                eprintln!(
-                    "psyne: rank {rank}: shared memory with rank {j} unavailable ({e}); using TCP"
-                );
+                crate::report::warn(format_args!(
+                    "rank {rank}: shared memory with rank {j} unavailable ({e}); using TCP"
+                ));
                 done.kept.push((j, stream));
             }
         }

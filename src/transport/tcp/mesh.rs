@@ -241,12 +241,14 @@ fn accept_all(
             Ok(claim) => {
                 let claim = claim as usize;
                 if claim <= rank || claim >= size || got.iter().any(|(r, _)| *r == claim) {
-                    eprintln!("psyne: rank {rank}: rejected a connection from {from} claiming to be rank {claim}");
+                    crate::report::warn(format_args!("rank {rank}: rejected a connection from {from} claiming to be rank {claim}"));
                     continue;
                 }
                 got.push((claim, stream));
             }
-            Err(e) => eprintln!("psyne: rank {rank}: rejected a connection from {from}: {e}"),
+            Err(e) => crate::report::warn(format_args!(
+                "rank {rank}: rejected a connection from {from}: {e}"
+            )),
         }
     }
     Ok(got)

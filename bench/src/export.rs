@@ -1,15 +1,17 @@
 //! CSV and JSON outputs, rewritten whole after every size, and readers for both.
 //!
-//! Every write goes to a temporary file in the destination's directory and is then renamed over
-//! the destination, so a reader never sees half a file and a crash mid-sweep keeps every row
-//! measured so far. JSON holds the whole [`Report`] (meta, records, fits); CSV holds the records,
+//! A regular file (or a new path) is written to a temporary file in its directory and renamed
+//! over it, so a reader never sees half a file and a crash mid-sweep keeps every row measured so
+//! far; `-`, a FIFO or a device gets the final contents once, written through
+//! ([`crate::destination`]). JSON holds the whole [`Report`] (meta, records, fits); CSV holds the records,
 //! one per line, with a header of the [`Record`] field names (units are in the names:
 //! `time_us_max`, `busbw_gbps`; empty cells are absent values).
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::destination::Destination;
 use crate::fit::fit_report;
 use crate::model::{Record, Report};
 
@@ -50,44 +52,16 @@ pub enum ExportError {
     },
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    let werr = |source| ExportError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    with_temp_beside(path, "psybench", "", |tmp| {
-        let mut f = fs::File::create(tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(tmp, path)
-    })
-    .map_err(werr)
-}
-
-/// Runs `write` on a temporary path beside `path` (`.NAME.tmp-PID` then `suffix`; NAME is
-/// `fallback` when `path` has no file name) and removes that file when `write` fails; `write`
-/// is expected to rename it over `path` when it succeeds.
-pub(crate) fn with_temp_beside<E>(
-    path: &Path,
-    fallback: &str,
-    suffix: &str,
-    write: impl FnOnce(&Path) -> Result<(), E>,
-) -> Result<(), E> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| fallback.into());
-    let tmp = dir.join(format!(".{name}.tmp-{}{suffix}", std::process::id()));
-    let result = write(&tmp);
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+/// Writes `bytes` as the whole contents of `path`, as [`Destination`] says: atomically for a
+/// regular file or a new path (through a symlink to one), written through for `-`, a FIFO or a
+/// device, which are never replaced.
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    Destination::of(path)
+        .and_then(|d| d.write_whole(bytes))
+        .map_err(|source| ExportError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The CSV text of `records` (header line, then one line per record).
@@ -136,7 +110,7 @@ pub fn write_csv(path: &Path, records: &[Record]) -> Result<(), ExportError> {
         path: path.to_path_buf(),
         source,
     })?;
-    write_atomic(path, text.as_bytes())
+    write_output(path, text.as_bytes())
 }
 
 /// Rewrites `path` with the whole report as pretty JSON.
@@ -146,15 +120,26 @@ pub fn write_json(path: &Path, report: &Report) -> Result<(), ExportError> {
         source,
     })?;
     text.push('\n');
-    write_atomic(path, text.as_bytes())
+    write_output(path, text.as_bytes())
 }
 
-/// Rewrites whichever outputs are asked for; call after every measured size.
+/// Rewrites whichever outputs are asked for and take progress (regular files, new paths); call
+/// after every measured size. Streams (`-`, FIFOs, devices) wait for [`finish`].
 pub fn rewrite(
     csv: Option<&Path>,
     json: Option<&Path>,
     report: &Report,
 ) -> Result<(), ExportError> {
+    let progress = |p: &&Path| Destination::of(p).is_ok_and(|d| d.takes_progress());
+    write_all(csv.filter(progress), json.filter(progress), report)
+}
+
+/// Writes every output asked for, streams included: the final contents, once the sweep is over.
+pub fn finish(csv: Option<&Path>, json: Option<&Path>, report: &Report) -> Result<(), ExportError> {
+    write_all(csv, json, report)
+}
+
+fn write_all(csv: Option<&Path>, json: Option<&Path>, report: &Report) -> Result<(), ExportError> {
     if let Some(p) = csv {
         write_csv(p, &report.records)?;
     }

@@ -9,6 +9,7 @@ pub mod check;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod destination;
 pub mod export;
 pub mod factors;
 pub mod fit;

@@ -246,6 +246,8 @@ fn row_key(comm: &AnyComm, case: &Case, m: &Measurement, sweep: &Sweep, ranks: u
 
 /// Rank 0's last words: the fits table, the plot, and how many elements were wrong.
 fn summarise(report: &Report, sweep: &Sweep, wrong: u64) -> Result<()> {
+    export::finish(sweep.csv.as_deref(), sweep.json.as_deref(), report)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("writing results: {e}")))?;
     if !report.fits.is_empty() {
         println!("\n{}", table::fits_table(&report.fits));
     }

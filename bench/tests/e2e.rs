@@ -411,3 +411,50 @@ mod mpi {
         }
     }
 }
+
+#[test]
+fn outputs_to_a_fifo_and_to_stdout_are_written_through_not_replaced() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileTypeExt;
+    let d = Dir::new("fifo");
+    let (fifo, png_fifo) = (d.join("r.json"), d.join("r.png"));
+    for p in [&fifo, &png_fifo] {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+    let readers: Vec<_> = [fifo.clone(), png_fifo.clone()]
+        .into_iter()
+        .map(|p| std::thread::spawn(move || std::fs::read(p).unwrap()))
+        .collect();
+    let mut cmd = psybench();
+    cmd.args(["-n", "2", "allreduce", "--sizes", "8:64", "--iters", "5"])
+        .args(["--csv", "-", "--json"])
+        .arg(&fifo)
+        .arg("--plot")
+        .arg(&png_fifo);
+    let out = run(cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    // Checked before joining the readers: a FIFO replaced by a file would leave them blocked.
+    for p in [&fifo, &png_fifo] {
+        assert!(
+            std::fs::symlink_metadata(p).unwrap().file_type().is_fifo(),
+            "{} was replaced",
+            p.display()
+        );
+    }
+    let got: Vec<Vec<u8>> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let report: psybench::model::Report =
+        serde_json::from_slice(&got[0]).expect("the FIFO's reader got one whole JSON report");
+    assert_eq!(report.records.len(), 4, "8, 16, 32 and 64 bytes");
+    assert!(
+        got[1].starts_with(b"\x89PNG"),
+        "the plot went through its FIFO"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("collective,backend,algo").count(),
+        1,
+        "`--csv -` prints the CSV once, at the end:\n{stdout}"
+    );
+}

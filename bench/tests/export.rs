@@ -85,3 +85,100 @@ fn errors_name_the_file() {
     );
     assert!(export::read_report(&dir.join("absent.json")).is_err());
 }
+
+/// A FIFO at `path` (mkfifo(3)).
+fn make_fifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+fn is_fifo(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .file_type()
+        .is_fifo()
+}
+
+#[test]
+fn a_fifo_gets_the_final_report_written_through_and_stays_a_fifo() {
+    let dir = common::temp_dir("fifo");
+    let fifo = dir.join("out.json");
+    make_fifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let rep = common::allreduce_report();
+    // Progress rewrites leave a stream alone; the final write goes through it once.
+    export::rewrite(None, Some(&fifo), &rep).unwrap();
+    export::finish(None, Some(&fifo), &rep).unwrap();
+    let text = reader.join().unwrap();
+    let back: Report = serde_json::from_str(&text).expect("the reader got the whole JSON once");
+    assert_eq!(back, rep);
+    assert!(is_fifo(&fifo), "the FIFO was replaced");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn a_symlink_keeps_pointing_at_its_file_which_gets_the_report() {
+    let dir = common::temp_dir("symlink");
+    let real = dir.join("real.csv");
+    std::fs::write(&real, "old").unwrap();
+    let link = dir.join("link.csv");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let rep = common::allreduce_report();
+    export::rewrite(Some(&link), None, &rep).unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced by a file"
+    );
+    assert_eq!(export::read_csv(&real).unwrap(), rep.records);
+    // A symlink to a FIFO is a stream: written through, and both stay what they were.
+    let fifo = dir.join("fifo");
+    make_fifo(&fifo);
+    let to_fifo = dir.join("to-fifo.json");
+    std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    export::finish(None, Some(&to_fifo), &rep).unwrap();
+    let back: Report = serde_json::from_str(&reader.join().unwrap()).unwrap();
+    assert_eq!(back, rep);
+    assert!(is_fifo(&fifo));
+    assert!(std::fs::symlink_metadata(&to_fifo)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn destinations_say_what_a_path_names() {
+    use psybench::destination::Destination;
+    let dir = common::temp_dir("dest");
+    let new = dir.join("new.json");
+    assert_eq!(
+        Destination::of(&new).unwrap(),
+        Destination::Replace(new.clone())
+    );
+    assert_eq!(
+        Destination::of(std::path::Path::new("-")).unwrap(),
+        Destination::Stdout
+    );
+    let null = std::path::Path::new("/dev/null");
+    assert_eq!(
+        Destination::of(null).unwrap(),
+        Destination::Stream(null.to_path_buf())
+    );
+    assert!(!Destination::of(null).unwrap().takes_progress());
+}

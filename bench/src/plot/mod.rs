@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::export::with_temp_beside;
+use crate::destination::{with_temp_beside, Destination};
 use crate::model::Report;
 
 use layout::{draw_multi, draw_single, multi_height, rows};
@@ -90,7 +90,9 @@ pub(super) fn err_to<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> PlotErr
     }
 }
 
-/// Draws `reports` into a PNG at `path` (written to a temporary file beside it, then renamed).
+/// Draws `reports` into a PNG at `path`: a regular file (or new path) is written to a temporary
+/// file beside it, then renamed over it; `-`, a FIFO or a device gets the picture written through
+/// ([`Destination`]).
 ///
 /// One collective with something on the size axis: a latency and a busbw panel side by side,
 /// [`WIDTH`] × [`HEIGHT`]. Several: small multiples, a row of both panels per collective (the
@@ -101,19 +103,39 @@ pub fn draw(reports: &[Report], path: &Path) -> Result<(), PlotError> {
     if !any_plottable(&series) {
         return Err(PlotError::Empty);
     }
+    match Destination::of(path).map_err(err_to(path))? {
+        Destination::Replace(file) => with_temp_beside(&file, "psybench.png", ".png", |tmp| {
+            render(reports, &series, tmp, path)?;
+            std::fs::rename(tmp, &file).map_err(err_to(path))
+        }),
+        stream => {
+            let tmp =
+                std::env::temp_dir().join(format!(".psybench-plot-{}.png", std::process::id()));
+            let drawn = render(reports, &series, &tmp, path)
+                .and_then(|()| std::fs::read(&tmp).map_err(err_to(path)));
+            let _ = std::fs::remove_file(&tmp);
+            stream.write_whole(&drawn?).map_err(err_to(path))
+        }
+    }
+}
+
+/// Renders the picture into the file `into`; `path` (the destination) is named in errors.
+fn render(
+    reports: &[Report],
+    series: &[Series],
+    into: &Path,
+    path: &Path,
+) -> Result<(), PlotError> {
     let rows = rows(reports);
     let multi = rows.iter().filter(|r| r.plottable()).count() > 1;
     let height = if multi { multi_height(&rows) } else { HEIGHT };
     let e = err_to(path);
-    with_temp_beside(path, "psybench.png", ".png", |tmp| {
-        let root = BitMapBackend::new(tmp, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(&e)?;
-        if multi {
-            draw_multi(&root, path, reports, &rows)?;
-        } else {
-            draw_single(&root, path, reports, &series)?;
-        }
-        root.present().map_err(&e)?;
-        std::fs::rename(tmp, path).map_err(err_to(path))
-    })
+    let root = BitMapBackend::new(into, (WIDTH, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    if multi {
+        draw_multi(&root, path, reports, &rows)?;
+    } else {
+        draw_single(&root, path, reports, series)?;
+    }
+    root.present().map_err(&e)
 }

@@ -27,6 +27,12 @@ use std::time::{Duration, Instant};
 /// uninterruptible sleep cannot die until its system call returns).
 pub const KILL_WAIT: Duration = Duration::from_secs(5);
 
+/// How long psyrun waits, after a rank exits with a failing code, before it names that rank as
+/// the cause: a survivor can notice a peer killed by a signal (the OOM killer, `kill -9`) and
+/// exit before psyrun has reaped the killed one. A death by signal within this window is the
+/// cause instead; one comes first in cause, whatever the order of the reports.
+pub const SETTLE: Duration = Duration::from_millis(100);
+
 /// How a rank ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Termination {
@@ -195,8 +201,18 @@ impl Stopper for ProcessGroups {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
-    Terminating { kill_at: Instant },
-    Killing { give_up_at: Instant },
+    /// A rank failed with an exit code; until `until`, a death by signal may still turn up as
+    /// the cause (see [`SETTLE`]).
+    Settling {
+        until: Instant,
+        first: usize,
+    },
+    Terminating {
+        kill_at: Instant,
+    },
+    Killing {
+        give_up_at: Instant,
+    },
 }
 
 /// Watches the ranks of one job until all have ended (see the module docs).
@@ -290,7 +306,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         if self.cause.is_none() {
             self.cause = Some(cause);
         }
-        if self.phase != Phase::Running {
+        if !self.accepting_causes() {
             return;
         }
         for i in 0..self.ranks.len() {
@@ -334,6 +350,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
     fn deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Running => self.timeout.map(|t| self.started + t),
+            Phase::Settling { until, .. } => Some(until),
             Phase::Terminating { kill_at } => Some(kill_at),
             Phase::Killing { give_up_at } => Some(give_up_at),
         }
@@ -377,6 +394,10 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                 break;
             }
         }
+        // Every rank ended while psyrun was settling who failed first.
+        if let Phase::Settling { first, .. } = self.phase {
+            self.blame(first);
+        }
         Outcome {
             cause: self.cause,
             ranks: self.ranks,
@@ -387,16 +408,39 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let Some(i) = self.ranks.iter().position(|r| r.rank == rank) else {
             return;
         };
+        let by_signal = matches!(termination, Termination::Signaled(_));
         let failed = !termination.is_success();
-        self.ranks[i].termination = Some(termination.clone());
-        if self.phase != Phase::Running || !failed {
+        self.ranks[i].termination = Some(termination);
+        if !failed {
             return;
         }
-        let pid = self.ranks[i].pid;
-        let name = self.ranks[i].name();
+        match self.phase {
+            Phase::Running | Phase::Settling { .. } if by_signal => self.blame(i),
+            Phase::Running => {
+                self.phase = Phase::Settling {
+                    until: Instant::now() + SETTLE,
+                    first: i,
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a cause may still be recorded (the job is not being stopped yet).
+    fn accepting_causes(&self) -> bool {
+        matches!(self.phase, Phase::Running | Phase::Settling { .. })
+    }
+
+    /// Names the `i`th rank as the failure that ends the job, and stops the others.
+    fn blame(&mut self, i: usize) {
+        let Some(termination) = self.ranks[i].termination.clone() else {
+            return;
+        };
+        let (rank, pid, name) = (self.ranks[i].rank, self.ranks[i].pid, self.ranks[i].name());
         let stopping = self.stopping_the_others();
         self.console
             .message(&format!("rank {name} {}{stopping}", termination.describe()));
+        self.phase = Phase::Running;
         self.stop(Cause::RankFailed {
             rank,
             pid,
@@ -416,7 +460,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                 lost.push(r.rank);
             }
         }
-        if lost.is_empty() || self.phase != Phase::Running {
+        if lost.is_empty() || !self.accepting_causes() {
             return;
         }
         let stopping = self.stopping_the_others();
@@ -446,7 +490,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let name = signal_name(sig);
         let left = self.running().count();
         match self.phase {
-            Phase::Running => {
+            Phase::Running | Phase::Settling { .. } => {
                 let how = if self.grace.is_zero() {
                     "with SIGKILL".to_string()
                 } else {
@@ -483,6 +527,10 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
     fn on_deadline(&mut self) -> bool {
         let left: Vec<&RankReport> = self.running().collect();
         match self.phase {
+            Phase::Settling { first, .. } => {
+                self.blame(first);
+                true
+            }
             Phase::Running => {
                 let limit = self.timeout.unwrap_or_default();
                 self.console.message(&format!(
@@ -684,6 +732,37 @@ mod tests {
         assert!(sent.contains(&(0, libc::SIGTERM)) && sent.contains(&(0, libc::SIGCONT)));
         assert!(!sent.iter().any(|&(r, sig)| r == 2 || sig == libc::SIGKILL));
         assert!(o.ranks.iter().all(|r| r.stopped == (r.rank != 2)));
+    }
+
+    #[test]
+    fn a_death_by_signal_reported_just_after_a_survivors_exit_is_the_cause() {
+        // Rank 0 noticed that rank 2 was killed and exited 2 before psyrun reaped rank 2.
+        let (o, s) = go(3, &[1], Duration::from_secs(30), None, |tx| {
+            tx.send(exited(0, 2)).unwrap();
+            tx.send(Event::Exited {
+                rank: 2,
+                termination: Termination::Signaled(libc::SIGKILL),
+            })
+            .unwrap();
+        });
+        assert_eq!(o.exit_code(), 137);
+        assert_eq!(
+            o.cause,
+            Some(Cause::RankFailed {
+                rank: 2,
+                pid: 1002,
+                termination: Termination::Signaled(libc::SIGKILL)
+            })
+        );
+        assert_eq!(
+            s.err.get(),
+            "psyrun: rank 2 (pid 1002) killed by signal 9 (SIGKILL); stopping the other rank\n"
+        );
+        // A failing exit code alone is still named, after the settling time.
+        let (o, _) = go(2, &[1], Duration::from_secs(30), None, |tx| {
+            tx.send(exited(0, 3)).unwrap()
+        });
+        assert_eq!(o.exit_code(), 3);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod factors;
 pub mod fit;
 pub mod launch;
 pub mod measure;
+pub mod memory;
 pub mod meta;
 pub mod model;
 pub mod peak;

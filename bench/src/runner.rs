@@ -71,6 +71,9 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
         .ok_or_else(|| Error::config("no backend to run; use --backend native or mpi"))?;
     let (rank, size) = (first.rank(), first.size());
     let hosts = hosts(first)?;
+    let local = hosts.iter().filter(|h| **h == hosts[rank]).count();
+    let largest = sweep.sizes.iter().copied().max().unwrap_or(0);
+    crate::memory::check_fits(largest, size, local, sweep.check)?;
     let mut run = SweepRun {
         comms,
         sweep,

@@ -458,3 +458,21 @@ fn outputs_to_a_fifo_and_to_stdout_are_written_through_not_replaced() {
         "`--csv -` prints the CSV once, at the end:\n{stdout}"
     );
 }
+
+#[test]
+fn sizes_beyond_this_hosts_memory_are_refused_before_anything_is_allocated() {
+    for sizes in ["1T", "64G", "18446744073709551615"] {
+        let mut cmd = psybench();
+        cmd.args(["-n", "2", "allreduce", "--sizes", sizes]);
+        let started = std::time::Instant::now();
+        let out = run(cmd, Duration::from_secs(60));
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "--sizes {sizes}: {all}");
+        assert!(all.contains("MemAvailable"), "--sizes {sizes}: {all}");
+        assert!(!all.contains("panicked"), "{all}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "--sizes {sizes}"
+        );
+    }
+}

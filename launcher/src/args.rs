@@ -624,10 +624,17 @@ impl std::fmt::Display for ArgsError {
 
 impl std::error::Error for ArgsError {}
 
+/// The most ranks one job may have: far beyond any machine psyrun has run on, and small enough
+/// that planning them (a few hundred bytes a rank) cannot exhaust memory.
+pub const MAX_RANKS: usize = 1 << 20;
+
 fn parse_ranks(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
+    match text.trim().parse::<u128>() {
         Ok(0) => Err("the number of ranks must be at least 1 (e.g. -n 4)".into()),
-        Ok(n) => Ok(n),
+        Ok(n) if n > MAX_RANKS as u128 => Err(format!(
+            "{n} ranks is more than psyrun's limit of {MAX_RANKS} per job"
+        )),
+        Ok(n) => Ok(n as usize),
         Err(_) => Err(format!("{text:?} is not a number of ranks (e.g. -n 4)")),
     }
 }

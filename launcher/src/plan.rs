@@ -75,6 +75,7 @@ struct ResolvedApp {
 /// `--bind-to none`).
 pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
     let world = launch.world_size();
+    check_process_limit(world)?;
     let cwd = std::env::current_dir().ok();
     let resolved = launch
         .apps
@@ -187,5 +188,30 @@ pub fn describe_cpus(binding: Option<&RankBinding>) -> String {
             let own = binding::own_cpus().map_or("unknown".into(), |c| c.to_string());
             format!("{own} (not bound)")
         }
+    }
+}
+
+/// Refuses a job of more ranks than this machine lets this user run processes: the kernel's
+/// `pid_max` for everyone, `ulimit -u` (RLIMIT_NPROC) for this user.
+fn check_process_limit(world: usize) -> Result<(), Error> {
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok());
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the duration of the call.
+    let nproc = (unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY)
+        .then(|| usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX));
+    let most = [pid_max, nproc].into_iter().flatten().min();
+    match most {
+        Some(most) if world > most => Err(Error::Usage(format!(
+            "-n {world}: this machine lets this user run at most {most} processes (kernel.pid_max {}, ulimit -u {}); run fewer ranks here, or spread them over hosts with -H",
+            pid_max.map_or("?".into(), |v| v.to_string()),
+            nproc.map_or("unlimited".into(), |v| v.to_string())
+        ))),
+        _ => Ok(()),
     }
 }

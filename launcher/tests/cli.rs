@@ -29,6 +29,52 @@ fn zero_ranks_is_a_usage_error_and_starts_nothing() {
 }
 
 #[test]
+fn too_many_ranks_is_a_usage_error_naming_the_limit_not_a_crash() {
+    let dir = TempDir::new("nbig");
+    for n in [
+        "99999999",
+        "2147483648",
+        "18446744073709551615",
+        "99999999999999999999999",
+    ] {
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", n, "sh", "-c", MARK]);
+        let started = Instant::now();
+        let done = run(cmd, &dir);
+        assert_eq!(done.code(), Some(2), "-n {n}: {}", done.stderr);
+        assert!(
+            done.stderr.contains("limit of 1048576") || done.stderr.contains("not a number"),
+            "-n {n}: {}",
+            done.stderr
+        );
+        assert!(!done.stderr.contains("panicked"), "{}", done.stderr);
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "-n {n} took {:?}",
+            started.elapsed()
+        );
+    }
+    // More ranks than this user may run processes here (`ulimit -u`): refused before any starts.
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(r#"ulimit -u 64 && exec "$0" -n 100 sh -c "$1""#)
+        .arg(env!("CARGO_BIN_EXE_psyrun"))
+        .arg(MARK)
+        .env("D", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("at most 64 processes"),
+        "{}",
+        done.stderr
+    );
+    assert!(nothing_started(&dir));
+}
+
+#[test]
 fn an_unknown_flag_is_a_usage_error_and_starts_nothing() {
     let dir = TempDir::new("flag");
     let mut cmd = psyrun(&dir);

@@ -58,10 +58,14 @@ pub enum ExportError {
 pub fn write_output(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
     Destination::of(path)
         .and_then(|d| d.write_whole(bytes))
-        .map_err(|source| ExportError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+        .map_err(write_error(path))
+}
+
+fn write_error(path: &Path) -> impl Fn(io::Error) -> ExportError + '_ {
+    move |source| ExportError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// The CSV text of `records` (header line, then one line per record).
@@ -106,21 +110,30 @@ pub const RECORD_COLUMNS: [&str; 21] = [
 
 /// Rewrites `path` with `records` as CSV.
 pub fn write_csv(path: &Path, records: &[Record]) -> Result<(), ExportError> {
-    let text = csv_string(records).map_err(|source| ExportError::Csv {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    write_output(path, text.as_bytes())
+    write_output(path, csv_text(path, records)?.as_bytes())
 }
 
 /// Rewrites `path` with the whole report as pretty JSON.
 pub fn write_json(path: &Path, report: &Report) -> Result<(), ExportError> {
+    write_output(path, json_text(path, report)?.as_bytes())
+}
+
+/// What `--csv` holds; `path` is named in the error.
+fn csv_text(path: &Path, records: &[Record]) -> Result<String, ExportError> {
+    csv_string(records).map_err(|source| ExportError::Csv {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// What `--json` holds; `path` is named in the error.
+fn json_text(path: &Path, report: &Report) -> Result<String, ExportError> {
     let mut text = serde_json::to_string_pretty(report).map_err(|source| ExportError::Json {
         path: path.to_path_buf(),
         source,
     })?;
     text.push('\n');
-    write_output(path, text.as_bytes())
+    Ok(text)
 }
 
 /// Rewrites whichever outputs are asked for and take progress (regular files, new paths); call
@@ -130,21 +143,38 @@ pub fn rewrite(
     json: Option<&Path>,
     report: &Report,
 ) -> Result<(), ExportError> {
-    let progress = |p: &&Path| Destination::of(p).is_ok_and(|d| d.takes_progress());
-    write_all(csv.filter(progress), json.filter(progress), report)
+    write_where(csv, json, report, true)
 }
 
-/// Writes every output asked for, streams included: the final contents, once the sweep is over.
+/// Writes the outputs that are streams, once the sweep is over (files already hold the final
+/// contents from the last [`rewrite`]).
 pub fn finish(csv: Option<&Path>, json: Option<&Path>, report: &Report) -> Result<(), ExportError> {
-    write_all(csv, json, report)
+    write_where(csv, json, report, false)
 }
 
-fn write_all(csv: Option<&Path>, json: Option<&Path>, report: &Report) -> Result<(), ExportError> {
+/// Writes each output whose destination takes progress (`progress`) or is a stream (not).
+fn write_where(
+    csv: Option<&Path>,
+    json: Option<&Path>,
+    report: &Report,
+    progress: bool,
+) -> Result<(), ExportError> {
+    let wanted = |path: &Path| {
+        Destination::of(path)
+            .map(|d| (d.takes_progress() == progress).then_some(d))
+            .map_err(write_error(path))
+    };
     if let Some(p) = csv {
-        write_csv(p, &report.records)?;
+        if let Some(d) = wanted(p)? {
+            d.write_whole(csv_text(p, &report.records)?.as_bytes())
+                .map_err(write_error(p))?;
+        }
     }
     if let Some(p) = json {
-        write_json(p, report)?;
+        if let Some(d) = wanted(p)? {
+            d.write_whole(json_text(p, report)?.as_bytes())
+                .map_err(write_error(p))?;
+        }
     }
     Ok(())
 }

@@ -440,7 +440,6 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let stopping = self.stopping_the_others();
         self.console
             .message(&format!("rank {name} {}{stopping}", termination.describe()));
-        self.phase = Phase::Running;
         self.stop(Cause::RankFailed {
             rank,
             pid,

@@ -28,11 +28,10 @@ pub(crate) use abort::abort_links;
 pub(crate) use header::{OpDesc, OpKind};
 pub(crate) use step::{StepMemory, Steps};
 
-pub use crate::wait::WaitPolicy;
-
 use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::transport::{Link, PeerInfo};
+use crate::wait::WaitPolicy;
 use std::time::Duration;
 
 #[cfg(doc)]

@@ -6,13 +6,12 @@ use crate::bootstrap::StoreServer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::BoardAllReduce;
-use crate::executor::{
-    abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps, WaitPolicy,
-};
+use crate::executor::{abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
 use crate::tuning::{Shape, Tuning};
+use crate::wait::WaitPolicy;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};

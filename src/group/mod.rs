@@ -348,7 +348,6 @@ impl Group {
         if !buf.is_shared() || std::mem::size_of_val(&buf[..]) < shared::MIN_SHARED_BYTES {
             return self.all_reduce(buf, op);
         }
-        op.check(T::DTYPE)?;
         self.sequenced(|core| match buf.mapped_mut() {
             Some(m) => core.run_shared(m, op),
             None => Err(crate::Error::invalid("a shared buffer lost its mapping")),

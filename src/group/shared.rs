@@ -263,7 +263,7 @@ impl<T: Element> Mapped<T> {
 pub(crate) struct SharedAllReduce<'a, T: Element> {
     /// This rank's view of the buffers.
     pub(crate) mapped: &'a mut Mapped<T>,
-    /// The reduction (checked for `T` by the caller).
+    /// The reduction (`Core::execute` checks it for `T` before the engine runs).
     pub(crate) op: ReduceOp,
 }
 

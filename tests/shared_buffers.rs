@@ -10,6 +10,15 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
 
+/// Tests in this process create shared-memory segments named after its pid, for a moment each
+/// (ring set-up, node boards, shared buffers); the test that looks for leftovers holds this for
+/// writing so that none of the others' is mid-setup while it looks.
+static SEGMENT_NAMES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn creating_segments() -> std::sync::RwLockReadGuard<'static, ()> {
+    SEGMENT_NAMES.read().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Allocates, fills with the conformance inputs, all-reduces with each op twice (the second
 /// reuses the buffer), and returns every mismatch against the oracle as text.
 fn check<E: Element>(g: &Group, len: usize) -> psyne::Result<Vec<String>> {
@@ -67,6 +76,7 @@ fn world(size: usize, wiring: Wiring, expect_shared: bool) {
 
 #[test]
 fn shared_buffers_all_reduce_correctly_on_one_host() {
+    let _creating = creating_segments();
     for size in [2, 3, 4] {
         world(size, Wiring::Shm, true);
     }
@@ -74,17 +84,20 @@ fn shared_buffers_all_reduce_correctly_on_one_host() {
 
 #[test]
 fn without_shared_memory_the_buffers_are_private_and_still_correct() {
+    let _creating = creating_segments();
     world(3, Wiring::Tcp, false);
     world(4, Wiring::Mixed, false);
 }
 
 #[test]
 fn a_world_of_one_needs_no_sharing() {
+    let _creating = creating_segments();
     world(1, Wiring::Tcp, false);
 }
 
 #[test]
 fn different_lengths_are_a_mismatch_on_every_rank() {
+    let _creating = creating_segments();
     let results = common::with_wiring(3, Wiring::Shm, T, |g| {
         g.alloc_shared::<f32>(100 + g.rank()).map(|_| ())
     });
@@ -97,6 +110,7 @@ fn different_lengths_are_a_mismatch_on_every_rank() {
 
 #[test]
 fn different_ops_on_one_allocation_are_a_mismatch() {
+    let _creating = creating_segments();
     let results = common::with_wiring(2, Wiring::Shm, T, |g| {
         // Large enough for the shared path (smaller buffers take the ordinary all-reduce).
         let mut buf = g.alloc_shared::<i32>(10_000)?;
@@ -124,6 +138,7 @@ fn different_ops_on_one_allocation_are_a_mismatch() {
 
 #[test]
 fn shared_buffers_leave_nothing_in_dev_shm() {
+    let _alone = SEGMENT_NAMES.write().unwrap_or_else(|p| p.into_inner());
     let results = common::with_wiring(3, Wiring::Shm, T, |g| {
         let buf = g.alloc_shared::<f64>(1 << 16)?;
         // Every rank has mapped every segment and the names are gone, while the buffer lives.
@@ -147,6 +162,7 @@ fn shared_buffers_leave_nothing_in_dev_shm() {
 
 #[test]
 fn a_shared_all_reduce_on_a_failed_group_is_refused() {
+    let _creating = creating_segments();
     let results = common::with_wiring(2, Wiring::Shm, T, |g| {
         let mut buf = g.alloc_shared::<f32>(10_000)?;
         assert!(buf.is_shared());
@@ -171,6 +187,7 @@ fn a_shared_all_reduce_on_a_failed_group_is_refused() {
 
 #[test]
 fn a_failed_shared_all_reduce_poisons_the_group() {
+    let _creating = creating_segments();
     let results = common::with_wiring(2, Wiring::Shm, T, |g| {
         let mut buf = g.alloc_shared::<i32>(10_000)?;
         let op = if g.rank() == 0 {

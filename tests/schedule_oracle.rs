@@ -334,7 +334,7 @@ fn recursive_doubling_and_rabenseifner_take_log_steps() {
 }
 
 #[test]
-fn pipeline_broadcast_is_one_forwarding_step() {
+fn pipeline_broadcast_is_one_forwarding_step_then_confirmations() {
     for size in 2..=MAX_SIZE {
         for root in roots(size) {
             for rank in 0..size {
@@ -346,11 +346,36 @@ fn pipeline_broadcast_is_one_forwarding_step() {
                     64,
                 )
                 .unwrap();
-                assert_eq!(s.steps.len(), 1);
+                // One forwarding step, then the confirmations: each rank but the last waits for
+                // an empty message from the next one in the chain, which sends it one.
+                assert_eq!(s.steps.len(), 2);
                 let forwards = s.steps[0].sends.iter().filter(|m| m.forward).count();
                 let last = (root + size - 1) % size;
                 let want = usize::from(rank != root && rank != last);
                 assert_eq!(forwards, want, "rank {rank} root {root} size {size}");
+                let confirm = &s.steps[1];
+                let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
+                let from: Vec<_> = confirm
+                    .recvs
+                    .iter()
+                    .map(|m| (m.peer, m.span.len()))
+                    .collect();
+                let to: Vec<_> = confirm
+                    .sends
+                    .iter()
+                    .map(|m| (m.peer, m.span.len()))
+                    .collect();
+                let want_from = if rank == last {
+                    vec![]
+                } else {
+                    vec![(next, 0)]
+                };
+                let want_to = if rank == root {
+                    vec![]
+                } else {
+                    vec![(prev, 0)]
+                };
+                assert_eq!((from, to), (want_from, want_to), "rank {rank} root {root}");
             }
         }
     }
@@ -644,4 +669,48 @@ fn bad_arguments_are_errors_not_panics() {
     )
     .unwrap_err();
     assert!(matches!(err, SimError::Build(_)), "{err}");
+}
+
+/// Whether `step` is a step of confirmations: messages, all of them empty.
+fn confirmations_only(step: &Step) -> bool {
+    let spans = step.sends.iter().map(|m| &m.span);
+    let mut spans = spans.chain(step.recvs.iter().map(|m| &m.span)).peekable();
+    spans.peek().is_some() && spans.all(|s| s.is_empty())
+}
+
+#[test]
+fn only_rooted_collectives_end_with_confirmations() {
+    // Data flows every way in the unrooted collectives, so each rank already knows its peers made
+    // its call; a rooted one ends with a step in which every rank that sent without hearing back
+    // waits for an empty message, and at least its root or its leaves take part.
+    for size in 2..=MAX_SIZE {
+        for coll in all_collectives(size) {
+            for &algo in Algo::for_collective(coll) {
+                let count = 1000 * size;
+                let ends: Vec<bool> = (0..size)
+                    .map(|r| {
+                        let s = schedule::build(coll, algo, r, size, count).unwrap();
+                        if coll == Collective::Barrier {
+                            // All its messages are empty: count its rounds instead.
+                            let rounds = size.next_power_of_two().trailing_zeros() as usize;
+                            return s.steps.len() > rounds;
+                        }
+                        s.steps.last().is_some_and(confirmations_only)
+                    })
+                    .collect();
+                let rooted = coll.root().is_some();
+                if rooted {
+                    assert!(
+                        ends.iter().any(|&e| e),
+                        "{coll} {algo} size {size}: no confirmation"
+                    );
+                } else {
+                    assert!(
+                        ends.iter().all(|&e| !e),
+                        "{coll} {algo} size {size}: {ends:?}"
+                    );
+                }
+            }
+        }
+    }
 }

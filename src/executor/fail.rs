@@ -98,6 +98,35 @@ impl Site<'_> {
         )
     }
 
+    /// `peer`'s point-to-point counts disagree with `mine` (this rank's for `peer`): a `send`
+    /// before this call was never received, or a `recv` is missing.
+    pub(crate) fn unreceived_sends(&self, peer: usize, mine: super::Pair) -> Error {
+        Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "{} on rank {}: {} and this rank disagree about the messages between them before this call (this rank sent {} and received {}; a `send` was not matched by a `recv` on the other rank before this collective, or the ranks called different operations)",
+                self.desc.label(),
+                self.rank,
+                self.who(peer),
+                mine.sent,
+                mine.received
+            ),
+        )
+    }
+
+    /// The ranks of a node-board call sent `sent` point-to-point messages before it but received
+    /// only `received` (modulo 2^16).
+    pub(crate) fn unmatched_sends(&self, sent: u16, received: u16) -> Error {
+        Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "{} on rank {}: the group's ranks sent {sent} point-to-point messages before this call but received {received} (modulo 65536): a `send` was not matched by a `recv` before this collective, or the ranks called different operations",
+                self.desc.label(),
+                self.rank,
+            ),
+        )
+    }
+
     /// `peer` sent bytes that are not a psyne message; `hint` says what that may mean.
     pub(crate) fn garbage(&self, peer: usize, hint: &str) -> Error {
         Error::new(

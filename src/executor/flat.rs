@@ -37,8 +37,11 @@ impl Engine for BoardAllReduce<'_> {
         })?;
         let me = board.rank();
         let parity = (k % 2) as usize;
-        let mine: [u8; DESC] = header::encode_data(desc, buf.len() as u64);
+        let mut mine: [u8; DESC] = header::encode_data(desc, buf.len() as u64);
+        header::set_pair(&mut mine, header::total(&links.p2p));
         board.slot(me, parity).publish(k, &mine, buf);
+        let mut counts = header::PairSums::default();
+        counts.add(&mine);
         // The deadline is set when a wait first blocks, so the fast path reads no clock.
         let mut deadline = None;
         for j in (0..board.size()).filter(|&j| j != me) {
@@ -53,10 +56,16 @@ impl Engine for BoardAllReduce<'_> {
             };
             watch.wait(&mut deadline)?;
             let theirs = slot.desc();
-            if theirs != mine {
+            if !header::same_call(&theirs, &mine) {
                 let site = call.site(links.rank, &links.peers);
                 return Err(site.mismatch(j, described(&theirs)));
             }
+            counts.add(&theirs);
+        }
+        if let Some((sent, received)) = counts.unbalanced() {
+            return Err(call
+                .site(links.rank, &links.peers)
+                .unmatched_sends(sent, received));
         }
         buf.copy_from_slice(board.slot(0, parity).data(buf.len()));
         for r in 1..board.size() {

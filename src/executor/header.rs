@@ -1,5 +1,8 @@
 //! The header in front of every message: what the sender believes the operation is, so a receiver
-//! can tell a mismatched call from a slow one, and an abort notice.
+//! can tell a mismatched call from a slow one, and an abort notice. A collective's header also
+//! carries how many point-to-point messages the sender has sent to and received from the
+//! receiver ([`Pair`]), so that a `send` whose receiver was in another call is found out by the
+//! first collective after it, on both ranks.
 
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -75,6 +78,76 @@ impl OpDesc {
             s += &format!(", algorithm {a}");
         }
         s + ")"
+    }
+}
+
+/// Point-to-point messages between this rank and one peer so far, in both directions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pair {
+    /// Messages this rank sent to the peer.
+    pub sent: u64,
+    /// Messages this rank received from the peer.
+    pub received: u64,
+}
+
+impl Pair {
+    /// The counts as the peer sees them: what one rank sent, the other received.
+    pub fn mirrored(self) -> Pair {
+        Pair {
+            sent: self.received,
+            received: self.sent,
+        }
+    }
+}
+
+/// Writes the sender's counts for the receiver into a data header (the low 16 bits of each:
+/// enough to tell that a message is missing).
+pub fn set_pair(h: &mut [u8; HEADER_LEN], pair: Pair) {
+    h[12..14].copy_from_slice(&(pair.sent as u16).to_le_bytes());
+    h[14..16].copy_from_slice(&(pair.received as u16).to_le_bytes());
+}
+
+/// Whether a header's counts agree with `mine`, this rank's counts for the sender.
+pub fn pair_agrees(h: &[u8; HEADER_LEN], mine: Pair) -> bool {
+    let theirs = mine.mirrored();
+    h[12..14] == (theirs.sent as u16).to_le_bytes()
+        && h[14..16] == (theirs.received as u16).to_le_bytes()
+}
+
+/// What this rank has sent and received in all, over every peer: a node-board header carries it,
+/// since one header there goes to every peer.
+pub fn total(pairs: &[Pair]) -> Pair {
+    pairs.iter().fold(Pair::default(), |t, p| Pair {
+        sent: t.sent.wrapping_add(p.sent),
+        received: t.received.wrapping_add(p.received),
+    })
+}
+
+/// Whether two data headers describe the same call (their point-to-point counts aside).
+pub fn same_call(a: &[u8; HEADER_LEN], b: &[u8; HEADER_LEN]) -> bool {
+    a[..12] == b[..12] && a[16..] == b[16..]
+}
+
+/// The sums of the point-to-point totals in every rank's node-board header: every message sent
+/// before the call was received iff the two sums agree (each modulo 2^16).
+#[derive(Debug, Default)]
+pub struct PairSums {
+    sent: u16,
+    received: u16,
+}
+
+impl PairSums {
+    /// Adds one rank's header.
+    pub fn add(&mut self, h: &[u8; HEADER_LEN]) {
+        self.sent = self.sent.wrapping_add(u16::from_le_bytes([h[12], h[13]]));
+        self.received = self
+            .received
+            .wrapping_add(u16::from_le_bytes([h[14], h[15]]));
+    }
+
+    /// The sums, if they disagree.
+    pub fn unbalanced(&self) -> Option<(u16, u16)> {
+        (self.sent != self.received).then_some((self.sent, self.received))
     }
 }
 

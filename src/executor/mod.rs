@@ -25,7 +25,7 @@ mod header;
 mod step;
 
 pub(crate) use abort::abort_links;
-pub(crate) use header::{OpDesc, OpKind};
+pub(crate) use header::{OpDesc, OpKind, Pair};
 pub(crate) use step::{StepMemory, Steps};
 
 use crate::error::Result;
@@ -47,6 +47,8 @@ pub(crate) struct Links {
     pub(crate) peers: Vec<PeerInfo>,
     /// Peers whose outgoing stream stopped inside a message (set when a run fails).
     pub(crate) mid_message: Vec<bool>,
+    /// Point-to-point messages exchanged with each peer so far (collectives' headers carry them).
+    pub(crate) p2p: Vec<Pair>,
 }
 
 impl Links {
@@ -57,11 +59,13 @@ impl Links {
         peers: Vec<PeerInfo>,
     ) -> Self {
         let mid_message = vec![false; links.len()];
+        let p2p = vec![Pair::default(); links.len()];
         Links {
             rank,
             links,
             peers,
             mid_message,
+            p2p,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One step of a schedule: all its sends and receives, driven together without blocking.
 
 use super::fail::Site;
-use super::header::{self, Header, HEADER_LEN};
+use super::header::{self, Header, OpKind, Pair, HEADER_LEN};
 use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
@@ -35,9 +35,11 @@ impl Engine for Steps<'_> {
             links,
             peers,
             mid_message,
+            p2p,
         } = links;
         let ctx = StepCtx {
             site: call.site(*rank, peers),
+            pairs: matches!(call.desc.kind, OpKind::Collective(_)).then_some(p2p.as_slice()),
             elem_size: call.desc.dtype.size(),
             reducer: call.reducer,
             deadline: Instant::now() + call.timeout,
@@ -52,6 +54,8 @@ impl Engine for Steps<'_> {
 
 struct StepCtx<'a> {
     site: Site<'a>,
+    /// For a collective, the point-to-point counts per peer that its headers carry and check.
+    pairs: Option<&'a [Pair]>,
     elem_size: usize,
     reducer: Option<Reducer>,
     deadline: Instant,
@@ -141,12 +145,16 @@ fn run_step(
                 .internal(format!("send span {:?} outside the buffer", s.span)));
         }
         let len = s.span.len() * es;
+        let mut hdr = header::encode_data(ctx.site.desc, len as u64);
+        if let Some(pair) = ctx.pairs.and_then(|p| p.get(s.peer)) {
+            header::set_pair(&mut hdr, *pair);
+        }
         sends.push(SendSt {
             peer: s.peer,
             start: s.span.start * es,
             len,
             forward: s.forward,
-            hdr: header::encode_data(ctx.site.desc, len as u64),
+            hdr,
             hdr_done: 0,
             done: 0,
         });
@@ -488,7 +496,12 @@ fn check_header(ctx: &StepCtx<'_>, link: &mut dyn Link, r: &RecvSt, early: &[u8]
                 r.len
             ),
         )),
-        Header::Data { .. } => Ok(()),
+        Header::Data { .. } => match ctx.pairs.and_then(|p| p.get(r.peer)) {
+            Some(&mine) if !header::pair_agrees(&r.hdr, mine) => {
+                Err(site.unreceived_sends(r.peer, mine))
+            }
+            _ => Ok(()),
+        },
         Header::Abort { kind, len } => {
             let reason = read_reason(
                 link,

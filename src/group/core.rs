@@ -147,8 +147,6 @@ pub(crate) struct Comm {
     /// Scratch memory of the step engine.
     memory: StepMemory,
     seq: u64,
-    p2p_sent: Vec<u64>,
-    p2p_received: Vec<u64>,
     pub(crate) wire: Wire,
 }
 
@@ -202,8 +200,6 @@ impl Core {
                 flat_seq: 0,
                 memory: StepMemory::default(),
                 seq: 0,
-                p2p_sent: vec![0; size],
-                p2p_received: vec![0; size],
                 wire: Wire {
                     links,
                     poisoned: None,
@@ -332,10 +328,16 @@ impl Core {
         let what = if sending { "send to" } else { "receive from" };
         crate::comm::check_peer(self.rank, self.size, peer, what)?;
         let mut comm = self.lock()?;
+        let pair = comm
+            .wire
+            .links
+            .p2p
+            .get_mut(peer)
+            .ok_or_else(|| Error::invalid(format!("no rank {peer} in this group")))?;
         let counter = if sending {
-            &mut comm.p2p_sent[peer]
+            &mut pair.sent
         } else {
-            &mut comm.p2p_received[peer]
+            &mut pair.received
         };
         *counter += 1;
         let seq = *counter;

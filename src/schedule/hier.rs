@@ -69,7 +69,7 @@ pub fn build_hier(
         )));
     }
     algos.check(coll)?;
-    Ok(super::algorithms::build_hier(
-        coll, hosts, rank, count, algos,
-    ))
+    Ok(super::confirmed(rank, hosts.size(), |r| {
+        super::algorithms::build_hier(coll, hosts, r, count, algos)
+    }))
 }

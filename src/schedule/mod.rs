@@ -23,10 +23,13 @@
 //! - No rank sends to or receives from itself; local copies are done by the caller.
 //! - Every transfer is made even when its span is empty, so ranks that disagree about the count
 //!   still exchange headers and find out.
+//! - A schedule ends with a step of empty *confirmations* where a rank would otherwise not know
+//!   that a peer it sent to made the same call ([`build`] adds it; see the `confirm` module).
 
 mod algo;
 mod algorithms;
 mod chunks;
+mod confirm;
 mod hier;
 mod hosts;
 pub mod simulate;
@@ -157,5 +160,14 @@ pub fn build(
     size: usize,
     count: usize,
 ) -> crate::Result<Schedule> {
-    algo::build(coll, algo, rank, size, count)
+    algo::build(coll, algo, rank, size, count)?;
+    Ok(confirmed(rank, size, |r| {
+        algorithms::build(coll, algo, r, size, count)
+    }))
+}
+
+/// `rank`'s schedule, ending with the confirmations its call needs ([`confirm`]): `build_one`
+/// gives each rank's schedule, so that this rank can tell what its peers will learn.
+fn confirmed(rank: usize, size: usize, build_one: impl Fn(usize) -> Schedule) -> Schedule {
+    confirm::confirmed(rank, (0..size).map(build_one).collect())
 }

@@ -1,0 +1,149 @@
+//! A mismatch reaches every rank of a pair whatever its role in a collective, including a rank
+//! whose part of the call is only to send (a broadcast or scatter root, a reduce or gather leaf):
+//! it waits for the confirmation at the end of its schedule and gets the receiver's `Mismatch`
+//! instead of `Ok`. A `send` does not wait for its receiver: the mismatch reaches the sender at its
+//! next call. Ranks are threads over real TCP and real shared memory.
+
+mod common;
+
+use common::Wiring;
+use psyne::{ErrorKind, Group, ReduceOp};
+use std::time::Duration;
+
+/// Long enough never to expire on a loaded machine when a mismatch is noticed; a call that waits
+/// for it instead fails the test by its kind (`Timeout`).
+const T: Duration = Duration::from_secs(10);
+
+/// A call in which rank `me` of two sends to the other rank (and may also receive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    BroadcastRoot,
+    ScatterRoot,
+    ReduceLeaf,
+    GatherLeaf,
+    AllReduce,
+    AllGather,
+}
+
+const CALLS: [Call; 6] = [
+    Call::BroadcastRoot,
+    Call::ScatterRoot,
+    Call::ReduceLeaf,
+    Call::GatherLeaf,
+    Call::AllReduce,
+    Call::AllGather,
+];
+
+/// Runs `call` on `g` as rank `me` of two, with `count` elements.
+fn run(g: &Group, call: Call, count: usize) -> psyne::Result<()> {
+    let (me, other) = (g.rank(), 1 - g.rank());
+    let mut buf = vec![1.0f32; count];
+    match call {
+        Call::BroadcastRoot => g.broadcast(&mut buf, me),
+        Call::ScatterRoot => g.scatter(&buf, count, me).map(drop),
+        Call::ReduceLeaf => g.reduce(&mut buf, ReduceOp::Sum, other),
+        Call::GatherLeaf => g.gather(&buf[..count / 2], count, other).map(drop),
+        Call::AllReduce => g.all_reduce(&mut buf, ReduceOp::Sum),
+        Call::AllGather => g.all_gather(&buf[..count / 2]).map(drop),
+    }
+}
+
+fn both_fail_with_a_mismatch(wiring: Wiring, calls: [Call; 2], counts: [usize; 2]) {
+    let results = common::with_wiring(2, wiring, T, move |g| {
+        let r = g.rank();
+        run(&g, calls[r], counts[r])
+    });
+    for (rank, result) in results.iter().enumerate() {
+        let what = format!(
+            "{wiring:?}: rank 0 {:?} ({}) and rank 1 {:?} ({}): rank {rank}",
+            calls[0], counts[0], calls[1], counts[1]
+        );
+        let e = result
+            .as_ref()
+            .err()
+            .unwrap_or_else(|| panic!("{what} returned Ok"));
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}: {e}");
+    }
+}
+
+#[test]
+fn every_pair_of_different_sending_calls_fails_both_ranks() {
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        for (i, &a) in CALLS.iter().enumerate() {
+            for &b in &CALLS[i..] {
+                // The same call as the peer's but from the other side (both broadcast roots,
+                // both reduce leaves, ...) is a mismatch too; the same all-reduce is not.
+                if a == b && matches!(a, Call::AllReduce | Call::AllGather) {
+                    continue;
+                }
+                both_fail_with_a_mismatch(wiring, [a, b], [8, 8]);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_root_that_sends_a_different_count_learns_it() {
+    // The case: the receiver notices; the root used to return Ok.
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        for call in [Call::BroadcastRoot, Call::ScatterRoot] {
+            let results = common::with_wiring(2, wiring, T, move |g| {
+                let mut buf = vec![1.0f32; 8 + 8 * g.rank()];
+                match (call, g.rank()) {
+                    (Call::BroadcastRoot, _) => g.broadcast(&mut buf, 0),
+                    (_, 0) => g.scatter(&buf, 8, 0).map(drop),
+                    _ => g.scatter(&buf, 16, 0).map(drop),
+                }
+            });
+            for (rank, r) in results.iter().enumerate() {
+                let e = r
+                    .as_ref()
+                    .err()
+                    .unwrap_or_else(|| panic!("{wiring:?} rank {rank} returned Ok"));
+                assert_eq!(e.kind(), ErrorKind::Mismatch, "{call:?} rank {rank}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_linear_scatter_root_hears_from_every_receiver() {
+    // Four ranks; rank 3 believes rank 1 is the root. The root, which only sends, must not return
+    // Ok; rank 3 waits for rank 1, which took its part of the real root's scatter and left.
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        let results = common::with_wiring(4, wiring, T, move |g| {
+            let root = if g.rank() == 3 { 1 } else { 0 };
+            let buf = vec![1u32; 16];
+            g.with_algo(psyne::Algo::Linear)
+                .scatter(&buf, 16, root)
+                .map(drop)
+        });
+        for rank in [0, 3] {
+            let e = results[rank].as_ref().expect_err("must fail");
+            assert_ne!(e.kind(), ErrorKind::Timeout, "{wiring:?} rank {rank}: {e}");
+        }
+    }
+}
+
+#[test]
+fn a_send_into_another_call_fails_the_receiver_and_the_senders_next_call() {
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        let results = common::with_wiring(2, wiring, T, move |g| {
+            let mut buf = vec![1.0f32; 8];
+            if g.rank() == 0 {
+                // A send completes once the transport has the message, as MPI's buffered sends.
+                g.send(&buf, 1)?;
+                g.all_reduce(&mut buf, ReduceOp::Sum)
+            } else {
+                g.all_reduce(&mut buf, ReduceOp::Sum)
+            }
+        });
+        for (rank, r) in results.iter().enumerate() {
+            let e = r
+                .as_ref()
+                .err()
+                .unwrap_or_else(|| panic!("{wiring:?} rank {rank} returned Ok"));
+            assert_eq!(e.kind(), ErrorKind::Mismatch, "{wiring:?} rank {rank}: {e}");
+        }
+    }
+}

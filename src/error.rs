@@ -37,6 +37,8 @@ pub struct Error {
     message: String,
     /// The operating-system error behind it, for [`std::error::Error::source`].
     source: Option<Arc<std::io::Error>>,
+    /// The rank of the group this error found gone or silent, if that is what it is about.
+    peer: Option<usize>,
 }
 
 impl PartialEq for Error {
@@ -54,6 +56,15 @@ impl Error {
             kind,
             message: message.into(),
             source: None,
+            peer: None,
+        }
+    }
+
+    /// The same error, naming `peer` as the rank found gone or silent (see [`Error::peer`]).
+    pub(crate) fn about_peer(self, peer: usize) -> Self {
+        Error {
+            peer: Some(peer),
+            ..self
         }
     }
 
@@ -80,6 +91,13 @@ impl Error {
     /// The kind of this error.
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// The rank (in the group of the failed call) this error found gone, disconnected or
+    /// silent past the deadline: set on [`ErrorKind::PeerLost`] and on [`ErrorKind::Timeout`]
+    /// errors of a collective, `None` on others (a mismatch, or an abort another rank announced).
+    pub fn peer(&self) -> Option<usize> {
+        self.peer
     }
 
     /// The full message.

@@ -40,7 +40,10 @@ pub fn init() -> Result<Group> {
                 job_id: env.job_id.clone(),
                 host_key: crate::transport::host_key(),
             };
-            Group::from_shared_store(store, options)
+            let job_id = env.job_id.clone();
+            let group = Group::from_shared_store(store.clone(), options)?;
+            group.report_losses_to(crate::group::losses::LossReport { store, job_id });
+            Ok(group)
         }
         Launch::Torch {
             rank,

@@ -4,6 +4,8 @@
 
 /// The job's key-value store server (psyrun serves one per job; rank 0 under torchrun).
 pub use crate::bootstrap::StoreServer;
+/// The store key under which a rank records the peer a failed call lost (psyrun reads it).
+pub use crate::group::losses::lost_key;
 /// Whether this machine offers RDMA, and why not.
 pub use crate::transport::rdma::{availability, Availability};
 /// The prefix of a job's shared-memory segment names, and removing every segment a job left.

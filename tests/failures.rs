@@ -135,6 +135,8 @@ fn a_rank_leaves(wiring: Wiring, n: usize) {
         let e = first.expect_err("the collective cannot succeed without rank 2");
         assert!(matches!(e.kind(), ErrorKind::PeerLost), "{e}");
         assert!(e.message().contains("rank"), "{e}");
+        // Found gone by this rank, or announced by the rank that found it.
+        assert!(e.peer().is_none_or(|p| p == 2), "{e}");
         let again = g.barrier().expect_err("a failed group refuses later calls");
         assert_eq!(again.kind(), ErrorKind::Aborted, "{again}");
         Ok(())
@@ -153,6 +155,7 @@ fn a_rank_that_never_calls_makes_the_others_time_out() {
         let e = g.barrier().expect_err("the barrier cannot complete");
         assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
         assert!(e.message().contains("PSY_TIMEOUT"), "{e}");
+        assert_eq!(e.peer(), Some(1), "the error names the silent rank: {e}");
         assert!(start.elapsed() >= Duration::from_millis(1400));
         Ok(())
     });

@@ -43,6 +43,7 @@ pub mod exit;
 pub mod hosts;
 pub mod job;
 pub mod local;
+pub mod losses;
 pub mod output;
 pub mod placement;
 pub mod plan;

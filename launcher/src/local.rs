@@ -5,6 +5,7 @@
 
 use crate::args::Launch;
 use crate::job::{self, JobInfo};
+use crate::losses::LossReports;
 use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
 use crate::spawn::{self, OutputSink, RankCommand, Watched};
@@ -44,6 +45,10 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         launch.timeout,
         events_rx,
     );
+    if let Ok(secret) = Secret::from_hex(&info.secret_hex) {
+        let losses = LossReports::new(&info.store, secret, &info.job_id);
+        supervisor = supervisor.with_losses(losses.into_lost_by());
+    }
     let starter = Starter {
         launch,
         plan,

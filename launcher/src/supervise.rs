@@ -99,6 +99,18 @@ pub enum Cause {
     Timeout(Duration),
     /// psyrun could not start every rank (the error is returned separately).
     LaunchFailed,
+    /// The ranks that failed first report losing this rank, which was still running (hung,
+    /// stopped, or cut off): it is named as the cause.
+    Lost {
+        /// The rank the others lost.
+        rank: usize,
+        /// Its process id.
+        pid: u32,
+        /// The first rank that failed, having lost it.
+        by: usize,
+        /// How that rank ended (its exit code is the job's).
+        termination: Termination,
+    },
     /// The link to a host was lost while ranks ran there.
     HostLost {
         /// The host, as named on the command line.
@@ -112,7 +124,9 @@ impl Cause {
     /// The exit code for this cause (see [`crate::exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Cause::RankFailed { termination, .. } => termination.exit_code(),
+            Cause::RankFailed { termination, .. } | Cause::Lost { termination, .. } => {
+                termination.exit_code()
+            }
             Cause::Signal(sig) => exit::for_signal(*sig),
             Cause::Timeout(_) => exit::TIMEOUT,
             Cause::LaunchFailed | Cause::HostLost { .. } => exit::LAUNCH_FAILED,
@@ -226,7 +240,12 @@ pub struct Supervisor<'c, S: Stopper> {
     ranks: Vec<RankReport>,
     cause: Option<Cause>,
     phase: Phase,
+    /// Which rank a rank reported losing, if it did (see [`Supervisor::with_losses`]).
+    losses: Option<LostBy<'c>>,
 }
+
+/// Reads which rank (if any) a rank reported losing when its call failed.
+pub type LostBy<'c> = Box<dyn FnMut(usize) -> Option<usize> + 'c>;
 
 impl<S: Stopper> std::fmt::Debug for Supervisor<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -277,7 +296,16 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             ranks: Vec::new(),
             cause: None,
             phase: Phase::Running,
+            losses: None,
         }
+    }
+
+    /// Reads what failed ranks report losing (`lost_by(rank)`), so that a rank that exited
+    /// because it lost a peer is not named as the cause when that peer is known: the peer is,
+    /// whether it failed later or still runs.
+    pub fn with_losses(mut self, lost_by: LostBy<'c>) -> Self {
+        self.losses = Some(lost_by);
+        self
     }
 
     /// Adds a started rank. Ranks must be added in rank order, before [`Supervisor::run`].
@@ -396,7 +424,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         }
         // Every rank ended while psyrun was settling who failed first.
         if let Phase::Settling { first, .. } = self.phase {
-            self.blame(first);
+            self.blame_settled(first);
         }
         Outcome {
             cause: self.cause,
@@ -429,6 +457,72 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
     /// Whether a cause may still be recorded (the job is not being stopped yet).
     fn accepting_causes(&self) -> bool {
         matches!(self.phase, Phase::Running | Phase::Settling { .. })
+    }
+
+    /// The settle window ended with the `first`th rank the earliest to fail with an exit code:
+    /// names the rank it lost instead, if it reported one that failed too or still runs.
+    fn blame_settled(&mut self, first: usize) {
+        let Some(lost) = self.lost_cause(first) else {
+            return self.blame(first);
+        };
+        let by = self.ranks[first].rank;
+        match self.ranks[lost].termination.clone() {
+            None => self.blame_running(lost, first),
+            Some(t) if !t.is_success() => {
+                let (name, stopping) = (self.ranks[lost].name(), self.stopping_the_others());
+                self.console.message(&format!(
+                    "rank {name} {} (rank {by} failed first, after losing it){stopping}",
+                    t.describe()
+                ));
+                self.stop(Cause::RankFailed {
+                    rank: self.ranks[lost].rank,
+                    pid: self.ranks[lost].pid,
+                    termination: t,
+                });
+            }
+            Some(_) => self.blame(first),
+        }
+    }
+
+    /// The rank the `first`th rank reported losing, followed while each reports losing another
+    /// (the index of the last; `None` if `first` reported none).
+    fn lost_cause(&mut self, first: usize) -> Option<usize> {
+        let lost_by = self.losses.as_mut()?;
+        let mut seen = vec![first];
+        let mut at = first;
+        while let Some(lost) = lost_by(self.ranks[at].rank) {
+            let Some(j) = self.ranks.iter().position(|r| r.rank == lost) else {
+                break;
+            };
+            if seen.contains(&j) {
+                break;
+            }
+            seen.push(j);
+            at = j;
+            if self.ranks[j].termination.is_none() {
+                break;
+            }
+        }
+        (at != first).then_some(at)
+    }
+
+    /// Names the still running `lost`th rank as the cause: the `first`th failed having lost it.
+    fn blame_running(&mut self, lost: usize, first: usize) {
+        let Some(termination) = self.ranks[first].termination.clone() else {
+            return;
+        };
+        let (name, by) = (self.ranks[lost].name(), self.ranks[first].rank);
+        let stopping = self.stopping_the_others();
+        self.console.message(&format!(
+            "rank {name} is the rank the others lost: rank {by} {} after losing it (it had stopped responding or was cut off){stopping}",
+            termination.describe()
+        ));
+        self.stop(Cause::Lost {
+            rank: self.ranks[lost].rank,
+            pid: self.ranks[lost].pid,
+            by,
+            termination,
+        });
     }
 
     /// Names the `i`th rank as the failure that ends the job, and stops the others.
@@ -527,7 +621,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let left: Vec<&RankReport> = self.running().collect();
         match self.phase {
             Phase::Settling { first, .. } => {
-                self.blame(first);
+                self.blame_settled(first);
                 true
             }
             Phase::Running => {
@@ -662,6 +756,18 @@ mod tests {
         timeout: Option<Duration>,
         before: impl FnOnce(&Sender<Event>),
     ) -> (Outcome, Setup) {
+        go_reporting(n, obey, grace, timeout, &[], before)
+    }
+
+    /// [`go`], with rank `a` reporting that it lost rank `b` for each `(a, b)` of `losses`.
+    fn go_reporting(
+        n: usize,
+        obey: &[usize],
+        grace: Duration,
+        timeout: Option<Duration>,
+        losses: &[(usize, usize)],
+        before: impl FnOnce(&Sender<Event>),
+    ) -> (Outcome, Setup) {
         let err = Text::default();
         let console = Console::new(Box::new(Text::default()), Box::new(err.clone()));
         let (tx, rx) = channel();
@@ -679,6 +785,10 @@ mod tests {
             tx,
         };
         let mut sup = Supervisor::new(&setup.console, fake, grace, timeout, rx);
+        let losses = losses.to_vec();
+        sup = sup.with_losses(Box::new(move |rank| {
+            losses.iter().find(|(a, _)| *a == rank).map(|(_, b)| *b)
+        }));
         for r in 0..n {
             sup.add_rank(r, 1000 + r as u32);
         }
@@ -731,6 +841,51 @@ mod tests {
         assert!(sent.contains(&(0, libc::SIGTERM)) && sent.contains(&(0, libc::SIGCONT)));
         assert!(!sent.iter().any(|&(r, sig)| r == 2 || sig == libc::SIGKILL));
         assert!(o.ranks.iter().all(|r| r.stopped == (r.rank != 2)));
+    }
+
+    #[test]
+    fn a_rank_the_first_failure_lost_is_the_cause_whether_running_or_failed_later() {
+        // Rank 0 timed out waiting for rank 1 (still running, hung) and exited 2.
+        let (o, s) = go_reporting(3, &[1, 2], Duration::from_secs(30), None, &[(0, 1)], |tx| {
+            tx.send(exited(0, 2)).unwrap();
+        });
+        assert_eq!(o.exit_code(), 2);
+        assert_eq!(
+            o.cause,
+            Some(Cause::Lost {
+                rank: 1,
+                pid: 1001,
+                by: 0,
+                termination: Termination::Exited(2)
+            })
+        );
+        assert!(
+            s.err.get().starts_with(
+                "psyrun: rank 1 (pid 1001) is the rank the others lost: rank 0 exited with code 2"
+            ),
+            "{}",
+            s.err.get()
+        );
+        drop(s.tx);
+        // Rank 2 lost rank 0, which exited 1 a moment later (its exit was reaped second).
+        let (o, s) = go_reporting(3, &[1], Duration::from_secs(30), None, &[(2, 0)], |tx| {
+            tx.send(exited(2, 2)).unwrap();
+            tx.send(exited(0, 1)).unwrap();
+        });
+        assert_eq!(o.exit_code(), 1);
+        assert!(
+            matches!(o.cause, Some(Cause::RankFailed { rank: 0, .. })),
+            "{:?}",
+            o.cause
+        );
+        assert!(
+            s.err.get().contains(
+                "rank 0 (pid 1000) exited with code 1 (rank 2 failed first, after losing it)"
+            ),
+            "{}",
+            s.err.get()
+        );
+        drop(s.tx);
     }
 
     #[test]

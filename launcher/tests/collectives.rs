@@ -87,6 +87,29 @@ fn a_rank_exiting_3_makes_psyrun_exit_3_and_the_others_report_the_lost_peer() {
 }
 
 #[test]
+fn a_hung_rank_is_named_rather_than_the_first_rank_that_timed_out_waiting_for_it() {
+    // Rank 1 hangs; ranks 0 and 2 time out waiting for it and exit 2, and each records in the
+    // job's store that it lost rank 1: psyrun names rank 1 and stops it.
+    for transport in ["tcp", "shm"] {
+        let dir = TempDir::new("hang");
+        let mut cmd = psyrun_check(&dir, 3, &["--fault", "hang:1"]);
+        cmd.env("PSY_TIMEOUT", "2").env("PSY_TRANSPORT", transport);
+        let done = run(cmd, &dir);
+        assert_eq!(done.code(), Some(2), "stderr:\n{}", done.stderr);
+        let first = done
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("psyrun: rank "))
+            .unwrap_or_default();
+        assert!(
+            first.starts_with("psyrun: rank 1 (pid") && first.contains("the others lost"),
+            "{transport}: the first failure named should be rank 1:\n{}",
+            done.stderr
+        );
+    }
+}
+
+#[test]
 fn a_rank_killed_by_sigkill_gives_137() {
     let dir = TempDir::new("kill9");
     let done = run(psyrun_check(&dir, 3, &["--fault", "sigkill:2"]), &dir);

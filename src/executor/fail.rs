@@ -54,6 +54,7 @@ impl Site<'_> {
                 self.who(peer)
             ),
         )
+        .about_peer(peer)
     }
 
     /// The connection to `peer` failed while `doing` (sending, receiving) with `e`.
@@ -67,6 +68,7 @@ impl Site<'_> {
                 self.who(peer)
             ),
         )
+        .about_peer(peer)
     }
 
     /// The deadline passed while waiting for `peer` to `what` (a clause: `send`, `join it on the
@@ -81,6 +83,7 @@ impl Site<'_> {
                 self.who(peer)
             ),
         )
+        .about_peer(peer)
     }
 
     /// `peer` failed with an error of `kind` and told this rank so; `reason` is its message, if

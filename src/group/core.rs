@@ -163,6 +163,8 @@ pub(crate) struct Core {
     shape: Shape,
     comm: Mutex<Comm>,
     _store_server: Option<StoreServer>,
+    /// Where to record a peer a failed call lost (the world group under psyrun).
+    losses: std::sync::OnceLock<super::losses::LossReport>,
 }
 
 impl Core {
@@ -206,7 +208,14 @@ impl Core {
                 },
             }),
             _store_server: store_server,
+            losses: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records from now on the peer each failed call lost, in the job's store (see
+    /// [`super::losses`]).
+    pub(crate) fn report_losses_to(&self, report: super::losses::LossReport) {
+        let _ = self.losses.set(report);
     }
 
     /// The transports of this rank's links, deduplicated and sorted (`shm`, `tcp`, `shm+tcp`;
@@ -401,6 +410,9 @@ impl Core {
         };
         let out = engine.run(&call, &mut wire.links);
         if let Err(e) = &out {
+            if let (Some(peer), Some(report)) = (e.peer(), self.losses.get()) {
+                report.tell(self.rank, peer);
+            }
             abort_links(&mut wire.links, e, self.timeout);
             wire.poisoned = Some(e.clone());
         }

@@ -1,6 +1,7 @@
 //! [`Group`]: the ranks of a job and the collectives they call together.
 
 mod core;
+pub(crate) mod losses;
 mod nonblocking;
 mod ops;
 mod shared;
@@ -267,6 +268,11 @@ impl Group {
     }
 
     /// Runs `f` in this call's turn.
+    /// Records the peers failed calls lose in the job's store, for psyrun ([`losses`]).
+    pub(crate) fn report_losses_to(&self, report: losses::LossReport) {
+        self.core.report_losses_to(report);
+    }
+
     fn sequenced<R>(&self, f: impl FnOnce(&Core) -> Result<R>) -> Result<R> {
         let ticket = self.core.gate.take();
         self.core.gate.wait_turn(ticket);

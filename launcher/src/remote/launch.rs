@@ -17,6 +17,7 @@ use super::wire::{FromAgent, JobSpec, RankSpec, ToAgent};
 use crate::args::Launch;
 use crate::hosts::{self, HostList};
 use crate::job::{self, JobInfo};
+use crate::losses::LossReports;
 use crate::output::{emit, open_output_files, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::placement::Placement;
 use crate::supervise::{Cause, Event, Outcome, SignalWatch, Stopper, Supervisor};
@@ -53,12 +54,31 @@ pub fn run(
     let (store, contract) = job.serve_store()?;
     let early = job.hand_out(settings, &placements, &app_envs, &contract, &events)?;
     let running = job.start(&events, early, t0)?;
-    let supervised = job.supervise(events, running)?;
+    let losses = loss_reports(&store, &contract);
+    let supervised = job.supervise(events, running, losses)?;
     job.tear_down(&supervised.done, supervised.signals, store);
     match supervised.launch_error {
         Some(e) => Err(e),
         None => Ok(supervised.outcome),
     }
+}
+
+/// A reader of what failed ranks report losing, through psyrun's own connection to the store
+/// (on loopback when the store listens on every address).
+fn loss_reports(store: &StoreServer, contract: &Contract) -> Option<LossReports> {
+    let mut addr = store.addr();
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        });
+    }
+    let secret = Secret::from_hex(&contract.secret_hex).ok()?;
+    Some(LossReports::new(
+        &addr.to_string(),
+        secret,
+        &contract.job_id,
+    ))
 }
 
 /// Every program's `-x` values, read before any host is contacted.
@@ -445,6 +465,7 @@ impl RemoteJob<'_> {
         &self,
         events: Receiver<HostEvent>,
         running: Running,
+        losses: Option<LossReports>,
     ) -> Result<Supervised, Error> {
         let Running {
             mut router,
@@ -458,6 +479,9 @@ impl RemoteJob<'_> {
         let launch = self.launch;
         let mut supervisor =
             Supervisor::new(&self.console, stopper, launch.grace, launch.timeout, sup_rx);
+        if let Some(losses) = losses {
+            supervisor = supervisor.with_losses(losses.into_lost_by());
+        }
         for (rank, pid) in router.pids.iter().enumerate() {
             if let Some(pid) = pid {
                 supervisor.add_rank_on(rank, *pid, Some(self.names[self.host_of[rank]].clone()));

@@ -334,7 +334,7 @@ fn recursive_doubling_and_rabenseifner_take_log_steps() {
 }
 
 #[test]
-fn pipeline_broadcast_is_one_forwarding_step_then_confirmations() {
+fn pipeline_broadcast_is_one_forwarding_step_with_confirmations() {
     for size in 2..=MAX_SIZE {
         for root in roots(size) {
             for rank in 0..size {
@@ -346,35 +346,29 @@ fn pipeline_broadcast_is_one_forwarding_step_then_confirmations() {
                     64,
                 )
                 .unwrap();
-                // One forwarding step, then the confirmations: each rank but the last waits for
-                // an empty message from the next one in the chain, which sends it one.
-                assert_eq!(s.steps.len(), 2);
+                // One forwarding step, with the confirmations in it: each rank but the root sends
+                // an empty message back as it receives, each but the last waits for one.
+                assert_eq!(s.steps.len(), 1);
                 let forwards = s.steps[0].sends.iter().filter(|m| m.forward).count();
                 let last = (root + size - 1) % size;
                 let want = usize::from(rank != root && rank != last);
                 assert_eq!(forwards, want, "rank {rank} root {root} size {size}");
-                let confirm = &s.steps[1];
+                let step = &s.steps[0];
                 let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);
-                let from: Vec<_> = confirm
+                let from: Vec<_> = step
                     .recvs
                     .iter()
-                    .map(|m| (m.peer, m.span.len()))
+                    .filter(|m| m.span.is_empty())
+                    .map(|m| m.peer)
                     .collect();
-                let to: Vec<_> = confirm
+                let to: Vec<_> = step
                     .sends
                     .iter()
-                    .map(|m| (m.peer, m.span.len()))
+                    .filter(|m| m.span.is_empty())
+                    .map(|m| m.peer)
                     .collect();
-                let want_from = if rank == last {
-                    vec![]
-                } else {
-                    vec![(next, 0)]
-                };
-                let want_to = if rank == root {
-                    vec![]
-                } else {
-                    vec![(prev, 0)]
-                };
+                let want_from = if rank == last { vec![] } else { vec![next] };
+                let want_to = if rank == root { vec![] } else { vec![prev] };
                 assert_eq!((from, to), (want_from, want_to), "rank {rank} root {root}");
             }
         }
@@ -671,43 +665,41 @@ fn bad_arguments_are_errors_not_panics() {
     assert!(matches!(err, SimError::Build(_)), "{err}");
 }
 
-/// Whether `step` is a step of confirmations: messages, all of them empty.
-fn confirmations_only(step: &Step) -> bool {
-    let spans = step.sends.iter().map(|m| &m.span);
-    let mut spans = spans.chain(step.recvs.iter().map(|m| &m.span)).peekable();
-    spans.peek().is_some() && spans.all(|s| s.is_empty())
+/// Whether `schedule` has an empty message (with counts that give every chunk elements, only a
+/// confirmation is empty).
+fn has_confirmations(schedule: &Schedule) -> bool {
+    schedule.steps.iter().any(|step| {
+        let sends = step.sends.iter().map(|m| &m.span);
+        let mut spans = sends.chain(step.recvs.iter().map(|m| &m.span));
+        spans.any(|s| s.is_empty())
+    })
 }
 
 #[test]
-fn only_rooted_collectives_end_with_confirmations() {
+fn only_rooted_collectives_carry_confirmations() {
     // Data flows every way in the unrooted collectives, so each rank already knows its peers made
-    // its call; a rooted one ends with a step in which every rank that sent without hearing back
-    // waits for an empty message, and at least its root or its leaves take part.
+    // its call; in a rooted one every rank that sent without hearing back waits for an empty
+    // message.
     for size in 2..=MAX_SIZE {
         for coll in all_collectives(size) {
             for &algo in Algo::for_collective(coll) {
                 let count = 1000 * size;
-                let ends: Vec<bool> = (0..size)
+                let with: Vec<bool> = (0..size)
                     .map(|r| {
                         let s = schedule::build(coll, algo, r, size, count).unwrap();
                         if coll == Collective::Barrier {
-                            // All its messages are empty: count its rounds instead.
-                            let rounds = size.next_power_of_two().trailing_zeros() as usize;
-                            return s.steps.len() > rounds;
+                            // All its messages are empty: one send and one receive a round.
+                            return s.steps.iter().any(|st| st.sends.len() + st.recvs.len() > 2);
                         }
-                        s.steps.last().is_some_and(confirmations_only)
+                        has_confirmations(&s)
                     })
                     .collect();
-                let rooted = coll.root().is_some();
-                if rooted {
-                    assert!(
-                        ends.iter().any(|&e| e),
-                        "{coll} {algo} size {size}: no confirmation"
-                    );
+                if coll.root().is_some() {
+                    assert!(with.iter().any(|&e| e), "{coll} {algo} size {size}: none");
                 } else {
                     assert!(
-                        ends.iter().all(|&e| !e),
-                        "{coll} {algo} size {size}: {ends:?}"
+                        with.iter().all(|&e| !e),
+                        "{coll} {algo} size {size}: {with:?}"
                     );
                 }
             }

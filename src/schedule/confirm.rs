@@ -7,37 +7,47 @@
 //! return `Ok` while its peer, in another call, fails. So each rank also tracks what it knows
 //! without asking: a header it checked tells it the sender's call equals its own, and that the
 //! sender had checked every rank the sender knew of when it sent (knowledge travels with data).
-//! For every peer a rank exchanges messages with but does not know this way, the schedule ends
-//! with one more step in which that peer sends it an empty *confirmation*: an ordinary message of
-//! zero elements, whose header the rank checks like any other.
+//! For every peer a rank sends to and does not come to know this way, that peer sends it an empty
+//! *confirmation*: an ordinary message of zero elements, whose header the rank checks like any
+//! other.
 //!
-//! Data already flows every way in an all-reduce, all-gather, reduce-scatter, all-to-all or
-//! barrier with the library's algorithms, so those gain no step; rooted collectives (broadcast,
-//! reduce, scatter, gather) gain one, in which the ranks that only sent wait for one empty message
-//! each. The confirmations of a step are sent and received together, so they cannot deadlock.
+//! The confirmation costs as little waiting as it can: the peer sends it in the step of its first
+//! receive from the rank, at once (its header says what the peer called, which the peer knows
+//! from the start), and the rank receives it in the step of its first send to the peer. So a
+//! root's call ends when every peer it sent to has at least started the same call, not a round
+//! trip after its data arrived. Data already flows every way in an all-reduce, all-gather,
+//! reduce-scatter, all-to-all or barrier with the library's algorithms, so those gain nothing;
+//! only rooted collectives (broadcast, reduce, scatter, gather) carry confirmations.
 
-use super::{Recv, Schedule, Send, Step};
+use super::{Recv, Schedule, Send};
 use std::collections::HashMap;
 
-/// `rank`'s schedule from every rank's (`all`, as built for the same call), with a final step of
-/// confirmations if any pair needs one.
+/// `rank`'s schedule from every rank's (`all`, as built for the same call), with the
+/// confirmations it sends and waits for added.
 pub(super) fn confirmed(rank: usize, mut all: Vec<Schedule>) -> Schedule {
     let known = knowledge(&all);
     let partners: Vec<Ranks> = all.iter().map(|s| partners(s, all.len())).collect();
-    let mut step = Step::default();
+    let mut mine = all.swap_remove(rank);
     for peer in partners[rank].iter() {
         if !known[peer].contains(rank) {
-            step.sends.push(Send::plain(peer, 0..0));
+            // `peer` never hears from this rank, so this rank only receives from it.
+            if let Some(step) = first_step(&mine, |st| st.recvs.iter().any(|r| r.peer == peer)) {
+                mine.steps[step].sends.push(Send::plain(peer, 0..0));
+            }
         }
         if !known[rank].contains(peer) {
-            step.recvs.push(Recv::copy(peer, 0..0));
+            // This rank never hears from `peer`, so it only sends to it.
+            if let Some(step) = first_step(&mine, |st| st.sends.iter().any(|s| s.peer == peer)) {
+                mine.steps[step].recvs.push(Recv::copy(peer, 0..0));
+            }
         }
     }
-    let mut mine = all.swap_remove(rank);
-    if !step.sends.is_empty() || !step.recvs.is_empty() {
-        mine.steps.push(step);
-    }
     mine
+}
+
+/// The index of the first step of `schedule` for which `holds` is true.
+fn first_step(schedule: &Schedule, holds: impl Fn(&super::Step) -> bool) -> Option<usize> {
+    schedule.steps.iter().position(holds)
 }
 
 /// A set of ranks.
@@ -135,6 +145,7 @@ fn knowledge(all: &[Schedule]) -> Vec<Ranks> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::Step;
 
     fn one_way(size: usize, edges: &[(usize, usize)]) -> Vec<Schedule> {
         let mut all = vec![Schedule::default(); size];
@@ -150,21 +161,19 @@ mod tests {
     }
 
     #[test]
-    fn a_rank_that_only_sends_waits_for_confirmations() {
+    fn a_rank_that_only_sends_waits_for_confirmations_where_it_first_sends() {
         // 0 -> 1, then 1 -> 2: 1 knows 0, 2 knows 1 and (through 1) 0; 0 knows nobody.
         let all = one_way(3, &[(0, 1), (1, 2)]);
         let root = confirmed(0, all.clone());
-        let last = root.steps.last().unwrap();
-        assert_eq!(last.recvs, vec![Recv::copy(1, 0..0)]);
-        assert!(last.sends.is_empty());
+        assert_eq!(root.steps.len(), 1);
+        assert_eq!(root.steps[0].recvs, vec![Recv::copy(1, 0..0)]);
+        // Rank 1 confirms to 0 as it receives from it, and waits for 2's as it sends to it.
         let middle = confirmed(1, all.clone());
-        let last = middle.steps.last().unwrap();
-        assert_eq!(last.sends, vec![Send::plain(0, 0..0)]);
-        assert_eq!(last.recvs, vec![Recv::copy(2, 0..0)]);
+        assert_eq!(middle.steps.len(), 2);
+        assert_eq!(middle.steps[0].sends, vec![Send::plain(0, 0..0)]);
+        assert_eq!(middle.steps[1].recvs, vec![Recv::copy(2, 0..0)]);
         let leaf = confirmed(2, all);
-        let last = leaf.steps.last().unwrap();
-        assert_eq!(last.sends, vec![Send::plain(1, 0..0)]);
-        assert!(last.recvs.is_empty());
+        assert_eq!(leaf.steps[0].sends, vec![Send::plain(1, 0..0)]);
     }
 
     #[test]

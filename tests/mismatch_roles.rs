@@ -147,3 +147,31 @@ fn a_send_into_another_call_fails_the_receiver_and_the_senders_next_call() {
         }
     }
 }
+
+#[test]
+fn a_shared_buffer_all_reduce_against_another_call_is_a_mismatch() {
+    // Against a flat all-reduce on the node board (small) and a ring collective (large): both
+    // ranks get a Mismatch, not a Timeout.
+    for count in [8, 1 << 16] {
+        let results = common::with_wiring(2, Wiring::Shm, T, move |g| {
+            let mut shared = g.alloc_shared::<f32>(1 << 12)?;
+            let mut buf = vec![1.0f32; count];
+            if g.rank() == 0 {
+                g.all_reduce_shared(&mut shared, ReduceOp::Sum)
+            } else {
+                g.all_reduce(&mut buf, ReduceOp::Sum)
+            }
+        });
+        for (rank, r) in results.iter().enumerate() {
+            let e = r
+                .as_ref()
+                .err()
+                .unwrap_or_else(|| panic!("count {count}: rank {rank} returned Ok"));
+            assert_eq!(
+                e.kind(),
+                ErrorKind::Mismatch,
+                "count {count}: rank {rank}: {e}"
+            );
+        }
+    }
+}

@@ -12,7 +12,7 @@
 use super::fail::Site;
 use super::header::{self, Header, HEADER_LEN};
 use super::{Call, Engine, Links};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::transport::shm::board::{Board, Slot, DESC};
 use crate::wait::{process_alive, Next, Spinner};
 use std::time::{Duration, Instant};
@@ -131,47 +131,12 @@ impl Watch<'_, '_> {
                 format!("(pid {pid}) is gone; it probably crashed, check its output"),
             ));
         }
-        let pending = self
-            .links
-            .links
-            .get(self.peer)
-            .and_then(|l| l.as_ref())
-            .is_some_and(|l| l.pending());
+        let pending = super::stray::pending(self.links, self.peer);
         // A peer publishes its slot before it can send anything for a later collective: if the
         // slot is ready now, the ring data belongs to the next collective and stays unread.
         if !pending || self.slot.ready(self.k) {
             return Ok(());
         }
-        Err(self.read_stray_header())
-    }
-
-    /// The error a peer's unexpected message means: another collective, an abort, or garbage.
-    fn read_stray_header(&mut self) -> Error {
-        let peer = self.peer;
-        let Links {
-            rank, links, peers, ..
-        } = &mut *self.links;
-        let site = self.call.site(*rank, peers);
-        let Some(link) = links.get_mut(peer).and_then(|l| l.as_mut()) else {
-            return site.internal(format!("no link to rank {peer}"));
-        };
-        let mut h = [0u8; HEADER_LEN];
-        let mut got = 0;
-        let until = Instant::now() + Duration::from_millis(200);
-        while got < HEADER_LEN && Instant::now() < until {
-            match link.read_some(&mut h[got..]) {
-                Ok(0) => {
-                    return site.lost(peer, "closed its connection; it probably exited or crashed")
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) => return site.lost(peer, format!("is lost: {e}")),
-            }
-        }
-        match header::decode(&h) {
-            Header::Data { desc: theirs, .. } => site.mismatch(peer, theirs.describe()),
-            Header::Abort { kind, .. } => site.aborted_by(peer, kind, None),
-            Header::Garbage => site.garbage(peer, ""),
-        }
+        Err(super::stray::stray_error(self.links, self.peer, self.call))
     }
 }

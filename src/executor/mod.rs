@@ -23,6 +23,7 @@ pub(crate) mod fail;
 pub(crate) mod flat;
 mod header;
 mod step;
+pub(crate) mod stray;
 
 pub(crate) use abort::abort_links;
 pub(crate) use header::{OpDesc, OpKind, Pair};

@@ -385,7 +385,20 @@ impl Core {
             count: mapped.len() as u64,
             seq: comm.seq,
         };
-        self.execute(&mut comm.wire, desc, SharedAllReduce { mapped, op })
+        let Comm {
+            wire,
+            board,
+            flat_seq,
+            ..
+        } = &mut *comm;
+        // A peer whose slot holds the next flat all-reduce is in that call, not in this one.
+        let next_flat = board.as_ref().map(|b| (b, *flat_seq + 1));
+        let engine = SharedAllReduce {
+            mapped,
+            op,
+            next_flat,
+        };
+        self.execute(wire, desc, engine)
     }
 
     /// The refusal of a call on a poisoned group, if it is.

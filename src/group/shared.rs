@@ -15,11 +15,12 @@
 
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::executor::fail::Site;
+use crate::executor::stray;
 use crate::executor::{Call, Engine, Links};
 use crate::reduce::{reduce_slice, ReduceOp};
 use crate::schedule::chunk_span;
 use crate::transport::shm::arrival::{Arrival, Waited};
+use crate::transport::shm::board::Board;
 use crate::transport::shm::segment::{self, Segment};
 use std::marker::PhantomData;
 use std::time::Instant;
@@ -194,7 +195,16 @@ impl<T: Element> Mapped<T> {
 
     /// Arrives at the next epoch with `(kind, count)` and waits for every peer to arrive; then
     /// checks they called the same thing.
-    fn meet(&mut self, kind: u32, call: &Call, site: &Site<'_>, deadline: Instant) -> Result<()> {
+    /// A peer that sends this rank a message meanwhile is in another call: its message says
+    /// which.
+    fn meet(
+        &mut self,
+        kind: u32,
+        call: &Call,
+        links: &mut Links,
+        next_flat: Option<(&Board, u64)>,
+        deadline: Instant,
+    ) -> Result<()> {
         let epoch = self.epoch.wrapping_add(1);
         arrival(&self.segments[self.rank]).arrive(epoch, kind, self.len as u64);
         for (peer, seg) in self.segments.iter().enumerate() {
@@ -202,7 +212,12 @@ impl<T: Element> Mapped<T> {
                 continue;
             }
             let line = arrival(seg);
-            return Err(match line.wait_for(epoch, call.wait.poll, call.wait.spin, deadline) {
+            let waits = (call.wait.poll, call.wait.spin);
+            let on_board = |(board, k): (&Board, u64)| board.slot(peer, (k % 2) as usize).ready(k);
+            let elsewhere = || stray::pending(links, peer) || next_flat.is_some_and(on_board);
+            let waited = line.wait_for(epoch, waits, deadline, elsewhere);
+            let site = call.site(links.rank, &links.peers);
+            return Err(match waited {
                 Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
                 Waited::Arrived => site.mismatch(
                     peer,
@@ -216,6 +231,12 @@ impl<T: Element> Mapped<T> {
                     ),
                 ),
                 Waited::TimedOut => site.timeout(peer, "arrive at the shared buffers"),
+                Waited::Elsewhere if stray::pending(links, peer) => {
+                    stray::stray_error(links, peer, call)
+                }
+                Waited::Elsewhere => {
+                    site.mismatch(peer, "an all-reduce on the node board (not on shared buffers)")
+                }
             });
         }
         self.epoch = epoch;
@@ -265,18 +286,24 @@ pub(crate) struct SharedAllReduce<'a, T: Element> {
     pub(crate) mapped: &'a mut Mapped<T>,
     /// The reduction (`Core::execute` checks it for `T` before the engine runs).
     pub(crate) op: ReduceOp,
+    /// The group's node board and the number the next flat all-reduce would have: a peer that
+    /// published that one is in another call.
+    pub(crate) next_flat: Option<(&'a Board, u64)>,
 }
 
 impl<T: Element> Engine for SharedAllReduce<'_, T> {
     fn run(self, call: &Call, links: &mut Links) -> Result<()> {
-        let SharedAllReduce { mapped, op } = self;
-        let site = call.site(links.rank, &links.peers);
+        let SharedAllReduce {
+            mapped,
+            op,
+            next_flat,
+        } = self;
         let size = links.peers.len();
         let deadline = Instant::now() + call.timeout;
         let kind = 1 << 16 | u32::from(T::DTYPE as u8) << 8 | u32::from(op as u8);
-        mapped.meet(kind, call, &site, deadline)?;
+        mapped.meet(kind, call, links, next_flat, deadline)?;
         mapped.reduce_own_chunk(op, size);
-        mapped.meet(kind, call, &site, deadline)
+        mapped.meet(kind, call, links, next_flat, deadline)
     }
 }
 

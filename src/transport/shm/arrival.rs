@@ -48,6 +48,8 @@ pub enum Waited {
     Gone,
     /// The deadline passed first.
     TimedOut,
+    /// The caller's look between sleeps saw the owner doing something else.
+    Elsewhere,
 }
 
 /// How long one futex sleep lasts at most before the peer's process is looked at again.
@@ -92,13 +94,14 @@ impl Arrival {
     }
 
     /// Waits until the owner reaches `epoch`: polls for `poll`, yields until `spin`, then sleeps,
-    /// checking the owner's process between sleeps, until `deadline`.
+    /// checking the owner's process (and asking `elsewhere` whether the owner is seen in another
+    /// call) between sleeps, until `deadline`.
     pub fn wait_for(
         &self,
         epoch: u32,
-        poll: Duration,
-        spin: Duration,
+        (poll, spin): (Duration, Duration),
         deadline: Instant,
+        mut elsewhere: impl FnMut() -> bool,
     ) -> Waited {
         let mut spinner = Spinner::new(WaitPolicy { poll, spin });
         loop {
@@ -111,6 +114,9 @@ impl Arrival {
             let now = Instant::now();
             if now >= deadline {
                 return Waited::TimedOut;
+            }
+            if elsewhere() && !self.reached(epoch) {
+                return Waited::Elsewhere;
             }
             if !process_alive(self.pid()) {
                 // One more look: it may have arrived just before it exited.
@@ -156,9 +162,9 @@ mod tests {
             let t = Instant::now();
             let w = a2.wait_for(
                 1,
-                Duration::ZERO,
-                Duration::ZERO,
+                (Duration::ZERO, Duration::ZERO),
                 t + Duration::from_secs(30),
+                || false,
             );
             (w, t.elapsed())
         });
@@ -180,9 +186,9 @@ mod tests {
         let t = Instant::now();
         let w = a.wait_for(
             3,
-            Duration::ZERO,
-            Duration::ZERO,
+            (Duration::ZERO, Duration::ZERO),
             t + Duration::from_millis(30),
+            || false,
         );
         assert_eq!(w, Waited::TimedOut);
         // A child that has exited and been reaped: its pid names no process.
@@ -194,10 +200,19 @@ mod tests {
         a.pid.store(pid, SeqCst);
         let w = a.wait_for(
             3,
-            Duration::ZERO,
-            Duration::ZERO,
+            (Duration::ZERO, Duration::ZERO),
             t + Duration::from_secs(30),
+            || false,
         );
         assert_eq!(w, Waited::Gone);
+        // The caller's look says the owner is busy elsewhere.
+        a.pid.store(std::process::id(), SeqCst);
+        let w = a.wait_for(
+            3,
+            (Duration::ZERO, Duration::ZERO),
+            t + Duration::from_secs(30),
+            || true,
+        );
+        assert_eq!(w, Waited::Elsewhere);
     }
 }

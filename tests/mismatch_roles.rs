@@ -48,22 +48,27 @@ fn run(g: &Group, call: Call, count: usize) -> psyne::Result<()> {
     }
 }
 
+/// Every rank failed with a `Mismatch`; `what` says which case this is.
+fn all_mismatch(results: &[psyne::Result<()>], what: &str) {
+    for (rank, result) in results.iter().enumerate() {
+        let e = result
+            .as_ref()
+            .err()
+            .unwrap_or_else(|| panic!("{what}: rank {rank} returned Ok"));
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}: rank {rank}: {e}");
+    }
+}
+
 fn both_fail_with_a_mismatch(wiring: Wiring, calls: [Call; 2], counts: [usize; 2]) {
     let results = common::with_wiring(2, wiring, T, move |g| {
         let r = g.rank();
         run(&g, calls[r], counts[r])
     });
-    for (rank, result) in results.iter().enumerate() {
-        let what = format!(
-            "{wiring:?}: rank 0 {:?} ({}) and rank 1 {:?} ({}): rank {rank}",
-            calls[0], counts[0], calls[1], counts[1]
-        );
-        let e = result
-            .as_ref()
-            .err()
-            .unwrap_or_else(|| panic!("{what} returned Ok"));
-        assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}: {e}");
-    }
+    let what = format!(
+        "{wiring:?}: rank 0 {:?} ({}) and rank 1 {:?} ({})",
+        calls[0], counts[0], calls[1], counts[1]
+    );
+    all_mismatch(&results, &what);
 }
 
 #[test]
@@ -138,13 +143,7 @@ fn a_send_into_another_call_fails_the_receiver_and_the_senders_next_call() {
                 g.all_reduce(&mut buf, ReduceOp::Sum)
             }
         });
-        for (rank, r) in results.iter().enumerate() {
-            let e = r
-                .as_ref()
-                .err()
-                .unwrap_or_else(|| panic!("{wiring:?} rank {rank} returned Ok"));
-            assert_eq!(e.kind(), ErrorKind::Mismatch, "{wiring:?} rank {rank}: {e}");
-        }
+        all_mismatch(&results, &format!("{wiring:?}"));
     }
 }
 
@@ -162,16 +161,6 @@ fn a_shared_buffer_all_reduce_against_another_call_is_a_mismatch() {
                 g.all_reduce(&mut buf, ReduceOp::Sum)
             }
         });
-        for (rank, r) in results.iter().enumerate() {
-            let e = r
-                .as_ref()
-                .err()
-                .unwrap_or_else(|| panic!("count {count}: rank {rank} returned Ok"));
-            assert_eq!(
-                e.kind(),
-                ErrorKind::Mismatch,
-                "count {count}: rank {rank}: {e}"
-            );
-        }
+        all_mismatch(&results, &format!("count {count}"));
     }
 }

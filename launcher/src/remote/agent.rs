@@ -4,7 +4,8 @@
 //! It says hello (version, host name, cores, a free port), receives its host's part of the job,
 //! checks it (programs found, directories present, bindings planned on this host with hwloc)
 //! and says ready or why not, and on Start spawns its ranks exactly as a local psyrun does
-//! ([`crate::spawn`]: own process group, bound before exec, SIGKILL when the agent dies). It
+//! ([`crate::spawn`]: own process group, bound before exec, SIGKILL when the agent dies, and a
+//! [`crate::watchdog`] that kills their process groups if the agent is killed). It
 //! streams their output back line by line stamped with the time it was read here, reports
 //! their pids and how they end, and signals them when psyrun asks.
 //!
@@ -18,6 +19,7 @@ use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::output::{for_each_line, Stream, OUTPUT_DRAIN};
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand};
 use crate::supervise::KILL_WAIT;
+use crate::watchdog::Watchdog;
 use crate::{exit, program, Error};
 use std::ffi::OsString;
 use std::fs::File;
@@ -126,6 +128,7 @@ pub fn main() -> u8 {
         commands: Vec::new(),
         ranks: Vec::new(),
         streams: 0,
+        watchdog: None,
     };
     agent.run()
 }
@@ -202,6 +205,8 @@ struct Agent {
     commands: Vec<RankCommand>,
     ranks: Vec<Rank>,
     streams: usize,
+    /// Kills the ranks' process groups if the agent dies first (started with the ranks).
+    watchdog: Option<Watchdog>,
 }
 
 impl Agent {
@@ -307,13 +312,22 @@ impl Agent {
         Ok(lines)
     }
 
-    /// Starts every prepared rank; the first that cannot start is reported and ends the start.
+    /// Starts the watchdog, then every prepared rank; the first that cannot start is reported
+    /// and ends the start.
     fn start(&mut self) {
         let Some(job) = &self.job else { return };
         let specs: Vec<u32> = job.ranks.iter().map(|r| r.rank).collect();
+        match Watchdog::start(specs.len()) {
+            Ok(w) => self.watchdog = Some(w),
+            // The ranks still die with the agent (parent-death signal); their children may not.
+            Err(e) => eprintln!("psyrun agent: cannot start its watchdog process: {e}"),
+        }
         for (command, rank) in std::mem::take(&mut self.commands).iter().zip(specs) {
             match self.start_one(rank, command) {
                 Ok(pid) => {
+                    if let Some(w) = &mut self.watchdog {
+                        w.watch(pid);
+                    }
                     self.ranks.push(Rank {
                         rank,
                         pid,
@@ -373,6 +387,7 @@ impl Agent {
         for r in &self.ranks {
             let _ = spawn::signal_group(r.pid, libc::SIGKILL);
         }
+        self.disarm();
         self.pump_until(KILL_WAIT, Agent::all_ended);
         self.pump_until(OUTPUT_DRAIN, |a| a.streams == 0);
         self.clean_shm();
@@ -398,6 +413,7 @@ impl Agent {
         for r in &self.ranks {
             let _ = spawn::signal_group(r.pid, libc::SIGKILL);
         }
+        self.disarm();
         self.pump_until(KILL_WAIT, Agent::all_ended);
         self.clean_shm();
         if running > 0 {
@@ -413,6 +429,13 @@ impl Agent {
             r.ended = true;
         }
         self.out.send(&FromAgent::Exited { rank, ended });
+    }
+
+    /// The agent killed the ranks' groups itself: its watchdog has nothing left to do.
+    fn disarm(&mut self) {
+        if let Some(w) = self.watchdog.take() {
+            w.disarm();
+        }
     }
 
     fn all_ended(&self) -> bool {

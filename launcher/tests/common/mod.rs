@@ -438,3 +438,70 @@ pub fn on_path(program: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// A rank body that starts a background `sleep 300` (a grandchild of the launcher, in the rank's
+/// process group), records its pid as `$D/gc.RANK` (atomically) and waits for it.
+pub const GRANDCHILD: &str = r#"sleep 300 & echo $! > "$D/gctmp.$PSY_RANK" && mv "$D/gctmp.$PSY_RANK" "$D/gc.$PSY_RANK"; wait"#;
+
+/// The start time (field 22 of /proc/PID/stat, in clock ticks since boot) of a live process.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Processes known by pid and start time (so a reused pid is never mistaken for them), killed on
+/// drop if still alive: a test that fails leaves none of them behind.
+pub struct Known(pub Vec<(i32, u64)>);
+
+impl Known {
+    /// Waits until `n` ranks wrote `$D/gc.RANK` (see [`GRANDCHILD`]) and notes those processes.
+    pub fn grandchildren(dir: &TempDir, n: usize) -> Known {
+        let mut known = Known(Vec::new());
+        eventually(DEADLINE, &format!("{n} grandchild pid files"), || {
+            known.0 = (0..n)
+                .filter_map(|r| {
+                    let text = std::fs::read_to_string(dir.path().join(format!("gc.{r}"))).ok()?;
+                    let pid: i32 = text.trim().parse().ok()?;
+                    Some((pid, start_time(pid)?))
+                })
+                .collect();
+            known.0.len() == n
+        });
+        known
+    }
+
+    /// Whether process `pid` that started at `start` is gone (or a zombie, or its pid reused).
+    fn is_gone(pid: i32, start: u64) -> bool {
+        gone(pid) || start_time(pid) != Some(start)
+    }
+
+    /// Waits (at most `limit`) until every one of them is gone; fails the test naming survivors.
+    pub fn assert_gone(&self, limit: Duration) {
+        let all_gone =
+            eventually_or_not(limit, || self.0.iter().all(|&(p, s)| Known::is_gone(p, s)));
+        let left: Vec<i32> = self
+            .0
+            .iter()
+            .filter(|&&(p, s)| !Known::is_gone(p, s))
+            .map(|&(p, _)| p)
+            .collect();
+        assert!(all_gone, "still running {limit:?} later: pids {left:?}");
+    }
+}
+
+impl Drop for Known {
+    fn drop(&mut self) {
+        for &(pid, start) in &self.0 {
+            if !Known::is_gone(pid, start) {
+                // SAFETY: kill takes plain integers; the pid names the process we noted (same
+                // start time) a moment ago.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}

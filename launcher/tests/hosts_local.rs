@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    children, eventually, gone, psyrun, run, wait_for_pids, Job, Known, TempDir, GRANDCHILD,
-    RECORD_PID,
+    check_long_lines, children, eventually, gone, long_lines_sh, psyrun, run, wait_for_pids, Job,
+    Known, TempDir, GRANDCHILD, LONG, RECORD_PID,
 };
 use std::time::Duration;
 
@@ -308,6 +308,33 @@ fn a_sigkilled_agent_leaves_no_grandchild_behind() {
     }
     let _ = job.wait(common::DEADLINE);
     grandchildren.assert_gone(Duration::from_secs(10));
+}
+
+#[test]
+fn ten_mib_lines_from_two_hosts_arrive_whole_and_tagged_once() {
+    let dir = TempDir::new("hl-long");
+    let body = long_lines_sh(LONG);
+    let mut cmd = local(
+        &dir,
+        &[
+            "-H",
+            "a:1,b:1",
+            "-n",
+            "2",
+            "-x",
+            "D",
+            "--tag-output",
+            "sh",
+            "-c",
+            &body,
+        ],
+    );
+    // The ranks finish at once.
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    cmd.stdin(std::process::Stdio::null());
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    check_long_lines(&done.stdout, LONG, &["a", "b"]);
 }
 
 #[test]

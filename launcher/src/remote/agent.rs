@@ -16,7 +16,7 @@
 
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
-use crate::output::{for_each_line, Stream, OUTPUT_DRAIN};
+use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand};
 use crate::supervise::KILL_WAIT;
 use crate::watchdog::Watchdog;
@@ -347,18 +347,20 @@ impl Agent {
         }
     }
 
-    /// Starts one rank ([`spawn::spawn_watched`]): its output lines go to psyrun as frames
-    /// stamped with the time they were read, its end into the agent's main loop.
+    /// Starts one rank ([`spawn::spawn_watched`]): its output goes to psyrun as frames, a line
+    /// or a piece of a long line each, stamped with the time they were read; its end into the
+    /// agent's main loop.
     fn start_one(&mut self, rank: u32, command: &RankCommand) -> Result<u32, Error> {
         let sinks = |stream: Stream| -> OutputSink {
             let (out, tx) = (self.out.clone(), self.tx.clone());
             Box::new(move |reader| {
-                for_each_line(reader, |line| {
+                for_each_piece(reader, |piece| {
                     out.send(&FromAgent::Output {
                         rank,
                         stream: stream as u8,
                         time_us: now_us(),
-                        bytes: line.to_vec(),
+                        more: !piece.last,
+                        bytes: piece.bytes.to_vec(),
                     });
                 });
                 let _ = tx.send(Input::Drained);

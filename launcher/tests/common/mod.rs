@@ -505,3 +505,56 @@ impl Drop for Known {
         }
     }
 }
+
+/// Ten MiB: the length of the long lines of [`long_lines_sh`].
+pub const LONG: usize = 10 << 20;
+
+/// A rank body: a short line, a `len`-byte line of the rank's letter (`a` for rank 0), a short
+/// line; then, once `$D/go` exists, a last line without a newline.
+pub fn long_lines_sh(len: usize) -> String {
+    format!(
+        r#"c=$(printf "\\$(printf %o $((97 + PSY_RANK)))"); echo "R$PSY_RANK start"
+head -c {len} /dev/zero | tr '\0' "$c"; echo; echo "R$PSY_RANK end"
+i=0; while [ ! -e "$D/go" ]; do i=$((i+1)); [ $i -gt 1000 ] && exit 99; sleep 0.02; done
+printf "R$PSY_RANK tail""#
+    )
+}
+
+/// Checks `--tag-output` output of ranks running [`long_lines_sh`] on `hosts` (one per rank):
+/// each rank's four lines, whole, tagged once, in order, and nothing else.
+pub fn check_long_lines(stdout: &str, len: usize, hosts: &[&str]) {
+    let mut lines: Vec<Vec<&str>> = vec![Vec::new(); hosts.len()];
+    for line in stdout.split_inclusive('\n') {
+        let tag = line.strip_prefix('[').and_then(|l| l.split_once("] "));
+        let (tag, rest) = tag.unwrap_or_else(|| {
+            panic!(
+                "an untagged line of {} bytes: {:?}",
+                line.len(),
+                &line[..line.len().min(60)]
+            )
+        });
+        let (host, rank) = tag.split_once("][").expect("a [host][rank] tag");
+        let rank: usize = rank.parse().expect("a rank number");
+        assert_eq!(host, hosts[rank]);
+        lines[rank].push(rest);
+    }
+    for (rank, got) in lines.iter().enumerate() {
+        let c = char::from(b'a' + rank as u8).to_string();
+        let want = [
+            format!("R{rank} start\n"),
+            format!("{}\n", c.repeat(len)),
+            format!("R{rank} end\n"),
+            format!("R{rank} tail\n"),
+        ];
+        let lens: Vec<usize> = got.iter().map(|l| l.len()).collect();
+        assert_eq!(got.len(), want.len(), "rank {rank}: line lengths {lens:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                *g == w,
+                "rank {rank}: a line of {} bytes, not {}",
+                g.len(),
+                w.len()
+            );
+        }
+    }
+}

@@ -51,6 +51,7 @@ pub mod quote;
 pub mod remote;
 pub mod spawn;
 pub mod supervise;
+pub mod textfile;
 pub mod watchdog;
 
 pub use args::{Launch, Options};

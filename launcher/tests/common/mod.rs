@@ -558,3 +558,23 @@ pub fn check_long_lines(stdout: &str, len: usize, hosts: &[&str]) {
         }
     }
 }
+
+/// Caps `cmd`'s address space at `bytes` (RLIMIT_AS), so that a test of a bug that reads until
+/// memory runs out fails quickly on this shared machine instead of exhausting it.
+pub fn limit_memory(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    let lim = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: the hook makes one async-signal-safe system call (setrlimit) with a limit built
+    // before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

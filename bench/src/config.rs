@@ -196,9 +196,14 @@ pub fn parse(text: &str, path: &Path) -> Result<SweepFile, ConfigError> {
     })
 }
 
-/// Reads and parses a preset.
+/// The largest preset read: a preset is a few lines of keys (at most [`KEYS`]); 1 MiB leaves
+/// room for any comments.
+pub const CONFIG_LIMIT: u64 = 1 << 20;
+
+/// Reads (a file of text or a pipe, at most [`CONFIG_LIMIT`], see [`psyrun::textfile`]) and
+/// parses a preset.
 pub fn load(path: &Path) -> Result<SweepFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = psyrun::textfile::read(path, CONFIG_LIMIT).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;

@@ -7,7 +7,6 @@
 //! one per line, with a header of the [`Record`] field names (units are in the names:
 //! `time_us_max`, `busbw_gbps`; empty cells are absent values).
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -179,8 +178,14 @@ fn write_where(
     Ok(())
 }
 
+/// The largest report read (`compare`, `plot`): psybench writes one row per size, collective,
+/// backend and round, well under 1 MiB for a full sweep; 256 MiB holds hundreds of those.
+pub const REPORT_LIMIT: u64 = 256 << 20;
+
+/// Reads a report's text (a file of text or a pipe, at most [`REPORT_LIMIT`], see
+/// [`psyrun::textfile`]).
 fn read_text(path: &Path) -> Result<String, ExportError> {
-    fs::read_to_string(path).map_err(|source| ExportError::Read {
+    psyrun::textfile::read(path, REPORT_LIMIT).map_err(|source| ExportError::Read {
         path: path.to_path_buf(),
         source,
     })

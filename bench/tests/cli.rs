@@ -410,3 +410,79 @@ fn spawn_flag_is_stripped() {
         Command::Sweep { ranks: None, .. }
     ));
 }
+
+/// psybench run with `args` as a process (its memory capped at 1 GiB, so a read that never ends
+/// fails fast), at most 30 s: its exit code and stderr.
+fn psybench_process(args: &[&str]) -> (Option<i32>, String) {
+    use std::os::unix::process::CommandExt;
+    let lim = libc::rlimit {
+        rlim_cur: 1 << 30,
+        rlim_max: 1 << 30,
+    };
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_psybench"));
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: the hook makes one async-signal-safe system call (setrlimit) with a limit built
+    // before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("starting psybench");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("psybench {args:?} ran over 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.code(), err)
+}
+
+#[test]
+fn devices_binary_and_huge_input_files_are_refused_saying_what_and_where() {
+    for args in [
+        &["allreduce", "--config", "/dev/urandom"][..],
+        &["plot", "/dev/urandom", "-o", "/tmp/psybench-never.png"],
+        &["compare", "/dev/zero"],
+    ] {
+        let (code, err) = psybench_process(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("it is a character device"), "{args:?}: {err}");
+    }
+    /// Removes the directory even when the test fails.
+    struct Removed(PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Removed(common::temp_dir("input-files"));
+    let dir = &dir.0;
+    let preset = dir.join("p.toml");
+    std::fs::write(&preset, b"np = 2\n# \xff\xfe\n").unwrap();
+    let (code, err) = psybench_process(&["allreduce", "--config", preset.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("line 2 is not text"), "{err}");
+    let report = dir.join("r.json");
+    // Sparse: no disk used.
+    std::fs::File::create(&report)
+        .and_then(|f| f.set_len((256 << 20) + 1))
+        .unwrap();
+    let (code, err) = psybench_process(&["compare", report.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("larger than 256 MiB"), "{err}");
+}

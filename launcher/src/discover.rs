@@ -136,14 +136,16 @@ fn preflight_settings(r: &RemoteArgs, launcher: LauncherKind) -> Result<Prefligh
     })
 }
 
-/// The SSH client configuration: `--ssh-config` (which must exist), else `~/.ssh/config`.
+/// The SSH client configuration: `--ssh-config` (which must exist), else `~/.ssh/config`, read
+/// as [`SshConfig::read`] says.
 fn ssh_config(r: &RemoteArgs, home: &std::path::Path) -> Result<SshConfig, Error> {
     let config_path = r
         .ssh_config
         .clone()
         .unwrap_or_else(|| home.join(".ssh").join("config"));
     if let Some(given) = &r.ssh_config {
-        if !given.is_file() {
+        // What it is, if not a file of text, is said by the read.
+        if !given.exists() {
             return Err(Error::Usage(format!(
                 "--ssh-config {}: no such file",
                 given.display()

@@ -52,6 +52,8 @@ pub mod quote;
 pub mod remote;
 pub mod spawn;
 pub mod supervise;
+pub mod textfile;
+pub mod watchdog;
 
 pub use args::{Launch, Options};
 pub use discover::host_list;

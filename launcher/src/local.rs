@@ -1,7 +1,7 @@
 //! Running a planned job ([`crate::plan::JobPlan`]) on this machine: serve the job's store,
 //! start every rank with its environment and its output forwarded, supervise the ranks, and
 //! tear down (kill what is left in their process groups, drain their output, remove the shared
-//! memory they left).
+//! memory they left). A [`Watchdog`] kills the ranks' process groups if psyrun dies first.
 
 use crate::args::Launch;
 use crate::job::{self, JobInfo};
@@ -10,6 +10,7 @@ use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
 use crate::spawn::{self, OutputSink, RankCommand, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
+use crate::watchdog::Watchdog;
 use crate::Error;
 use psyne::contract::RankEnv;
 use psyne::internal::StoreServer;
@@ -34,6 +35,8 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
             console.message(&line);
         }
     }
+    let mut watchdog = Watchdog::start(plan.ranks.len())
+        .map_err(|e| Error::io("starting psyrun's watchdog process", e))?;
     let (events_tx, events_rx) = mpsc::channel();
     let signals = SignalWatch::start(events_tx.clone())
         .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
@@ -56,7 +59,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         events: events_tx,
         drained: drained_tx,
     };
-    let started = starter.start_all(&info, &mut files, &mut supervisor);
+    let started = starter.start_all(&info, &mut files, &mut supervisor, &mut watchdog);
     if started.error.is_some() {
         started.say_stopping(&console);
         supervisor.stop(Cause::LaunchFailed);
@@ -66,7 +69,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         &started,
         &drained_rx,
         &console,
-        (signals, store),
+        (signals, store, watchdog),
         &info.job_id,
     );
     match started.error {
@@ -129,12 +132,14 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
-    /// Starts every rank in order, each watched by `supervisor`, until one cannot start.
+    /// Starts every rank in order, each watched by `supervisor` and its process group by
+    /// `watchdog`, until one cannot start.
     fn start_all(
         self,
         info: &JobInfo,
         files: &mut [RankFiles],
         supervisor: &mut Supervisor<'_, ProcessGroups>,
+        watchdog: &mut Watchdog,
     ) -> Started {
         let envs = job::rank_envs(&self.plan.placements(), info);
         let mut started = Started::default();
@@ -142,6 +147,7 @@ impl Starter<'_> {
             match self.start_rank(env.rank, &rank_command(rank_plan, env), files) {
                 Ok(Watched { pid, forwarders }) => {
                     supervisor.add_rank(env.rank, pid);
+                    watchdog.watch(pid);
                     started.pids.push(pid);
                     started.streams += forwarders;
                 }
@@ -201,20 +207,23 @@ fn rank_command(rank_plan: &RankPlan, env: &RankEnv) -> RankCommand {
 }
 
 /// After the supervisor is done: kills whatever the ranks left in their process groups (so that
-/// nothing outlives the job and the output pipes close), drains the output, stops watching
-/// signals and serving the store, and removes the shared memory the job left.
+/// nothing outlives the job and the output pipes close) and disarms the watchdog, drains the
+/// output, stops watching signals and serving the store, and removes the shared memory the job
+/// left.
 fn tear_down(
     started: &Started,
     drained: &Receiver<usize>,
     console: &Console,
-    serving: (SignalWatch, StoreServer),
+    serving: (SignalWatch, StoreServer, Watchdog),
     job_id: &str,
 ) {
     for &pid in &started.pids {
         let _ = spawn::signal_group(pid, libc::SIGKILL);
     }
+    let (signals, store, watchdog) = serving;
+    watchdog.disarm();
     drain(drained, started.streams, console);
-    drop(serving);
+    drop((signals, store));
     if let Ok(n) = job::remove_leftover_segments(job_id) {
         if n > 0 {
             console.message(&format!(

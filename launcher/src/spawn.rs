@@ -6,7 +6,8 @@
 //! dies (`PR_SET_PDEATHSIG`), so no rank outlives psyrun even if psyrun is killed with SIGKILL.
 //! That request is tied to the thread that forks the child: spawn every rank from a thread that
 //! outlives it (psyrun uses the thread that runs the job). The kernel clears it in a rank's own
-//! children, so a rank's descendants are only covered while psyrun is alive to signal the group.
+//! children, so a rank's descendants are covered by signalling its group: by psyrun while it
+//! lives, and by its [`crate::watchdog`] if psyrun dies first.
 //!
 //! A bound rank sets its own CPU affinity in the same pre-exec hook (`sched_setaffinity` with a
 //! mask computed by psyrun before the fork, see [`crate::binding`]), so the program runs bound

@@ -333,3 +333,101 @@ fn dry_run_still_refuses_what_a_run_would_refuse() {
     assert_eq!(done.code(), Some(2), "{}", done.stderr);
     assert_eq!(done.stdout, "");
 }
+
+/// psyrun with `args`, its memory capped at 1 GiB, run to its end.
+fn run_limited(dir: &TempDir, args: &[&str]) -> Done {
+    let mut cmd = psyrun(dir);
+    cmd.args(args);
+    limit_memory(&mut cmd, 1 << 30);
+    run(cmd, dir)
+}
+
+#[test]
+fn a_hostfile_that_is_a_device_or_binary_is_refused_naming_what_and_where() {
+    let dir = TempDir::new("hostfile-kind");
+    for dev in ["/dev/zero", "/dev/urandom"] {
+        let done = run_limited(&dir, &["--hostfile", dev, "-n", "1", MARK]);
+        assert_eq!(done.code(), Some(2), "{dev}: {}", done.stderr);
+        let want = format!("hostfile {dev}: it is a character device, not a file of text");
+        assert!(done.stderr.contains(&want), "{}", done.stderr);
+    }
+    let binary = dir.path().join("hosts");
+    std::fs::write(&binary, b"a:1\nb\0:1\n").unwrap();
+    let done = run_limited(
+        &dir,
+        &["--hostfile", binary.to_str().unwrap(), "-n", "1", MARK],
+    );
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("line 2 is not text (a NUL byte)"),
+        "{}",
+        done.stderr
+    );
+    let done = run_limited(&dir, &["--hostfile", "/", "-n", "1", MARK]);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(done.stderr.contains("it is a directory"), "{}", done.stderr);
+    assert!(nothing_started(&dir));
+}
+
+#[test]
+fn a_hostfile_larger_than_16_mib_is_refused_and_a_pipe_is_read() {
+    let dir = TempDir::new("hostfile-size");
+    let big = dir.path().join("hosts");
+    let line = "node01:1\n";
+    std::fs::write(&big, line.repeat((16 << 20) / line.len() + 1)).unwrap();
+    let big = big.to_str().unwrap();
+    let done = run_limited(
+        &dir,
+        &["--launcher", "local", "--hostfile", big, "-n", "1", MARK],
+    );
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("larger than 16 MiB"),
+        "{}",
+        done.stderr
+    );
+    // A pipe (as `--hostfile <(...)` gives) is read like a file.
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        r#"printf 'a:1\nb:1\n' | "$0" --launcher local --hostfile /dev/stdin -n 2 --dry-run true"#,
+    ])
+    .arg(psyrun_path())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert!(
+        done.stdout.contains("dry run: 2 ranks on 2 hosts"),
+        "{}",
+        done.stdout
+    );
+}
+
+#[test]
+fn an_ssh_config_that_is_a_device_is_refused_given_or_found_in_home() {
+    let dir = TempDir::new("ssh-config-kind");
+    let args = ["--dry-run", "-H", "a,b", "-n", "2", "true"];
+    let mut given = vec!["--ssh-config", "/dev/zero"];
+    given.extend_from_slice(&args);
+    let done = run_limited(&dir, &given);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("a character device"),
+        "{}",
+        done.stderr
+    );
+    let ssh = dir.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::os::unix::fs::symlink("/dev/urandom", ssh.join("config")).unwrap();
+    let mut cmd = psyrun(&dir);
+    cmd.env("HOME", dir.path()).args(args);
+    limit_memory(&mut cmd, 1 << 30);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("a character device"),
+        "{}",
+        done.stderr
+    );
+}

@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{eventually, gone, psyrun, run, wait_for_pids, Job, TempDir, RECORD_PID};
+use common::{
+    check_long_lines, children, eventually, gone, long_lines_sh, psyrun, run, wait_for_pids, Job,
+    Known, TempDir, GRANDCHILD, LONG, RECORD_PID,
+};
 use std::time::Duration;
 
 fn psyne_check() -> &'static str {
@@ -281,6 +284,57 @@ fn a_killed_launcher_leaves_no_rank_behind_on_any_host() {
     eventually(Duration::from_secs(15), "every rank to end", || {
         pids.iter().all(|&p| gone(p))
     });
+}
+
+#[test]
+fn a_sigkilled_agent_leaves_no_grandchild_behind() {
+    let dir = TempDir::new("hl-agent-kill");
+    let job = Job::start(
+        local(
+            &dir,
+            &[
+                "-H", "a:1,b:1", "-n", "2", "-x", "D", "sh", "-c", GRANDCHILD,
+            ],
+        ),
+        &dir,
+    );
+    let grandchildren = Known::grandchildren(&dir, 2);
+    let agents = children(job.pid());
+    assert_eq!(agents.len(), 2, "psyrun's children: {agents:?}");
+    for agent in agents {
+        // SAFETY: kill takes plain integers; the pid is a child of our unreaped psyrun, so it
+        // cannot have been reused.
+        unsafe { libc::kill(agent, libc::SIGKILL) };
+    }
+    let _ = job.wait(common::DEADLINE);
+    grandchildren.assert_gone(Duration::from_secs(10));
+}
+
+#[test]
+fn ten_mib_lines_from_two_hosts_arrive_whole_and_tagged_once() {
+    let dir = TempDir::new("hl-long");
+    let body = long_lines_sh(LONG);
+    let mut cmd = local(
+        &dir,
+        &[
+            "-H",
+            "a:1,b:1",
+            "-n",
+            "2",
+            "-x",
+            "D",
+            "--tag-output",
+            "sh",
+            "-c",
+            &body,
+        ],
+    );
+    // The ranks finish at once.
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    cmd.stdin(std::process::Stdio::null());
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    check_long_lines(&done.stdout, LONG, &["a", "b"]);
 }
 
 #[test]

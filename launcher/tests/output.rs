@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 const N: usize = 4;
 const LINES: usize = 300;
@@ -312,4 +313,59 @@ fn timestamps_are_wall_clock_microseconds_taken_when_the_line_is_read() {
         // Read when written, not when the rank ended: the sleep between the lines shows.
         assert!(gap >= 250_000, "rank {r}: lines {gap} us apart");
     }
+}
+
+/// psyrun's peak resident memory (VmHWM), in KiB.
+fn peak_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn ten_mib_lines_from_two_ranks_arrive_whole_tagged_once_in_bounded_memory() {
+    let dir = TempDir::new("long-lines");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "--tag-output", "sh", "-c", &long_lines_sh(LONG)]);
+    let job = Job::start(cmd, &dir);
+    eventually(DEADLINE, "both ranks' end lines", || {
+        let text = job.stdout.text();
+        text.contains("] R0 end\n") && text.contains("] R1 end\n")
+    });
+    let peak = peak_kib(job.pid());
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    check_long_lines(&done.stdout, LONG, &[&this_host(), &this_host()]);
+    // Two 10 MiB lines buffered whole would take 20 MiB; streamed, psyrun stays far below.
+    eprintln!("psyrun's peak memory: {peak} KiB");
+    assert!(peak < 16 * 1024, "psyrun's peak memory: {peak} KiB");
+}
+
+#[test]
+fn a_long_partial_line_left_open_does_not_hold_back_the_other_ranks() {
+    let dir = TempDir::new("stalled-line");
+    // Rank 0 writes 200 KB without a newline and exits, leaving a grandchild that holds its
+    // stdout open (so psyrun sees no end of file until it kills the group); rank 1 then writes a
+    // line and waits until it has been forwarded.
+    let body = r#"if [ "$PSY_RANK" = 0 ]; then head -c 200000 /dev/zero | tr '\0' p; sleep 300 & exit 0; fi
+sleep 0.3; echo "R1 line"; i=0; while [ ! -e "$D/seen" ]; do i=$((i+1)); [ $i -gt 1000 ] && exit 99; sleep 0.02; done"#;
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "--tag-output", "sh", "-c", body]);
+    let job = Job::start(cmd, &dir);
+    eventually(
+        Duration::from_secs(10),
+        "rank 1's line on the console",
+        || job.stdout.text().contains("[1] R1 line\n"),
+    );
+    std::fs::write(dir.path().join("seen"), "").unwrap();
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    let partial = format!("[0] {}\n", "p".repeat(200_000));
+    assert!(
+        done.stdout.lines().count() == 2 && done.stdout.contains(&partial),
+        "{} bytes: {:?}...",
+        done.stdout.len(),
+        &done.stdout[..done.stdout.len().min(100)]
+    );
 }

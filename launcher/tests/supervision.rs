@@ -191,3 +191,29 @@ fn ranks_die_with_psyrun_even_when_it_is_sigkilled() {
     assert_eq!(done.status.code(), None, "psyrun was killed");
     assert_all_gone(&pids);
 }
+
+#[test]
+fn grandchildren_die_with_psyrun_even_when_it_is_sigkilled() {
+    let dir = TempDir::new("gc-sigkill");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "sh", "-c", GRANDCHILD]);
+    let job = Job::start(cmd, &dir);
+    let grandchildren = Known::grandchildren(&dir, 2);
+    job.signal(libc::SIGKILL);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.status.code(), None, "psyrun was killed");
+    grandchildren.assert_gone(Duration::from_secs(10));
+}
+
+#[test]
+fn grandchildren_go_on_sigterm() {
+    let dir = TempDir::new("gc-term");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "2", "sh", "-c", GRANDCHILD]);
+    let job = Job::start(cmd, &dir);
+    let grandchildren = Known::grandchildren(&dir, 2);
+    job.signal(libc::SIGTERM);
+    let done = job.wait(DEADLINE);
+    assert_eq!(done.code(), Some(143), "stderr: {}", done.stderr);
+    grandchildren.assert_gone(Duration::from_secs(10));
+}

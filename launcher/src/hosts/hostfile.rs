@@ -21,9 +21,14 @@ use std::path::Path;
 /// What a hostfile line looks like, for error messages.
 const LINE_GRAMMAR: &str = "[user@]host[:slots] [slots=N] [max_slots=N] [port=N]";
 
-/// Reads the hostfile at `path` and parses it with [`parse_hostfile`], naming it as given.
+/// The largest hostfile read: a line per host, so 16 MiB is hundreds of thousands of hosts,
+/// far beyond any cluster, and still a small read.
+pub const HOSTFILE_LIMIT: u64 = 16 << 20;
+
+/// Reads the hostfile at `path` (a file of text or a pipe, at most [`HOSTFILE_LIMIT`], see
+/// [`crate::textfile`]) and parses it with [`parse_hostfile`], naming it as given.
 pub fn read_hostfile(path: &Path) -> Result<HostList> {
-    let text = std::fs::read_to_string(path).map_err(|source| HostsError::Read {
+    let text = crate::textfile::read(path, HOSTFILE_LIMIT).map_err(|source| HostsError::Read {
         file: path.to_path_buf(),
         source,
     })?;

@@ -4,7 +4,8 @@
 //! It says hello (version, host name, cores, a free port), receives its host's part of the job,
 //! checks it (programs found, directories present, bindings planned on this host with hwloc)
 //! and says ready or why not, and on Start spawns its ranks exactly as a local psyrun does
-//! ([`crate::spawn`]: own process group, bound before exec, SIGKILL when the agent dies). It
+//! ([`crate::spawn`]: own process group, bound before exec, SIGKILL when the agent dies, and a
+//! [`crate::watchdog`] that kills their process groups if the agent is killed). It
 //! streams their output back line by line stamped with the time it was read here, reports
 //! their pids and how they end, and signals them when psyrun asks.
 //!
@@ -15,9 +16,10 @@
 
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
-use crate::output::{for_each_line, Stream, OUTPUT_DRAIN};
+use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand};
 use crate::supervise::KILL_WAIT;
+use crate::watchdog::Watchdog;
 use crate::{exit, program, Error};
 use std::ffi::OsString;
 use std::fs::File;
@@ -126,6 +128,7 @@ pub fn main() -> u8 {
         commands: Vec::new(),
         ranks: Vec::new(),
         streams: 0,
+        watchdog: None,
     };
     agent.run()
 }
@@ -202,6 +205,8 @@ struct Agent {
     commands: Vec<RankCommand>,
     ranks: Vec<Rank>,
     streams: usize,
+    /// Kills the ranks' process groups if the agent dies first (started with the ranks).
+    watchdog: Option<Watchdog>,
 }
 
 impl Agent {
@@ -307,13 +312,22 @@ impl Agent {
         Ok(lines)
     }
 
-    /// Starts every prepared rank; the first that cannot start is reported and ends the start.
+    /// Starts the watchdog, then every prepared rank; the first that cannot start is reported
+    /// and ends the start.
     fn start(&mut self) {
         let Some(job) = &self.job else { return };
         let specs: Vec<u32> = job.ranks.iter().map(|r| r.rank).collect();
+        match Watchdog::start(specs.len()) {
+            Ok(w) => self.watchdog = Some(w),
+            // The ranks still die with the agent (parent-death signal); their children may not.
+            Err(e) => eprintln!("psyrun agent: cannot start its watchdog process: {e}"),
+        }
         for (command, rank) in std::mem::take(&mut self.commands).iter().zip(specs) {
             match self.start_one(rank, command) {
                 Ok(pid) => {
+                    if let Some(w) = &mut self.watchdog {
+                        w.watch(pid);
+                    }
                     self.ranks.push(Rank {
                         rank,
                         pid,
@@ -333,18 +347,20 @@ impl Agent {
         }
     }
 
-    /// Starts one rank ([`spawn::spawn_watched`]): its output lines go to psyrun as frames
-    /// stamped with the time they were read, its end into the agent's main loop.
+    /// Starts one rank ([`spawn::spawn_watched`]): its output goes to psyrun as frames, a line
+    /// or a piece of a long line each, stamped with the time they were read; its end into the
+    /// agent's main loop.
     fn start_one(&mut self, rank: u32, command: &RankCommand) -> Result<u32, Error> {
         let sinks = |stream: Stream| -> OutputSink {
             let (out, tx) = (self.out.clone(), self.tx.clone());
             Box::new(move |reader| {
-                for_each_line(reader, |line| {
+                for_each_piece(reader, |piece| {
                     out.send(&FromAgent::Output {
                         rank,
                         stream: stream as u8,
                         time_us: now_us(),
-                        bytes: line.to_vec(),
+                        more: !piece.last,
+                        bytes: piece.bytes.to_vec(),
                     });
                 });
                 let _ = tx.send(Input::Drained);
@@ -373,6 +389,7 @@ impl Agent {
         for r in &self.ranks {
             let _ = spawn::signal_group(r.pid, libc::SIGKILL);
         }
+        self.disarm();
         self.pump_until(KILL_WAIT, Agent::all_ended);
         self.pump_until(OUTPUT_DRAIN, |a| a.streams == 0);
         self.clean_shm();
@@ -398,6 +415,7 @@ impl Agent {
         for r in &self.ranks {
             let _ = spawn::signal_group(r.pid, libc::SIGKILL);
         }
+        self.disarm();
         self.pump_until(KILL_WAIT, Agent::all_ended);
         self.clean_shm();
         if running > 0 {
@@ -413,6 +431,13 @@ impl Agent {
             r.ended = true;
         }
         self.out.send(&FromAgent::Exited { rank, ended });
+    }
+
+    /// The agent killed the ranks' groups itself: its watchdog has nothing left to do.
+    fn disarm(&mut self) {
+        if let Some(w) = self.watchdog.take() {
+            w.disarm();
+        }
     }
 
     fn all_ended(&self) -> bool {

@@ -11,6 +11,7 @@
 //!
 //! [`run`] is that sequence; nothing starts anywhere unless every host is reachable and ready.
 
+use super::lines::{Frame, Outputs};
 use super::link::{AgentLink, HostEvent, LinkEvent};
 use super::preflight::{Preflight, PreflightSettings, Reached};
 use super::wire::{FromAgent, JobSpec, RankSpec, ToAgent};
@@ -18,7 +19,7 @@ use crate::args::Launch;
 use crate::hosts::{self, HostList};
 use crate::job::{self, JobInfo};
 use crate::losses::LossReports;
-use crate::output::{emit, open_output_files, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
+use crate::output::{open_output_files, Console, Look, OUTPUT_DRAIN};
 use crate::placement::Placement;
 use crate::supervise::{Cause, Event, Outcome, SignalWatch, Stopper, Supervisor};
 use crate::Error;
@@ -29,7 +30,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// How long every host has to check its part of the job and to start its ranks.
 pub const READY_WAIT: Duration = Duration::from_secs(30);
@@ -403,6 +404,7 @@ impl RemoteJob<'_> {
             .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
         let mut router = Router {
             outputs,
+            console: self.console.clone(),
             supervisor: sup_tx,
             names: self.names.clone(),
             pids: vec![None; self.launch.world_size()],
@@ -435,14 +437,16 @@ impl RemoteJob<'_> {
     /// and the `--output-dir` files.
     fn outputs(&self) -> Result<Outputs, Error> {
         let world = self.launch.world_size();
-        Ok(Outputs {
-            console: self.console.clone(),
-            looks: (0..world)
-                .map(|r| Look::of(self.launch, &self.names[self.host_of[r]], r))
-                .collect(),
-            files: open_output_files(self.launch.output_dir.as_deref(), world)?,
-            scratch: Vec::new(),
-        })
+        let looks: Vec<Look> = (0..world)
+            .map(|r| Look::of(self.launch, &self.names[self.host_of[r]], r))
+            .collect();
+        let files = open_output_files(self.launch.output_dir.as_deref(), world)?;
+        Ok(Outputs::new(
+            &self.console,
+            &looks,
+            files,
+            self.host_of.clone(),
+        ))
     }
 
     /// With `PSYRUN_REPORT_LAUNCH` set: how long the hosts took to be ready and the ranks to run.
@@ -550,36 +554,12 @@ fn refused(mut refusals: Vec<(usize, String, u8)>) -> Error {
     }
 }
 
-/// Per-rank output destinations on psyrun's side.
-struct Outputs {
-    console: Arc<Console>,
-    /// How each rank's lines look on the console.
-    looks: Vec<Look>,
-    /// Each rank's `--output-dir` files.
-    files: Vec<RankFiles>,
-    scratch: Vec<u8>,
-}
-
-impl Outputs {
-    /// Forwards one line of rank `rank`'s stream `stream` (0 stdout, else stderr), read on its
-    /// host at `time_us` (microseconds since the epoch).
-    fn line(&mut self, rank: usize, stream: u8, time_us: u64, bytes: &[u8]) {
-        let (Some(look), Some(files)) = (self.looks.get(rank), self.files.get_mut(rank)) else {
-            return;
-        };
-        let stream = Stream::from_number(stream);
-        let s = stream as usize;
-        let mut sink = look.sink(&self.console, stream, files[s].take());
-        let time = SystemTime::UNIX_EPOCH + Duration::from_micros(time_us);
-        emit(bytes, time, &mut self.scratch, &mut sink);
-        files[s] = sink.file.take();
-    }
-}
-
 /// Routes the links' events once ranks may be running: output to [`Outputs`], pids and the
 /// first failure to start to the start phase, exits and lost hosts to the supervisor.
 struct Router {
     outputs: Outputs,
+    /// Where the hosts' diagnostics go.
+    console: Arc<Console>,
     /// The supervisor's event channel.
     supervisor: Sender<Event>,
     /// Every host's name, in host order.
@@ -599,8 +579,17 @@ impl Router {
                 rank,
                 stream,
                 time_us,
+                more,
                 bytes,
-            }) => self.outputs.line(rank as usize, stream, time_us, &bytes),
+            }) => self.outputs.frame(
+                rank as usize,
+                stream,
+                Frame {
+                    time_us,
+                    more,
+                    bytes,
+                },
+            ),
             LinkEvent::Frame(FromAgent::Started { rank, pid }) => {
                 if let Some(slot) = self.pids.get_mut(rank as usize) {
                     *slot = Some(pid);
@@ -621,6 +610,7 @@ impl Router {
                 });
             }
             LinkEvent::Closed { why, .. } => {
+                self.outputs.host_closed(e.host);
                 let _ = self.supervisor.send(Event::HostLost {
                     host: host.clone(),
                     why,
@@ -633,7 +623,7 @@ impl Router {
                 }
             }
             LinkEvent::Diagnostic(line) => {
-                self.outputs.console.message(&format!("{host}: {line}"));
+                self.console.message(&format!("{host}: {line}"));
             }
             LinkEvent::Frame(_) => {}
         }
@@ -657,6 +647,7 @@ impl Router {
                     }
                     self.route(e);
                 }
+                self.outputs.flush();
             })
             .map_err(|e| Error::io("starting the thread that forwards the hosts' output", e))?;
         Ok(done_rx)

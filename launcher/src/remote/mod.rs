@@ -5,7 +5,7 @@
 //! inside a Slurm allocation. On each host it runs itself as an agent ([`agent`]), which says
 //! hello; the job is placed only when every host has answered, and started only when every host
 //! has checked its part ([`launch`]). The agent spawns and binds its ranks there, streams their
-//! output back, and reports how they end; psyrun's one [`crate::supervise::Supervisor`] decides
+//! output back (written whole on psyrun's console by [`lines`]), and reports how they end; psyrun's one [`crate::supervise::Supervisor`] decides
 //! for the whole job and stops ranks through the agents. Everything between psyrun and an agent
 //! is in [`wire`]; each link ([`link`]) watches a heartbeat in both directions, so a lost host
 //! fails the job (naming it) and a lost launcher makes every agent stop its ranks. Which hosts
@@ -14,6 +14,7 @@
 
 pub mod agent;
 pub mod launch;
+pub mod lines;
 pub mod link;
 pub mod preflight;
 pub mod ssh;

@@ -66,6 +66,10 @@ pub struct SshConfigError {
     pub problem: String,
 }
 
+/// The largest SSH configuration read (as for a hostfile: hand-written or generated host
+/// entries; 16 MiB is far more than any).
+pub const SSH_CONFIG_LIMIT: u64 = 16 << 20;
+
 impl SshConfig {
     /// Parses `text` (read from `file`, named in errors).
     pub fn parse(file: &str, text: &str) -> Result<SshConfig, SshConfigError> {
@@ -144,9 +148,10 @@ impl SshConfig {
         Ok(config)
     }
 
-    /// Reads and parses `path`; a missing file is an empty configuration.
+    /// Reads and parses `path` (a file of text or a pipe, at most [`SSH_CONFIG_LIMIT`], see
+    /// [`crate::textfile`]); a missing file is an empty configuration.
     pub fn read(path: &Path) -> Result<SshConfig, SshConfigError> {
-        match std::fs::read_to_string(path) {
+        match crate::textfile::read(path, SSH_CONFIG_LIMIT) {
             Ok(text) => SshConfig::parse(&path.display().to_string(), &text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SshConfig::default()),
             Err(e) => Err(SshConfigError {

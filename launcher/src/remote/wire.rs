@@ -25,7 +25,7 @@
 
 use std::fmt;
 
-/// The largest frame accepted (a rank's output line is at most [`crate::output::MAX_LINE`]).
+/// The largest frame accepted (a piece of a rank's output is at most [`crate::output::PIECE`]).
 pub const MAX_FRAME: usize = 16 << 20;
 
 /// What an agent is told to do with the ranks it starts, and how.
@@ -173,7 +173,8 @@ pub enum FromAgent {
         /// The exit code psyrun should use.
         code: u8,
     },
-    /// One line (or piece of a long line) of a rank's output.
+    /// One line of a rank's output, or one piece of a long line (see
+    /// [`crate::output::for_each_piece`]).
     Output {
         /// The rank.
         rank: u32,
@@ -181,6 +182,9 @@ pub enum FromAgent {
         stream: u8,
         /// When the agent read it, microseconds since the Unix epoch.
         time_us: u64,
+        /// The line goes on in the next Output of this rank and stream (this piece does not
+        /// end it).
+        more: bool,
         /// The bytes, newline included if it had one.
         bytes: Vec<u8>,
     },
@@ -478,9 +482,15 @@ impl FromAgent {
                 rank,
                 stream,
                 time_us,
+                more,
                 bytes,
             } => {
-                e.u8(6).u32(*rank).u8(*stream).u64(*time_us).bytes(bytes);
+                e.u8(6)
+                    .u32(*rank)
+                    .u8(*stream)
+                    .u64(*time_us)
+                    .u8(u8::from(*more))
+                    .bytes(bytes);
             }
             FromAgent::Exited { rank, ended } => {
                 e.u8(7).u32(*rank);
@@ -542,6 +552,7 @@ impl FromAgent {
                     }
                 },
                 time_us: d.u64("the time")?,
+                more: d.u8("whether the line goes on")? != 0,
                 bytes: d.bytes("the output")?,
             },
             7 => {
@@ -702,11 +713,12 @@ mod tests {
                     code,
                 }
             }),
-            (any::<u32>(), 0u8..2, any::<u64>(), bytes()).prop_map(
-                |(rank, stream, time_us, bytes)| FromAgent::Output {
+            (any::<u32>(), 0u8..2, any::<u64>(), any::<bool>(), bytes()).prop_map(
+                |(rank, stream, time_us, more, bytes)| FromAgent::Output {
                     rank,
                     stream,
                     time_us,
+                    more,
                     bytes
                 }
             ),

@@ -438,3 +438,143 @@ pub fn on_path(program: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// A rank body that starts a background `sleep 300` (a grandchild of the launcher, in the rank's
+/// process group), records its pid as `$D/gc.RANK` (atomically) and waits for it.
+pub const GRANDCHILD: &str = r#"sleep 300 & echo $! > "$D/gctmp.$PSY_RANK" && mv "$D/gctmp.$PSY_RANK" "$D/gc.$PSY_RANK"; wait"#;
+
+/// The start time (field 22 of /proc/PID/stat, in clock ticks since boot) of a live process.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Processes known by pid and start time (so a reused pid is never mistaken for them), killed on
+/// drop if still alive: a test that fails leaves none of them behind.
+pub struct Known(pub Vec<(i32, u64)>);
+
+impl Known {
+    /// Waits until `n` ranks wrote `$D/gc.RANK` (see [`GRANDCHILD`]) and notes those processes.
+    pub fn grandchildren(dir: &TempDir, n: usize) -> Known {
+        let mut known = Known(Vec::new());
+        eventually(DEADLINE, &format!("{n} grandchild pid files"), || {
+            known.0 = (0..n)
+                .filter_map(|r| {
+                    let text = std::fs::read_to_string(dir.path().join(format!("gc.{r}"))).ok()?;
+                    let pid: i32 = text.trim().parse().ok()?;
+                    Some((pid, start_time(pid)?))
+                })
+                .collect();
+            known.0.len() == n
+        });
+        known
+    }
+
+    /// Whether process `pid` that started at `start` is gone (or a zombie, or its pid reused).
+    fn is_gone(pid: i32, start: u64) -> bool {
+        gone(pid) || start_time(pid) != Some(start)
+    }
+
+    /// Waits (at most `limit`) until every one of them is gone; fails the test naming survivors.
+    pub fn assert_gone(&self, limit: Duration) {
+        let all_gone =
+            eventually_or_not(limit, || self.0.iter().all(|&(p, s)| Known::is_gone(p, s)));
+        let left: Vec<i32> = self
+            .0
+            .iter()
+            .filter(|&&(p, s)| !Known::is_gone(p, s))
+            .map(|&(p, _)| p)
+            .collect();
+        assert!(all_gone, "still running {limit:?} later: pids {left:?}");
+    }
+}
+
+impl Drop for Known {
+    fn drop(&mut self) {
+        for &(pid, start) in &self.0 {
+            if !Known::is_gone(pid, start) {
+                // SAFETY: kill takes plain integers; the pid names the process we noted (same
+                // start time) a moment ago.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Ten MiB: the length of the long lines of [`long_lines_sh`].
+pub const LONG: usize = 10 << 20;
+
+/// A rank body: a short line, a `len`-byte line of the rank's letter (`a` for rank 0), a short
+/// line; then, once `$D/go` exists, a last line without a newline.
+pub fn long_lines_sh(len: usize) -> String {
+    format!(
+        r#"c=$(printf "\\$(printf %o $((97 + PSY_RANK)))"); echo "R$PSY_RANK start"
+head -c {len} /dev/zero | tr '\0' "$c"; echo; echo "R$PSY_RANK end"
+i=0; while [ ! -e "$D/go" ]; do i=$((i+1)); [ $i -gt 1000 ] && exit 99; sleep 0.02; done
+printf "R$PSY_RANK tail""#
+    )
+}
+
+/// Checks `--tag-output` output of ranks running [`long_lines_sh`] on `hosts` (one per rank):
+/// each rank's four lines, whole, tagged once, in order, and nothing else.
+pub fn check_long_lines(stdout: &str, len: usize, hosts: &[&str]) {
+    let mut lines: Vec<Vec<&str>> = vec![Vec::new(); hosts.len()];
+    for line in stdout.split_inclusive('\n') {
+        let tag = line.strip_prefix('[').and_then(|l| l.split_once("] "));
+        let (tag, rest) = tag.unwrap_or_else(|| {
+            panic!(
+                "an untagged line of {} bytes: {:?}",
+                line.len(),
+                &line[..line.len().min(60)]
+            )
+        });
+        let (host, rank) = tag.split_once("][").expect("a [host][rank] tag");
+        let rank: usize = rank.parse().expect("a rank number");
+        assert_eq!(host, hosts[rank]);
+        lines[rank].push(rest);
+    }
+    for (rank, got) in lines.iter().enumerate() {
+        let c = char::from(b'a' + rank as u8).to_string();
+        let want = [
+            format!("R{rank} start\n"),
+            format!("{}\n", c.repeat(len)),
+            format!("R{rank} end\n"),
+            format!("R{rank} tail\n"),
+        ];
+        let lens: Vec<usize> = got.iter().map(|l| l.len()).collect();
+        assert_eq!(got.len(), want.len(), "rank {rank}: line lengths {lens:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                *g == w,
+                "rank {rank}: a line of {} bytes, not {}",
+                g.len(),
+                w.len()
+            );
+        }
+    }
+}
+
+/// Caps `cmd`'s address space at `bytes` (RLIMIT_AS), so that a test of a bug that reads until
+/// memory runs out fails quickly on this shared machine instead of exhausting it.
+pub fn limit_memory(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    let lim = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: the hook makes one async-signal-safe system call (setrlimit) with a limit built
+    // before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

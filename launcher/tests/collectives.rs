@@ -186,7 +186,14 @@ fn ctrl_c_during_a_blocked_collective_leaves_no_process_behind() {
     let job = Job::start(psyrun_check(&dir, 3, &["--fault", "hang:1"]), &dir);
     let mut pids = Vec::new();
     eventually(DEADLINE, "3 ranks to start", || {
-        pids = children(job.pid());
+        // psyrun's children are the ranks and its watchdog (a fork of psyrun).
+        pids = children(job.pid())
+            .into_iter()
+            .filter(|p| {
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                comm.trim() == "psyne-check"
+            })
+            .collect();
         pids.len() == 3
     });
     job.signal(libc::SIGINT);

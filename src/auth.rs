@@ -110,32 +110,72 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The acceptor's side: returns the peer's claim once it has proven the secret.
+/// Bytes of the connector's reply to the challenge: its nonce, its claim and its MAC.
+pub(crate) const REPLY: usize = NONCE + 8 + MAC;
+
+/// The acceptor's first move: sends the magic and a fresh nonce, which it returns (the
+/// connector's [`REPLY`] must answer it; [`verify`] checks that).
+pub(crate) fn challenge(stream: &mut TcpStream) -> std::io::Result<[u8; NONCE]> {
+    let server_nonce = nonce().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut hello = [0u8; 8 + NONCE];
+    hello[..8].copy_from_slice(MAGIC);
+    hello[8..].copy_from_slice(&server_nonce);
+    stream.write_all(&hello)?;
+    Ok(server_nonce)
+}
+
+/// The acceptor's second move: checks the connector's `reply` to `server_nonce` and, if it
+/// proves the secret, sends the acceptor's own proof; returns the connector's claim.
+pub(crate) fn verify(
+    stream: &mut TcpStream,
+    secret: &Secret,
+    server_nonce: &[u8; NONCE],
+    reply: &[u8; REPLY],
+) -> Result<u64> {
+    let client_nonce = &reply[..NONCE];
+    let claim = u64::from_le_bytes(reply[NONCE..NONCE + 8].try_into().unwrap_or([0; 8]));
+    let want = secret.mac(b'c', server_nonce, client_nonce, claim);
+    if !same(&want, &reply[NONCE + 8..]) {
+        return Err(Error::new(ErrorKind::Auth, "the peer does not know this job's secret (wrong PSY_JOB_SECRET, or not part of this job)"));
+    }
+    let proof = secret.mac(b's', server_nonce, client_nonce, claim);
+    stream.write_all(&proof).map_err(|e| {
+        Error::new(
+            ErrorKind::Auth,
+            format!("handshake did not complete: {}", described(&e)),
+        )
+    })?;
+    Ok(claim)
+}
+
+/// An I/O error of a handshake, with a read timeout called what it is.
+pub(crate) fn described(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            "timed out waiting for the other end".into()
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The acceptor's side, blocking until `deadline`: returns the peer's claim once it has proven
+/// the secret. (Listeners run many at once instead: [`crate::handshakes`].)
+#[cfg(test)]
 pub fn accept(stream: &mut TcpStream, secret: &Secret, deadline: Instant) -> Result<u64> {
-    let auth_err = |what: &str| Error::new(ErrorKind::Auth, what.to_string());
-    let server_nonce = nonce()?;
-    with_deadline(stream, deadline, |s| {
-        let mut hello = [0u8; 8 + NONCE];
-        hello[..8].copy_from_slice(MAGIC);
-        hello[8..].copy_from_slice(&server_nonce);
-        s.write_all(&hello)?;
-        let mut reply = [0u8; NONCE + 8 + MAC];
+    let auth_err = |e: std::io::Error| {
+        Error::new(
+            ErrorKind::Auth,
+            format!("handshake did not complete: {}", described(&e)),
+        )
+    };
+    let server_nonce = challenge(stream).map_err(auth_err)?;
+    let reply = with_deadline(stream, deadline, |s| {
+        let mut reply = [0u8; REPLY];
         s.read_exact(&mut reply)?;
         Ok(reply)
     })
-    .map_err(|e| auth_err(&format!("handshake did not complete: {e}")))
-    .and_then(|reply| {
-        let client_nonce = &reply[..NONCE];
-        let claim = u64::from_le_bytes(reply[NONCE..NONCE + 8].try_into().unwrap_or([0; 8]));
-        let want = secret.mac(b'c', &server_nonce, client_nonce, claim);
-        if !same(&want, &reply[NONCE + 8..]) {
-            return Err(auth_err("the peer does not know this job's secret (wrong PSY_JOB_SECRET, or not part of this job)"));
-        }
-        let proof = secret.mac(b's', &server_nonce, client_nonce, claim);
-        with_deadline(stream, deadline, |s| s.write_all(&proof))
-            .map_err(|e| auth_err(&format!("handshake did not complete: {e}")))?;
-        Ok(claim)
-    })
+    .map_err(auth_err)?;
+    verify(stream, secret, &server_nonce, &reply)
 }
 
 /// The connector's side: proves the secret with `claim`, and checks the acceptor knows it too.
@@ -152,7 +192,7 @@ pub fn connect(
         s.read_exact(&mut hello)?;
         Ok(hello)
     })
-    .map_err(|e| auth_err(format!("handshake did not complete: {e}")))?;
+    .map_err(|e| auth_err(format!("handshake did not complete: {}", described(&e))))?;
     if &server_nonce[..8] != MAGIC {
         return Err(auth_err(
             "the other end is not a psyne endpoint of this version (bad magic)".into(),
@@ -171,7 +211,8 @@ pub fn connect(
     })
     .map_err(|e| {
         auth_err(format!(
-            "handshake failed: {e} (the acceptor closes connections whose secret is wrong)"
+            "handshake failed: {} (the acceptor closes connections whose secret is wrong)",
+            described(&e)
         ))
     })?;
     if !same(

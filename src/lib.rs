@@ -36,6 +36,7 @@ pub mod dtype;
 pub mod error;
 pub(crate) mod executor;
 mod group;
+pub(crate) mod handshakes;
 mod init;
 #[doc(hidden)]
 pub mod internal;

@@ -168,7 +168,7 @@ fn a_stranger_at_the_store_is_refused_and_the_job_goes_on() {
         done.stdout
     );
     assert!(
-        done.stderr.contains("rejected a connection"),
+        done.stderr.contains("refused a connection"),
         "the refusal is logged: {}",
         done.stderr
     );

@@ -8,6 +8,7 @@
 use super::{MemoryStore, Store};
 use crate::auth::{self, Secret};
 use crate::error::{Error, ErrorKind, Result};
+use crate::handshakes::Handshakes;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,6 @@ use std::time::{Duration, Instant};
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
 const OP_ADD: u8 = 3;
-const HANDSHAKE_TIME: Duration = Duration::from_secs(10);
 const MAX_FIELD: u32 = 64 << 20;
 
 /// Serves a store on a TCP port until dropped.
@@ -86,8 +86,10 @@ impl Drop for StoreServer {
 }
 
 /// Where a store server reports refused connections.
-pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+pub type Log = crate::handshakes::Log;
 
+/// Accepts connections until `stop`: each proves the secret concurrently with the others
+/// ([`Handshakes`], so silent strangers delay no rank), then gets a thread that serves it.
 fn accept_loop(
     listener: TcpListener,
     table: Arc<MemoryStore>,
@@ -95,30 +97,28 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
     log: Log,
 ) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(stream) = conn else { continue };
-        let (table, secret, log) = (table.clone(), secret.clone(), log.clone());
-        let _ = std::thread::Builder::new()
-            .name("psyne-store-conn".into())
-            .spawn(move || serve(stream, &table, &secret, &log));
-    }
-}
-
-fn serve(mut stream: TcpStream, table: &MemoryStore, secret: &Secret, log: &Log) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
-    let _ = stream.set_nodelay(true);
-    if let Err(e) = auth::accept(&mut stream, secret, Instant::now() + HANDSHAKE_TIME) {
-        log(&format!(
-            "psyne store: rejected a connection from {peer}: {e}"
-        ));
+    if listener.set_nonblocking(true).is_err() {
+        log("psyne store: cannot make the listener non-blocking; not serving");
         return;
     }
+    let mut handshakes = Handshakes::new(secret, "psyne store", log);
+    while !stop.load(Ordering::SeqCst) {
+        let far = Instant::now() + Duration::from_secs(3600);
+        for proven in handshakes.step(&listener, Duration::from_millis(100), far) {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let table = table.clone();
+            let _ = std::thread::Builder::new()
+                .name("psyne-store-conn".into())
+                .spawn(move || serve(proven.stream, &table));
+        }
+    }
+    handshakes.finish();
+}
+
+/// Answers the requests of one client that proved the secret, until it leaves.
+fn serve(mut stream: TcpStream, table: &MemoryStore) {
     while let Ok((op, key, val)) = read_request(&mut stream) {
         let reply = match handle(table, op, &key, &val) {
             Ok(data) => (0u8, data),

@@ -1,13 +1,13 @@
 //! Wiring the full mesh of TCP links through the store.
 
-use super::link::poll_readable;
 use crate::auth::{self, Secret};
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handshakes::{Handshakes, Log};
 use crate::transport::{PeerInfo, TransportKind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Socket buffer size asked for on every link (the kernel may cap it at `net.core.*mem_max`).
@@ -204,6 +204,8 @@ fn connect_lower(
     Ok(stream)
 }
 
+/// Accepts the `expected` higher ranks until `deadline`, with every handshake concurrent (see
+/// [`crate::handshakes`]): strangers are refused without delaying the peers.
 fn accept_all(
     listener: TcpListener,
     rank: usize,
@@ -216,40 +218,43 @@ fn accept_all(
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("configuring the listener", e))?;
+    let log: Log = Arc::new(|line: &str| crate::report::warn(line));
+    let mut handshakes = Handshakes::new(secret.clone(), format!("rank {rank}"), log);
     while got.len() < expected {
-        let (mut stream, from) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    let have: Vec<usize> = got.iter().map(|(r, _)| *r).collect();
-                    let missing: Vec<usize> =
-                        (rank + 1..size).filter(|r| !have.contains(r)).collect();
-                    return Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!("rank {rank}: ranks {missing:?} never connected (did they start? raise PSY_TIMEOUT if start-up is slow)"),
-                    ));
-                }
-                poll_readable(listener.as_raw_fd(), left.min(Duration::from_millis(100)));
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            handshakes.finish();
+            return Err(never_connected(rank, size, &got, handshakes.refused()));
+        }
+        let step = handshakes.step(&listener, left.min(Duration::from_millis(100)), deadline);
+        for proven in step {
+            let claim = proven.claim as usize;
+            if claim <= rank || claim >= size || got.iter().any(|(r, _)| *r == claim) {
+                let why = format!("it claims to be rank {claim}, which this rank does not expect");
+                handshakes.refuse(proven.from, &why);
                 continue;
             }
-            Err(e) => return Err(Error::io(format!("rank {rank}: accepting a connection"), e)),
-        };
-        let _ = stream.set_nonblocking(false);
-        let hs_deadline = deadline.min(Instant::now() + Duration::from_secs(10));
-        match auth::accept(&mut stream, secret, hs_deadline) {
-            Ok(claim) => {
-                let claim = claim as usize;
-                if claim <= rank || claim >= size || got.iter().any(|(r, _)| *r == claim) {
-                    crate::report::warn(format_args!("rank {rank}: rejected a connection from {from} claiming to be rank {claim}"));
-                    continue;
-                }
-                got.push((claim, stream));
-            }
-            Err(e) => crate::report::warn(format_args!(
-                "rank {rank}: rejected a connection from {from}: {e}"
-            )),
+            got.push((claim, proven.stream));
         }
     }
+    handshakes.finish();
     Ok(got)
+}
+
+/// The error of a rank whose higher ranks did not all connect by the deadline.
+fn never_connected(rank: usize, size: usize, got: &[(usize, TcpStream)], refused: usize) -> Error {
+    let missing: Vec<usize> = (rank + 1..size)
+        .filter(|r| !got.iter().any(|(g, _)| g == r))
+        .collect();
+    let strangers = if refused > 0 {
+        format!(
+            "; meanwhile {refused} connection(s) that did not prove the job's secret were refused"
+        )
+    } else {
+        String::new()
+    };
+    Error::new(
+        ErrorKind::Timeout,
+        format!("rank {rank}: ranks {missing:?} never connected (did they start? raise PSY_TIMEOUT if start-up is slow){strangers}"),
+    )
 }

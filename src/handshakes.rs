@@ -106,16 +106,21 @@ impl Handshakes {
         proven
     }
 
-    /// Reports how many refusals went unreported, if any.
+    /// Reports how many refusals went unreported, if any, and drops the pending handshakes.
     pub(crate) fn finish(&mut self) {
-        if self.refused > LOGGED {
-            let more = self.refused - LOGGED;
-            (self.log)(&format!(
-                "{}: refused {more} more connection(s) that did not prove the job's secret",
-                self.who
-            ));
+        if let Some(line) = self.summary() {
+            (self.log)(&line);
         }
         self.pending.clear();
+    }
+
+    /// The line saying how many refusals went unreported, if any.
+    pub(crate) fn summary(&self) -> Option<String> {
+        let more = self.refused.checked_sub(LOGGED).filter(|&m| m > 0)?;
+        Some(format!(
+            "{}: refused {more} more connection(s) that did not prove the job's secret",
+            self.who
+        ))
     }
 
     fn wait(&self, listener: &TcpListener, timeout: Duration) {

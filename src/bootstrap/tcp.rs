@@ -101,7 +101,16 @@ fn accept_loop(
         log("psyne store: cannot make the listener non-blocking; not serving");
         return;
     }
-    let mut handshakes = Handshakes::new(secret, "psyne store", log);
+    // The server's own connection that wakes this loop when it is dropped is no stranger.
+    let quiet_when_stopped: Log = {
+        let (stop, log) = (stop.clone(), log.clone());
+        Arc::new(move |line: &str| {
+            if !stop.load(Ordering::SeqCst) {
+                log(line)
+            }
+        })
+    };
+    let mut handshakes = Handshakes::new(secret, "psyne store", quiet_when_stopped);
     while !stop.load(Ordering::SeqCst) {
         let far = Instant::now() + Duration::from_secs(3600);
         for proven in handshakes.step(&listener, Duration::from_millis(100), far) {
@@ -114,7 +123,9 @@ fn accept_loop(
                 .spawn(move || serve(proven.stream, &table));
         }
     }
-    handshakes.finish();
+    if let Some(line) = handshakes.summary() {
+        log(&line);
+    }
 }
 
 /// Answers the requests of one client that proved the secret, until it leaves.

@@ -45,9 +45,17 @@ fn finish(comms: &[AnyComm]) -> psyne::Result<()> {
 
 fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
     match command {
-        Command::Sweep { ranks: Some(n), .. } | Command::Check { ranks: Some(n), .. }
-            if !launch::inside_job() =>
-        {
+        Command::Sweep {
+            ranks: Some(n),
+            sweep,
+        }
+        | Command::Check {
+            ranks: Some(n),
+            sweep,
+        } if !launch::inside_job() => {
+            // Every rank here: refuse a size that cannot fit before starting any of them.
+            let largest = sweep.sizes.iter().copied().max().unwrap_or(0);
+            crate::memory::check_fits(largest, n, n, sweep.check)?;
             launch::spawn_ranks(n, cli::strip_spawn_flag(&args[1..]))
         }
         Command::Sweep { sweep, .. } => {

@@ -469,6 +469,16 @@ fn sizes_beyond_this_hosts_memory_are_refused_before_anything_is_allocated() {
         let all = text(&out);
         assert_eq!(out.status.code(), Some(2), "--sizes {sizes}: {all}");
         assert!(all.contains("MemAvailable"), "--sizes {sizes}: {all}");
+        // Refused once, by psybench itself, before it starts any rank.
+        assert_eq!(
+            all.matches("MemAvailable").count(),
+            1,
+            "--sizes {sizes}: {all}"
+        );
+        assert!(
+            !all.contains("rank 1"),
+            "--sizes {sizes}: a rank started: {all}"
+        );
         assert!(!all.contains("panicked"), "{all}");
         assert!(
             started.elapsed() < Duration::from_secs(30),

@@ -249,10 +249,10 @@ impl Tuning {
         Ok(algo)
     }
 
-    /// The automatic choice among the flat algorithms: the node board for a small all-reduce on
-    /// one host, else by size.
+    /// The automatic choice among the flat algorithms: the node board for a small collective on
+    /// one host (every rank publishes at most `bytes`, see `executor::flat`), else by size.
     fn automatic_flat(&self, coll: Collective, bytes: usize, shape: &Shape) -> Algo {
-        if coll == Collective::AllReduce && shape.has_board && bytes <= SLOT_DATA {
+        if shape.has_board && bytes <= SLOT_DATA {
             Algo::Flat
         } else {
             self.by_size(coll, bytes, shape.size)

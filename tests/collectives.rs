@@ -37,6 +37,40 @@ fn shm_worlds_2_to_5() {
 }
 
 #[test]
+fn small_calls_on_one_host_run_on_the_node_board() {
+    use psyne::{Algo, Collective};
+    let colls = [
+        Collective::AllReduce,
+        Collective::Broadcast { root: 1 },
+        Collective::Reduce { root: 2 },
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Scatter { root: 0 },
+        Collective::Gather { root: 1 },
+        Collective::AllToAll,
+        Collective::Barrier,
+    ];
+    for wiring in [Wiring::Shm, Wiring::Tcp] {
+        let algos = common::with_wiring(3, wiring, Duration::from_secs(60), move |g| {
+            colls.map(|c| {
+                (
+                    g.algorithm_for(c, 64).unwrap(),
+                    g.algorithm_for(c, 8192).unwrap(),
+                )
+            })
+        });
+        for (c, (small, large)) in colls.iter().zip(&algos[0]) {
+            assert_eq!(
+                *small == Algo::Flat,
+                wiring == Wiring::Shm,
+                "{wiring:?} {c}"
+            );
+            assert_ne!(*large, Algo::Flat, "{wiring:?} {c}");
+        }
+    }
+}
+
+#[test]
 fn mixed_worlds_of_4_and_5() {
     for size in [4, 5] {
         check_world(size, Wiring::Mixed);

@@ -73,7 +73,9 @@ fn both_fail_with_a_mismatch(wiring: Wiring, calls: [Call; 2], counts: [usize; 2
 
 #[test]
 fn every_pair_of_different_sending_calls_fails_both_ranks() {
-    for wiring in [Wiring::Tcp, Wiring::Shm] {
+    // Small calls over shared memory run on the node board, larger ones over the links with
+    // confirmations; over TCP every size runs over the links.
+    for (wiring, count) in [(Wiring::Tcp, 8), (Wiring::Shm, 8), (Wiring::Shm, 4096)] {
         for (i, &a) in CALLS.iter().enumerate() {
             for &b in &CALLS[i..] {
                 // The same call as the peer's but from the other side (both broadcast roots,
@@ -81,7 +83,7 @@ fn every_pair_of_different_sending_calls_fails_both_ranks() {
                 if a == b && matches!(a, Call::AllReduce | Call::AllGather) {
                     continue;
                 }
-                both_fail_with_a_mismatch(wiring, [a, b], [8, 8]);
+                both_fail_with_a_mismatch(wiring, [a, b], [count, count]);
             }
         }
     }
@@ -127,6 +129,30 @@ fn a_linear_scatter_root_hears_from_every_receiver() {
             let e = results[rank].as_ref().expect_err("must fail");
             assert_ne!(e.kind(), ErrorKind::Timeout, "{wiring:?} rank {rank}: {e}");
         }
+    }
+}
+
+#[test]
+fn on_the_node_board_every_rank_learns_of_a_mismatch_anywhere() {
+    // Four ranks on one host; rank 3 alone names another root. Each rank reads every rank's slot
+    // of a small call, so all four fail, also the leaves that took their data from ranks that
+    // agreed with them (over the links those may return Ok; see the README).
+    for call in ["broadcast", "reduce", "scatter", "gather"] {
+        let results = common::with_wiring(4, Wiring::Shm, T, move |g| {
+            let root = if g.rank() == 3 { 1 } else { 0 };
+            let mut buf = vec![1.0f32; 16];
+            assert_eq!(
+                g.algorithm_for(psyne::Collective::Broadcast { root }, 64)?,
+                psyne::Algo::Flat
+            );
+            match call {
+                "broadcast" => g.broadcast(&mut buf, root),
+                "reduce" => g.reduce(&mut buf, ReduceOp::Sum, root),
+                "scatter" => g.scatter(&buf, 16, root).map(drop),
+                _ => g.gather(&buf[..4], 16, root).map(drop),
+            }
+        });
+        all_mismatch(&results, call);
     }
 }
 

@@ -1,78 +1,239 @@
-//! The flat all-reduce of a group that lives on one host, for small buffers: each rank publishes
-//! its buffer in its slot of the node board ([`Board`]) and then folds every rank's slot, in rank
-//! order, into its own buffer. One cache-line write and `size - 1` reads per rank instead of
-//! log2(size) message exchanges; every rank folds in the same order, so results agree bit for bit.
+//! Small collectives of a group that lives on one host, on the node board: each rank publishes
+//! its part of the call in its slot of the node board ([`Board`]) and then takes what it needs
+//! from every rank's slot. One write of a cache line or a few and `size - 1` reads per rank
+//! instead of messages through the pairwise rings; every rank folds reductions in rank order, so
+//! results agree bit for bit.
+//!
+//! Every rank waits for *every* slot of the operation, also where it needs no data from a slot
+//! (a broadcast root, a gather leaf): each slot carries its owner's description of the call, so
+//! every rank learns of a disagreement with any other, whatever its role, and the wait doubles
+//! as the proof that lets slots be reused:
 //!
 //! Slots are double buffered by the parity of a counter of flat operations, which every rank
 //! advances identically. Rank `r` writes parity `k % 2` at operation `k` only after finishing
 //! operation `k - 1`, which needed every peer's slot of `k - 1`; a peer writes that only after it
 //! finished operation `k - 2`, i.e. after its last read of `r`'s parity `k % 2`. So no rank ever
 //! overwrites data another still reads.
+//!
+//! What each rank publishes and takes, per collective ([`Part`]), in elements of the work buffer
+//! laid out as [`Collective::layout`] says: all-reduce, reduce, reduce-scatter and all-to-all
+//! publish the whole input; broadcast and scatter only the root's; all-gather and gather each
+//! rank's chunk; barrier nothing.
 
 use super::fail::Site;
-use super::header::{self, Header, HEADER_LEN};
+use super::header::{self, Header, OpKind, HEADER_LEN};
 use super::{Call, Engine, Links};
 use crate::error::Result;
-use crate::transport::shm::board::{Board, Slot, DESC};
+use crate::reduce::Reducer;
+use crate::schedule::{chunk_span, Collective, Span};
+use crate::transport::shm::board::{Board, Slot, DESC, SLOT_DATA};
 use crate::wait::{process_alive, Next, Spinner};
 use std::time::{Duration, Instant};
 
-/// An engine: one flat all-reduce on the node board.
-pub(crate) struct BoardAllReduce<'a> {
+/// An engine: one small collective on the node board.
+pub(crate) struct BoardCollective<'a> {
     /// The group's board.
     pub(crate) board: &'a Board,
     /// The number of this flat operation (1, 2, ...), the same on every rank.
     pub(crate) k: u64,
-    /// This rank's buffer, at most `board::SLOT_DATA` bytes: input, then the result.
+    /// This rank's work buffer, laid out as [`Collective::layout`] says for the call.
     pub(crate) buf: &'a mut [u8],
 }
 
-impl Engine for BoardAllReduce<'_> {
+impl Engine for BoardCollective<'_> {
     fn run(self, call: &Call, links: &mut Links) -> Result<()> {
-        let BoardAllReduce { board, k, buf } = self;
+        let BoardCollective { board, k, buf } = self;
         let desc = &call.desc;
-        let reducer = call.reducer.ok_or_else(|| {
-            call.site(links.rank, &links.peers)
-                .internal("a flat all-reduce without a reduction")
-        })?;
+        let site = || call.site(links.rank, &links.peers);
+        let OpKind::Collective(coll) = desc.kind else {
+            return Err(site().internal("a point-to-point call on the node board"));
+        };
+        let es = desc.dtype.size();
+        let part = Part {
+            coll,
+            size: board.size(),
+            count: desc.count as usize,
+        };
         let me = board.rank();
+        let too_large = part.largest() * es > SLOT_DATA;
+        if too_large || buf.len() < coll.layout(me, part.size, part.count).buf_len * es {
+            return Err(site().internal("a call too large for the node board"));
+        }
+        let reducer = if coll.reduces() {
+            let reducer = call.reducer;
+            Some(reducer.ok_or_else(|| site().internal("a reduction without an op"))?)
+        } else {
+            None
+        };
         let parity = (k % 2) as usize;
-        let mut mine: [u8; DESC] = header::encode_data(desc, buf.len() as u64);
+        let mut mine: [u8; DESC] = header::encode_data(desc, (part.count * es) as u64);
         header::set_pair(&mut mine, header::total(&links.p2p));
-        board.slot(me, parity).publish(k, &mine, buf);
-        let mut counts = header::PairSums::default();
-        counts.add(&mine);
-        // The deadline is set when a wait first blocks, so the fast path reads no clock.
-        let mut deadline = None;
-        for j in (0..board.size()).filter(|&j| j != me) {
-            let slot = board.slot(j, parity);
-            let mut watch = Watch {
-                board,
-                links: &mut *links,
-                slot: &slot,
-                peer: j,
-                k,
-                call,
-            };
-            watch.wait(&mut deadline)?;
-            let theirs = slot.desc();
-            if !header::same_call(&theirs, &mine) {
-                let site = call.site(links.rank, &links.peers);
-                return Err(site.mismatch(j, described(&theirs)));
-            }
-            counts.add(&theirs);
-        }
-        if let Some((sent, received)) = counts.unbalanced() {
-            return Err(call
-                .site(links.rank, &links.peers)
-                .unmatched_sends(sent, received));
-        }
-        buf.copy_from_slice(board.slot(0, parity).data(buf.len()));
-        for r in 1..board.size() {
-            reducer.apply(buf, board.slot(r, parity).data(buf.len()));
-        }
+        board
+            .slot(me, parity)
+            .publish(k, &mine, &buf[bytes(part.published(me), es)]);
+        wait_for_all(board, k, parity, &mine, call, links)?;
+        let take = Take {
+            board,
+            parity,
+            part: &part,
+            es,
+        };
+        take.finish(me, buf, reducer);
         Ok(())
     }
+}
+
+/// Waits for every peer's slot of operation `k` and checks that each describes the same call as
+/// `mine`, and that the point-to-point messages sent before it were all received.
+fn wait_for_all(
+    board: &Board,
+    k: u64,
+    parity: usize,
+    mine: &[u8; DESC],
+    call: &Call,
+    links: &mut Links,
+) -> Result<()> {
+    let me = board.rank();
+    let mut counts = header::PairSums::default();
+    counts.add(mine);
+    // The deadline is set when a wait first blocks, so the fast path reads no clock.
+    let mut deadline = None;
+    for j in (0..board.size()).filter(|&j| j != me) {
+        let slot = board.slot(j, parity);
+        let mut watch = Watch {
+            board,
+            links: &mut *links,
+            slot: &slot,
+            peer: j,
+            k,
+            call,
+        };
+        watch.wait(&mut deadline)?;
+        let theirs = slot.desc();
+        if !header::same_call(&theirs, mine) {
+            let site = call.site(links.rank, &links.peers);
+            return Err(site.mismatch(j, described(&theirs)));
+        }
+        counts.add(&theirs);
+    }
+    match counts.unbalanced() {
+        Some((sent, received)) => Err(call
+            .site(links.rank, &links.peers)
+            .unmatched_sends(sent, received)),
+        None => Ok(()),
+    }
+}
+
+/// What each rank of a board collective publishes and where results go, in elements.
+struct Part {
+    coll: Collective,
+    size: usize,
+    count: usize,
+}
+
+impl Part {
+    /// The most elements any rank publishes (the bytes the automatic choice compares with the
+    /// slots' size: the whole buffer, or for all-gather and gather the first, largest chunk).
+    fn largest(&self) -> usize {
+        match self.coll {
+            Collective::AllGather | Collective::Gather { .. } => self.chunk(0).len(),
+            Collective::Barrier => 0,
+            _ => self.count,
+        }
+    }
+
+    /// Rank `r`'s chunk of the call's `count` elements.
+    fn chunk(&self, r: usize) -> Span {
+        chunk_span(self.count, self.size, r)
+    }
+
+    /// The span of rank `r`'s work buffer it publishes (its slot holds these elements, from the
+    /// slot's start).
+    fn published(&self, r: usize) -> Span {
+        let all = 0..self.count;
+        match self.coll {
+            Collective::AllReduce
+            | Collective::Reduce { .. }
+            | Collective::ReduceScatter
+            | Collective::AllToAll => all,
+            Collective::Broadcast { root } | Collective::Scatter { root } if r == root => all,
+            Collective::Broadcast { .. } | Collective::Scatter { .. } | Collective::Barrier => 0..0,
+            Collective::AllGather | Collective::Gather { .. } => self.chunk(r),
+        }
+    }
+}
+
+/// Reading the published slots of one operation.
+struct Take<'a, 'b> {
+    board: &'a Board,
+    parity: usize,
+    part: &'b Part,
+    es: usize,
+}
+
+impl<'a> Take<'a, '_> {
+    /// Elements `span` (in rank `r`'s work-buffer coordinates, inside what it published) of
+    /// rank `r`'s slot.
+    fn from(&self, r: usize, span: Span) -> &'a [u8] {
+        let published = self.part.published(r);
+        debug_assert!(published.start <= span.start && span.end <= published.end);
+        let data = self
+            .board
+            .slot(r, self.parity)
+            .data(published.len() * self.es);
+        &data[bytes(
+            span.start - published.start..span.end - published.start,
+            self.es,
+        )]
+    }
+
+    /// Copies elements `span` of rank `r`'s slot to the same place of `buf`.
+    fn copy(&self, r: usize, span: Span, buf: &mut [u8]) {
+        buf[bytes(span.clone(), self.es)].copy_from_slice(self.from(r, span));
+    }
+
+    /// Writes to elements `span` of `buf` the reduction, in rank order, of every rank's `span`.
+    fn fold(&self, span: Span, buf: &mut [u8], reducer: Reducer) {
+        self.copy(0, span.clone(), buf);
+        let dst = &mut buf[bytes(span.clone(), self.es)];
+        for r in 1..self.part.size {
+            reducer.apply(dst, self.from(r, span.clone()));
+        }
+    }
+
+    /// Rank `me`'s result, in `buf`, from every rank's published slot. `reducer` is present for
+    /// the reducing collectives.
+    fn finish(&self, me: usize, buf: &mut [u8], reducer: Option<Reducer>) {
+        let p = self.part;
+        let all = 0..p.count;
+        let others = (0..p.size).filter(move |&r| r != me);
+        match (p.coll, reducer) {
+            (Collective::AllReduce, Some(op)) => self.fold(all, buf, op),
+            (Collective::Reduce { root }, Some(op)) if root == me => self.fold(all, buf, op),
+            (Collective::ReduceScatter, Some(op)) => self.fold(p.chunk(me), buf, op),
+            (Collective::Broadcast { root }, _) if root != me => self.copy(root, all, buf),
+            (Collective::Scatter { root }, _) if root != me => self.copy(root, p.chunk(me), buf),
+            (Collective::AllGather, _) => others.for_each(|r| self.copy(r, p.chunk(r), buf)),
+            (Collective::Gather { root }, _) if root == me => {
+                others.for_each(|r| self.copy(r, p.chunk(r), buf))
+            }
+            (Collective::AllToAll, _) => {
+                // Block `r` of the output (after the input) is chunk `me` of rank `r`'s input.
+                let block = p.chunk(me);
+                for r in 0..p.size {
+                    let at = p.count + r * block.len();
+                    let dst = &mut buf[bytes(at..at + block.len(), self.es)];
+                    dst.copy_from_slice(self.from(r, block.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Element span `span` as a byte range, for elements of `es` bytes.
+fn bytes(span: Span, es: usize) -> std::ops::Range<usize> {
+    span.start * es..span.end * es
 }
 
 /// What a peer's header says it called.

@@ -5,7 +5,7 @@
 //!   sends and receives proceed at the same time in one non-blocking loop, so a ring step with a
 //!   buffer far larger than the socket buffers cannot deadlock; received data is reduced (or
 //!   forwarded) piece by piece as it arrives.
-//! - [`flat::BoardAllReduce`]: the flat all-reduce of a small buffer on the node board of a group
+//! - [`flat::BoardCollective`]: any collective of a small buffer on the node board of a group
 //!   that lives on one host.
 //! - the shared-buffer all-reduce (`group/shared.rs`), in place in memory every rank maps.
 //!

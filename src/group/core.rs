@@ -5,7 +5,7 @@ use super::shared::{Mapped, SharedAllReduce};
 use crate::bootstrap::StoreServer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::flat::BoardAllReduce;
+use crate::executor::flat::BoardCollective;
 use crate::executor::{abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
@@ -303,7 +303,7 @@ impl Core {
         match (algo, board.as_ref()) {
             (Algo::Flat, Some(board)) => {
                 *flat_seq += 1;
-                let engine = BoardAllReduce {
+                let engine = BoardCollective {
                     board,
                     k: *flat_seq,
                     buf: work,

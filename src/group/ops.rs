@@ -117,7 +117,9 @@ pub(crate) fn all_gather_into<T: Element>(
         )));
     }
     let coll = Collective::AllGather;
-    let algo = core.algo_for(coll, algo, bytes(local))?;
+    // The largest chunk's bytes, the same on every rank (which must choose the same algorithm).
+    let largest = chunk_span(out.len(), core.size, 0).len() * std::mem::size_of::<T>();
+    let algo = core.algo_for(coll, algo, largest)?;
     out[mine].copy_from_slice(local);
     let n = out.len();
     run(core, coll, algo, None, n, out)

@@ -151,9 +151,10 @@ pub enum Algo {
     Linear,
     /// Dissemination barrier: log2(p) rounds of empty messages.
     Dissemination,
-    /// Small all-reduce of a group that lives on one host: every rank writes its buffer to its
-    /// slot of a shared node board and reduces everyone's slots itself (no schedule; see
-    /// `executor::flat`). Chosen automatically; it implements no schedule.
+    /// Any small collective of a group that lives on one host: every rank writes its part to its
+    /// slot of a shared node board and takes (or reduces) what it needs from everyone's slots
+    /// itself (no schedule; see `executor::flat`). Chosen automatically; it implements no
+    /// schedule.
     Flat,
     /// Hierarchical (host-aware) all-reduce, broadcast and all-gather for groups spread over
     /// several hosts with several ranks on some: the ranks of each host combine their data over

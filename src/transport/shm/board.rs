@@ -166,7 +166,7 @@ pub struct Slot<'a> {
     _board: std::marker::PhantomData<&'a Board>,
 }
 
-impl Slot<'_> {
+impl<'a> Slot<'a> {
     fn seq(&self) -> &AtomicU64 {
         // SAFETY: offset 0 of a 64-byte aligned slot, accessed only atomically.
         unsafe { &*(self.base as *const AtomicU64) }
@@ -227,7 +227,7 @@ impl Slot<'_> {
     }
 
     /// The first `len` bytes of the slot's data (valid once [`Slot::ready`]); 128-byte aligned.
-    pub fn data(&self, len: usize) -> &[u8] {
+    pub fn data(&self, len: usize) -> &'a [u8] {
         assert!(len <= SLOT_DATA, "slot data too large");
         // SAFETY: inside the slot; written by the owner before its release store of `seq`, which
         // the caller observed; the owner does not write this parity again until every rank has

@@ -13,6 +13,7 @@
 //! | `PSY_JOB_SECRET` | hex secret every connection proves knowledge of; never on a command line |
 //! | `PSY_TIMEOUT` | seconds any single wait may last before it fails (default 300) |
 //! | `PSY_ALGO` | algorithm overrides, e.g. `allreduce:ring,broadcast:pipeline` (see [`crate::tuning`]) |
+//! | `PSY_TUNING` | the tuning file `psybench tune` wrote (default: `~/.config/psyne/tuning`, then `/etc/psyne/tuning`, if present; `off` for none; see [`crate::tuning::rules`]) |
 //! | `PSY_ADDR` | address this rank's listener advertises (default: the one that reaches the store) |
 //! | `PSY_TRANSPORT` | `auto` (shared memory on one host, RDMA across where present, else TCP), `tcp`, `shm`, or `rdma` |
 //! | `PSY_RDMA_DEVICE`, `PSY_RDMA_PORT`, ... | the RDMA adapter and port (see `crate::transport::rdma::config`) |
@@ -20,7 +21,7 @@
 //! | `PSY_SHM_RING_BYTES` | bytes of each shared-memory ring (default: by the number of ranks on the host) |
 //! | `PSY_SHM_CMA`, `PSY_SHM_CMA_MIN` | whether, and from which message size, shared memory copies large messages straight between processes (`process_vm_readv`) |
 //!
-//! The tunables among them (`PSY_TIMEOUT`, `PSY_SPIN_US`, `PSY_ALGO`, `PSY_TRANSPORT` and the
+//! The tunables among them (`PSY_TIMEOUT`, `PSY_SPIN_US`, `PSY_ALGO`, `PSY_TUNING`, `PSY_TRANSPORT` and the
 //! transports' own) are read once, into [`Tunables`], when a group forms; a program may build
 //! [`Tunables`] itself instead and pass its fields in [`crate::GroupOptions`].
 //!
@@ -70,6 +71,8 @@ pub const JOB_SECRET: &str = "PSY_JOB_SECRET";
 pub const TIMEOUT: &str = "PSY_TIMEOUT";
 /// `PSY_ALGO`
 pub const ALGO: &str = "PSY_ALGO";
+/// `PSY_TUNING`
+pub const TUNING: &str = "PSY_TUNING";
 /// `PSY_ADDR`
 pub const ADDR: &str = "PSY_ADDR";
 /// `PSY_TRANSPORT`
@@ -531,7 +534,7 @@ pub struct Tunables {
     pub timeout: Duration,
     /// How long a waiting rank spins before blocking (`PSY_SPIN_US`).
     pub spin: Duration,
-    /// The algorithm policy (`PSY_ALGO`).
+    /// The algorithm policy (`PSY_ALGO`, `PSY_TUNING`).
     pub tuning: crate::tuning::Tuning,
     /// Which transports may be used (`PSY_TRANSPORT`) and their settings (`PSY_SHM_*`,
     /// `PSY_RDMA_*`).
@@ -556,10 +559,7 @@ impl Tunables {
         Ok(Tunables {
             timeout: timeout_with(get)?,
             spin: spin_with(get)?,
-            tuning: match get(ALGO) {
-                Some(spec) => crate::tuning::Tuning::parse(&spec)?,
-                None => crate::tuning::Tuning::default(),
-            },
+            tuning: crate::tuning::Tuning::from_lookup(get)?,
             transport: crate::transport::TransportTunables::from_lookup(get)?,
         })
     }

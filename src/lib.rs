@@ -62,3 +62,4 @@ pub use reduce::ReduceOp;
 pub use schedule::{Algo, Collective};
 pub use transport::rdma::RdmaConfig;
 pub use transport::{host_key, hostname, TransportKind, TransportPolicy, TransportTunables};
+pub use tuning::Tuning;

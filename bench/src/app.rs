@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::backend::AnyComm;
 use crate::cli::{self, Command};
 use crate::model::{Report, Sweep};
-use crate::{check, compare, export, launch, peak, runner};
+use crate::{check, compare, export, launch, peak, runner, tune};
 use psyne::ErrorKind;
 
 /// Exit status: wrong results.
@@ -52,6 +52,11 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
         | Command::Check {
             ranks: Some(n),
             sweep,
+        }
+        | Command::Tune {
+            ranks: Some(n),
+            sweep,
+            ..
         } if !launch::inside_job() => {
             // Every rank here: refuse a size that cannot fit before starting any of them.
             let largest = sweep.sizes.iter().copied().max().unwrap_or(0);
@@ -62,6 +67,14 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
             on_ranks(&sweep, |comms| Ok(runner::run_sweep(comms, &sweep)?.wrong))
         }
         Command::Check { sweep, .. } => on_ranks(&sweep, |comms| check::run_check(comms, &sweep)),
+        Command::Tune { sweep, options, .. } => {
+            // The defaults are what tuning compares against: a tuning file in place is ignored.
+            std::env::set_var(psyne::contract::TUNING, "off");
+            on_ranks(&sweep, |comms| match comms.first() {
+                Some(comm) => tune::run(comm, &sweep, &options),
+                None => Ok(0),
+            })
+        }
         Command::Plot { inputs, output } => draw_plot(&inputs, &output),
         Command::Compare { a, b } => print_comparison(&a, b.as_deref()),
         Command::Peak { bytes, iters } => print_peaks(bytes, iters),

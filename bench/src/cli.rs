@@ -8,6 +8,7 @@
 //! psybench plot INPUT... [-o OUT.png]
 //! psybench compare A [B]
 //! psybench peak [--size SIZE] [--iters N]
+//! psybench [-n N] tune [COLLECTIVE...] [--output FILE] [--margin PCT] [sweep flags]
 //! ```
 //!
 //! With `--config` the subcommand may be left out when the preset names a `collective`.
@@ -64,6 +65,15 @@ pub enum Command {
         bytes: Option<u64>,
         /// Repetitions (`None`: the peak module's default).
         iters: Option<u64>,
+    },
+    /// Measure every algorithm and write the fastest per size to a tuning file.
+    Tune {
+        /// `-n N`: spawn N local ranks.
+        ranks: Option<usize>,
+        /// What to measure (`algos` is ignored: every algorithm runs).
+        sweep: Sweep,
+        /// Where to write, and how much faster a change must be.
+        options: crate::tune::TuneOptions,
     },
     /// Cross-check backends (or the oracle) element by element; `sweep.check` is true.
     Check {
@@ -138,6 +148,7 @@ Examples:
   psybench plot native.json mpi.json -o compare.png
   psybench compare native.json mpi.json
   psybench --config configs/quick.toml
+  psybench -n 2 tune                              measure every algorithm, write ~/.config/psyne/tuning
 
 Sizes: MIN:MAX (geometric, --factor, default 2) or a list 8,1K,1M; K = 1024.
 Bandwidth: GB/s = 1e9 B/s; busbw uses nccl-tests' bus factors.";
@@ -208,6 +219,11 @@ enum Sub {
     /// Cross-check backends element by element (default: every operation)
     #[command(name = "check")]
     Check(CheckArgs),
+    /// Measure every algorithm at every size on this layout and write the fastest per size to
+    /// psyne's tuning file, which later jobs load (PSY_TUNING); prints the default and tuned
+    /// choice per size
+    #[command(name = "tune")]
+    Tune(TuneArgs),
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -342,6 +358,28 @@ struct CheckArgs {
     sweep: SweepArgs,
 }
 
+#[derive(Args, Debug)]
+struct TuneArgs {
+    /// Operations to tune (default: every collective; sendrecv has no algorithms)
+    #[arg(value_name = "COLLECTIVE")]
+    collectives: Vec<String>,
+    /// The tuning file to write; its sections for other layouts are kept [default:
+    /// $XDG_CONFIG_HOME/psyne/tuning, else ~/.config/psyne/tuning, where psyne looks first]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// How much faster, in percent, another algorithm must be than the default to replace it
+    /// [default: 5]
+    #[arg(long, value_name = "PCT")]
+    margin: Option<f64>,
+    #[command(flatten)]
+    sweep: SweepArgs,
+}
+
+/// What `tune` measures when no size is given: 8 B to 32 MiB, every factor of 4.
+const TUNE_SIZES: &str = "8:32M";
+const TUNE_FACTOR: f64 = 4.0;
+const TUNE_ROUNDS: u64 = 3;
+
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     sizes::parse_size(s).map_err(|e| e.to_string())
 }
@@ -405,6 +443,7 @@ where
         Sub::Compare(c) => return Ok(Command::Compare { a: c.a, b: c.b }),
         Sub::Peak(p) => return peak_command(p),
         Sub::Check(c) => return check_command(c, cli.np, preset_ref),
+        Sub::Tune(t) => return tune_command(t, cli.np, preset_ref),
     };
     sweep_command(
         Some(name),
@@ -492,6 +531,72 @@ fn check_command(
     }
     let flags = c.sweep.into_file(np);
     sweep_command(Some("check"), &colls, flags, preset, true)
+}
+
+/// `psybench tune [COLLECTIVE...]`: a sweep of every algorithm, by default every collective but
+/// sendrecv at [`TUNE_SIZES`] (every factor of [`TUNE_FACTOR`]), [`TUNE_ROUNDS`] rounds.
+fn tune_command(
+    t: TuneArgs,
+    np: Option<usize>,
+    preset: Option<(&Path, SweepFile)>,
+) -> Result<Command, CliError> {
+    let err = |m: String| CliError::usage(Some("tune"), m);
+    let mut colls = Vec::new();
+    for name in &t.collectives {
+        colls.extend(parse_collectives(name).map_err(|m| err(format!("invalid COLLECTIVE: {m}")))?);
+    }
+    if colls.is_empty() {
+        colls = BenchColl::ALL.to_vec();
+    }
+    colls.retain(|c| *c != BenchColl::SendRecv);
+    if colls.is_empty() {
+        return Err(err(
+            "sendrecv has no algorithms to tune; name a collective".into()
+        ));
+    }
+    let margin = t.margin.unwrap_or(5.0);
+    if !(0.0..100.0).contains(&margin) {
+        return Err(err(format!(
+            "--margin {margin} is not a percentage from 0 to below 100, e.g. 5"
+        )));
+    }
+    let mut a = t.sweep;
+    let refused = [
+        (a.algo.is_some(), "--algo (tune measures every algorithm)"),
+        (
+            a.shared_buffers,
+            "--shared-buffers (tune chooses for ordinary buffers)",
+        ),
+        (
+            a.plot.is_some(),
+            "--plot (draw the --json report with `psybench plot`)",
+        ),
+        (
+            a.backend.as_deref().is_some_and(|b| b.trim() != "native"),
+            "--backend (tune tunes psyne's own)",
+        ),
+    ];
+    if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+        return Err(err(format!("tune does not take {what}; leave it out")));
+    }
+    if a.sizes.is_none() {
+        a.sizes = Some(TUNE_SIZES.into());
+        a.factor = a.factor.or(Some(TUNE_FACTOR));
+    }
+    a.rounds = a.rounds.or(Some(TUNE_ROUNDS));
+    let Command::Sweep { ranks, sweep } =
+        sweep_command(Some("tune"), &colls, a.into_file(np), preset, false)?
+    else {
+        unreachable!("sweep_command without is_check makes a Sweep");
+    };
+    Ok(Command::Tune {
+        ranks,
+        sweep,
+        options: crate::tune::TuneOptions {
+            output: t.output,
+            margin: margin / 100.0,
+        },
+    })
 }
 
 /// Parses an operation name (`allreduce`, `all-reduce`, ...) or `all`.

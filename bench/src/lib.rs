@@ -24,3 +24,4 @@ pub mod runner;
 pub mod sizes;
 pub mod stats;
 pub mod table;
+pub mod tune;

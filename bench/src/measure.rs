@@ -42,6 +42,34 @@ pub struct Case {
     pub shared: bool,
 }
 
+impl Case {
+    /// `coll` of `count` elements (`actual` bytes, psybench's size) with `algo`, as `sweep` asks:
+    /// its type, op, root, cadence, check and buffers, and its iterations or the defaults for
+    /// the size.
+    pub fn of_sweep(
+        sweep: &crate::model::Sweep,
+        coll: BenchColl,
+        (count, actual): (u64, u64),
+        algo: Option<Algo>,
+    ) -> Case {
+        let (warmup, iters) = crate::sizes::default_iters(actual);
+        Case {
+            coll,
+            count,
+            dtype: sweep.dtype,
+            op: sweep.op,
+            root: sweep.root,
+            algo,
+            warmup: sweep.warmup.unwrap_or(warmup),
+            iters: sweep.iters.unwrap_or(iters),
+            cadence: sweep.cadence,
+            check: sweep.check,
+            corrupt: false,
+            shared: sweep.shared_buffers,
+        }
+    }
+}
+
 /// What one case measured, the same on every rank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measurement {
@@ -94,7 +122,7 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
             "shared".to_string()
         }
         (Some(g), Some(c)) => g
-            .algorithm_for(c, per_rank_bytes(case.coll, count * es, size))?
+            .algorithm_for(c, per_rank_bytes(case.coll, count, es, size))?
             .name()
             .to_string(),
         (Some(_), None) => "direct".to_string(),
@@ -138,12 +166,15 @@ fn shares(comm: &AnyComm, case: &Case) -> bool {
     case.shared && case.coll == BenchColl::AllReduce && comm.native().is_some()
 }
 
-/// The bytes of one rank's buffer, which is what psyne's algorithm choice looks at.
-fn per_rank_bytes(c: BenchColl, bytes: u64, size: usize) -> usize {
-    match c {
-        BenchColl::AllGather | BenchColl::Gather => (bytes as usize).div_ceil(size),
-        _ => bytes as usize,
-    }
+/// The bytes psyne's algorithm choice looks at for `c` of `count` elements of `es` bytes
+/// (psybench's size) on `size` ranks: the largest chunk for all-gather, the whole buffer (the
+/// root's) for everything else, gather included (as `src/group/ops.rs` passes them).
+pub fn per_rank_bytes(c: BenchColl, count: u64, es: u64, size: usize) -> usize {
+    let elements = match c {
+        BenchColl::AllGather => chunk_span(count as usize, size, 0).len(),
+        _ => count as usize,
+    };
+    elements * es as usize
 }
 
 /// The buffers of one rank for one operation.

@@ -174,6 +174,7 @@ pub fn collect(sweep: &Sweep, world_size: usize, hosts: &[String]) -> RunMeta {
         date: now_rfc3339(),
         load_average: load_average(),
         peak_gbps: sweep.peak_gbps,
+        tuning_file: None,
     }
 }
 
@@ -208,6 +209,7 @@ pub fn from_records(records: &[Record], source: &str) -> RunMeta {
         date: String::new(),
         load_average: None,
         peak_gbps: None,
+        tuning_file: None,
     }
 }
 

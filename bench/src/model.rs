@@ -248,6 +248,10 @@ pub struct RunMeta {
     pub load_average: Option<f64>,
     /// Reference bandwidth in GB/s, if given or measured.
     pub peak_gbps: Option<f64>,
+    /// The psyne tuning file the automatic choices came from (`PSY_TUNING`), if any; reports
+    /// written before the field existed had none.
+    #[serde(default)]
+    pub tuning_file: Option<String>,
 }
 
 /// A latency-bandwidth fit of one curve: time ≈ alpha + bytes / beta.

@@ -85,6 +85,11 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
         wrong: 0,
     };
     if rank == 0 {
+        if let Some(file) = &run.report.meta.tuning_file {
+            run.progress.println(&format!(
+                "# automatic choices from the tuning file {file} (PSY_TUNING=off: the built-in ones)"
+            ));
+        }
         run.progress.println(&table::header(sweep.cadence));
     }
     for &coll in &sweep.collectives {
@@ -107,6 +112,11 @@ fn empty_report(comms: &[AnyComm], sweep: &Sweep, size: usize, hosts: &[String])
     let mut meta = crate::meta::collect(sweep, size, hosts);
     meta.backends = comms.iter().map(|c| c.kind().name().to_string()).collect();
     meta.peak_gbps = sweep.peak_gbps;
+    meta.tuning_file = comms
+        .iter()
+        .find_map(|c| c.native())
+        .and_then(|g| g.tuning().file.as_ref())
+        .map(|f| f.path.display().to_string());
     Report {
         meta,
         records: Vec::new(),
@@ -154,25 +164,13 @@ impl SweepRun<'_> {
     fn measure_size(&mut self, coll: BenchColl, bytes: u64) -> Result<()> {
         let sweep = self.sweep;
         let (count, actual) = sizes::element_count(coll, bytes, sweep.dtype, self.size);
-        let (dw, di) = sizes::default_iters(actual);
-        let (warmup, iters) = (sweep.warmup.unwrap_or(dw), sweep.iters.unwrap_or(di));
         self.progress
             .set_message(&format!("{} {}", coll.name(), sizes::format_size(actual)));
         for comm in round_order(self.comms, sweep.rounds) {
             for algo in algos_of(comm, coll, sweep) {
                 let case = Case {
-                    coll,
-                    count,
-                    dtype: sweep.dtype,
-                    op: sweep.op,
-                    root: sweep.root,
-                    algo,
-                    warmup,
-                    iters,
-                    cadence: sweep.cadence,
-                    check: sweep.check,
                     corrupt: self.corrupt,
-                    shared: sweep.shared_buffers,
+                    ..Case::of_sweep(sweep, coll, (count, actual), algo)
                 };
                 self.measure_row(comm, &case, actual)?;
             }
@@ -221,7 +219,13 @@ fn algos_of(comm: &AnyComm, coll: BenchColl, sweep: &Sweep) -> Vec<Option<Algo>>
 }
 
 /// Everything a row records about measurement `m` of `case` on `comm` except its times.
-fn row_key(comm: &AnyComm, case: &Case, m: &Measurement, sweep: &Sweep, ranks: usize) -> RowKey {
+pub fn row_key(
+    comm: &AnyComm,
+    case: &Case,
+    m: &Measurement,
+    sweep: &Sweep,
+    ranks: usize,
+) -> RowKey {
     let coll = case.coll;
     RowKey {
         collective: coll,

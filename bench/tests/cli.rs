@@ -486,3 +486,37 @@ fn devices_binary_and_huge_input_files_are_refused_saying_what_and_where() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("larger than 256 MiB"), "{err}");
 }
+
+#[test]
+fn tune_defaults_to_every_collective_at_factor_four_and_refuses_what_it_chooses_itself() {
+    let parsed = parse_from(["psybench", "-n", "2", "tune", "-o", "/tmp/t"]).unwrap();
+    let Command::Tune {
+        ranks,
+        sweep,
+        options,
+    } = parsed
+    else {
+        panic!("not a tune: {parsed:?}");
+    };
+    assert_eq!(ranks, Some(2));
+    assert!(!sweep.collectives.contains(&BenchColl::SendRecv));
+    assert_eq!(sweep.collectives.len(), BenchColl::ALL.len() - 1);
+    assert_eq!(sweep.sizes.first(), Some(&8));
+    assert_eq!(sweep.sizes.get(1), Some(&32));
+    assert_eq!(sweep.sizes.last(), Some(&(32 << 20)));
+    assert_eq!(sweep.rounds, 3);
+    assert_eq!(options.output.as_deref(), Some(Path::new("/tmp/t")));
+    assert!((options.margin - 0.05).abs() < 1e-12);
+    for (args, says) in [
+        (&["tune", "--algo", "ring"][..], "--algo"),
+        (&["tune", "--backend", "mpi"][..], "--backend"),
+        (&["tune", "--plot", "x.png"][..], "--plot"),
+        (&["tune", "--margin", "100"][..], "--margin"),
+        (&["tune", "sendrecv"][..], "sendrecv has no algorithms"),
+        (&["tune", "allsum"][..], "unknown operation"),
+    ] {
+        let (msg, code) = error_of(args);
+        assert_eq!(code, 2, "{args:?}: {msg}");
+        assert!(msg.contains(says), "{args:?}: {msg}");
+    }
+}

@@ -486,3 +486,138 @@ fn sizes_beyond_this_hosts_memory_are_refused_before_anything_is_allocated() {
         );
     }
 }
+
+/// The algorithm each row of a JSON report ran, by size.
+fn algos_by_size(path: &Path) -> Vec<(u64, String)> {
+    read_report(path)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| (r.bytes, r.algo.clone()))
+        .collect()
+}
+
+#[test]
+fn tune_writes_a_file_psyne_reads_and_keeps_the_files_other_sections() {
+    let dir = Dir::new("tune");
+    let file = dir.join("tuning");
+    std::fs::write(
+        &file,
+        "# tuned elsewhere\n[net 4]\nbroadcast max binomial\n",
+    )
+    .unwrap();
+    let mut cmd = psybench();
+    cmd.args([
+        "-n",
+        "2",
+        "tune",
+        "allreduce",
+        "barrier",
+        "--sizes",
+        "8,64K",
+    ])
+    .args(["--iters", "5", "--warmup", "1", "--rounds", "2", "--json"])
+    .arg(dir.join("tune.json"))
+    .arg("--output")
+    .arg(&file);
+    let out = run(cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("| collective | size | default |"),
+        "{}",
+        text(&out)
+    );
+    assert!(stdout.contains("[shm 2]"), "{}", text(&out));
+    let rules = psyne::tuning::Rules::load(&file).unwrap();
+    let shm = rules.section_for(psyne::tuning::Scope::Shm, 2).unwrap();
+    let lines: Vec<_> = shm.rules.iter().map(|r| (r.coll, r.up_to)).collect();
+    // All-reduce ends with a line for every larger size; barrier has one size, 0.
+    assert!(
+        lines.contains(&(psyne::Collective::AllReduce, u64::MAX)),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|(c, _)| *c == psyne::Collective::Barrier),
+        "{lines:?}"
+    );
+    assert!(
+        rules.section_for(psyne::tuning::Scope::Net, 4).is_some(),
+        "the net section went"
+    );
+    // Every candidate ran at every size, each round, all checked: the default's rows say so.
+    let report = read_report(&dir.join("tune.json")).unwrap();
+    assert!(report.records.iter().all(|r| r.wrong == Some(0)));
+    let defaults = report
+        .records
+        .iter()
+        .filter(|r| r.algo.starts_with("default:"));
+    assert_eq!(
+        defaults.count(),
+        2 * 3,
+        "2 rounds of all-reduce at 2 sizes and barrier"
+    );
+    assert!(report
+        .records
+        .iter()
+        .any(|r| r.algo == "rabenseifner" && r.bytes == 8));
+}
+
+#[test]
+fn a_tuning_file_changes_the_automatic_choice_and_a_bad_one_is_named() {
+    let dir = Dir::new("tuning-file");
+    let file = dir.join("tuning");
+    std::fs::write(&file, "[shm 2]\nallreduce max ring\n").unwrap();
+    let sweep = |tuning: Option<&Path>, xdg: &Path, json: &str| {
+        let mut cmd = psybench();
+        cmd.args([
+            "-n",
+            "2",
+            "allreduce",
+            "--sizes",
+            "8,64K",
+            "--iters",
+            "5",
+            "--json",
+        ])
+        .arg(dir.join(json))
+        .env("XDG_CONFIG_HOME", xdg)
+        .env_remove("PSY_TUNING");
+        if let Some(t) = tuning {
+            cmd.env("PSY_TUNING", t);
+        }
+        run(cmd, Duration::from_secs(60))
+    };
+    let empty = dir.join("empty-config");
+    let out = sweep(Some(&file), &empty, "tuned.json");
+    assert!(out.status.success(), "{}", text(&out));
+    let ring = vec![(8, "ring".to_string()), (65536, "ring".to_string())];
+    assert_eq!(algos_by_size(&dir.join("tuned.json")), ring);
+    let meta = read_report(&dir.join("tuned.json")).unwrap().meta;
+    assert_eq!(meta.tuning_file.as_deref(), file.to_str());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("from the tuning file"));
+    let out = sweep(Some(Path::new("off")), &empty, "default.json");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        algos_by_size(&dir.join("default.json")),
+        [(8, "flat".to_string()), (65536, "rabenseifner".to_string())]
+    );
+    assert_eq!(
+        read_report(&dir.join("default.json"))
+            .unwrap()
+            .meta
+            .tuning_file,
+        None
+    );
+    // Found where psyne looks when PSY_TUNING is unset.
+    std::fs::create_dir_all(dir.join("config/psyne")).unwrap();
+    std::fs::copy(&file, dir.join("config/psyne/tuning")).unwrap();
+    let out = sweep(None, &dir.join("config"), "found.json");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(algos_by_size(&dir.join("found.json")), ring);
+    // A file that does not parse fails the job, naming its line.
+    std::fs::write(&file, "[shm 2]\nallreduce max pairwise\n").unwrap();
+    let out = sweep(Some(&file), &empty, "bad.json");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("tuning:2:"), "{}", text(&out));
+}

@@ -160,7 +160,7 @@ pub(crate) struct Core {
     /// How every engine waits (computed once, when the group formed).
     wait: WaitPolicy,
     /// What algorithm selection needs to know about the group.
-    shape: Shape,
+    pub(crate) shape: Shape,
     comm: Mutex<Comm>,
     _store_server: Option<StoreServer>,
     /// Where to record a peer a failed call lost (the world group under psyrun).

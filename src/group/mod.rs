@@ -234,7 +234,20 @@ impl Group {
         self.core.timeout
     }
 
-    /// The algorithm `coll` would use for `bytes` per rank, after `PSY_ALGO` and [`Group::with_algo`].
+    /// The algorithm policy: `PSY_ALGO`'s overrides, the tuning file in use (`PSY_TUNING`) and
+    /// the built-in thresholds.
+    pub fn tuning(&self) -> &crate::Tuning {
+        &self.core.tuning
+    }
+
+    /// Which section of a tuning file applies to this group: `shm` when every rank is on this
+    /// host over shared memory, else `net` (see [`crate::tuning::rules`]).
+    pub fn tuning_scope(&self) -> crate::tuning::Scope {
+        self.core.shape.scope()
+    }
+
+    /// The algorithm `coll` would use for `bytes` per rank, after [`Group::with_algo`],
+    /// `PSY_ALGO` and the tuning file.
     pub fn algorithm_for(&self, coll: crate::Collective, bytes: usize) -> Result<Algo> {
         self.core.algo_for(coll, self.algo, bytes)
     }

@@ -70,6 +70,7 @@ pub fn meta(world: usize) -> RunMeta {
         date: "2025-11-21T06:50:00Z".into(),
         load_average: Some(0.42),
         peak_gbps: Some(12.0),
+        tuning_file: None,
     }
 }
 

@@ -1,14 +1,18 @@
-//! Which algorithm runs a collective: chosen by message size and world size, overridable with
-//! `PSY_ALGO` (for example `PSY_ALGO=allreduce:ring,broadcast:pipeline`) or per call with
-//! [`crate::Group::with_algo`].
-//!
-//! The thresholds live in one [`Thresholds`] value so a tuning step (psybench sweeps on the target
-//! machine) can replace them without touching the selection logic.
+//! Which algorithm runs a collective. In order of precedence: the per-call choice
+//! ([`crate::Group::with_algo`]); `PSY_ALGO` (for example
+//! `PSY_ALGO=allreduce:ring,broadcast:pipeline`); the tuning file `psybench tune` measured on
+//! this machine ([`rules`], `PSY_TUNING`); and the built-in choice by message size and layout
+//! ([`Thresholds`]).
+
+pub mod rules;
 
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective, HierAlgos, Hosts};
 use crate::transport::shm::board::SLOT_DATA;
+pub use rules::{Rules, Scope};
 use std::mem::discriminant;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Message-size boundaries, in bytes of one rank's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,12 +45,23 @@ pub const DEFAULT_THRESHOLDS: Thresholds = Thresholds {
     allgather_hier_max: 0,
 };
 
+/// A tuning file as loaded: where it came from, and its rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuningFile {
+    /// The file's path.
+    pub path: PathBuf,
+    /// Its rules.
+    pub rules: Rules,
+}
+
 /// The algorithm policy of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tuning {
     overrides: Vec<(Collective, Algo)>,
-    /// The size boundaries used when nothing is overridden.
+    /// The size boundaries used when neither an override nor the tuning file decides.
     pub thresholds: Thresholds,
+    /// The tuning file, if one was loaded.
+    pub file: Option<Arc<TuningFile>>,
 }
 
 impl Default for Tuning {
@@ -54,21 +69,44 @@ impl Default for Tuning {
         Tuning {
             overrides: Vec::new(),
             thresholds: DEFAULT_THRESHOLDS,
+            file: None,
         }
     }
 }
 
-const NAMES: [(&str, Collective); 9] = [
-    ("allreduce", Collective::AllReduce),
-    ("broadcast", Collective::Broadcast { root: 0 }),
-    ("reduce", Collective::Reduce { root: 0 }),
-    ("allgather", Collective::AllGather),
-    ("reducescatter", Collective::ReduceScatter),
-    ("scatter", Collective::Scatter { root: 0 }),
-    ("gather", Collective::Gather { root: 0 }),
-    ("alltoall", Collective::AllToAll),
-    ("barrier", Collective::Barrier),
-];
+/// `PSY_TUNING` values that mean "no tuning file".
+const NO_FILE: [&str; 3] = ["off", "none", ""];
+
+/// Where psyne looks for a tuning file when `PSY_TUNING` is unset, in order:
+/// `$XDG_CONFIG_HOME/psyne/tuning` (or `$HOME/.config/psyne/tuning`), then
+/// `/etc/psyne/tuning`. `get` is the environment's lookup.
+pub fn default_tuning_paths(get: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let config = get("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| get("HOME").map(|h| Path::new(&h).join(".config")));
+    config
+        .map(|c| c.join("psyne").join("tuning"))
+        .into_iter()
+        .chain([PathBuf::from("/etc/psyne/tuning")])
+        .collect()
+}
+
+/// The tuning file `get`'s environment names: `PSY_TUNING=FILE` (which must exist), none for
+/// `PSY_TUNING=off`, else the first of [`default_tuning_paths`] that exists. A file that exists
+/// but does not parse is an error naming its line, wherever it was found.
+pub fn tuning_file_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TuningFile>> {
+    let path = match get(crate::contract::TUNING) {
+        Some(v) if NO_FILE.contains(&v.trim()) => return Ok(None),
+        Some(v) => PathBuf::from(v),
+        None => match default_tuning_paths(get).into_iter().find(|p| p.is_file()) {
+            Some(p) => p,
+            None => return Ok(None),
+        },
+    };
+    let rules = Rules::load(&path)?;
+    Ok(Some(TuningFile { path, rules }))
+}
 
 impl Tuning {
     /// Parses a `PSY_ALGO` value: comma-separated `collective:algorithm` pairs. Collective names
@@ -81,23 +119,14 @@ impl Tuning {
                     "PSY_ALGO entry `{item}` is not `collective:algorithm`, e.g. allreduce:ring"
                 ))
             })?;
-            let cname = c.trim().replace(['_', '-'], "").to_lowercase();
-            let cname = if cname == "bcast" {
-                "broadcast".to_string()
-            } else {
-                cname
-            };
-            let coll = NAMES
-                .iter()
-                .find(|(n, _)| *n == cname)
-                .map(|(_, c)| *c)
-                .ok_or_else(|| {
-                    let all: Vec<_> = NAMES.iter().map(|(n, _)| *n).collect();
-                    Error::config(format!(
-                        "PSY_ALGO names an unknown collective `{c}`; known: {}",
-                        all.join(", ")
-                    ))
-                })?;
+            let coll = rules::parse_coll(c).ok_or_else(|| {
+                let all: Vec<_> = rules::NAMES.iter().map(|(n, _)| *n).collect();
+                Error::config(format!(
+                    "PSY_ALGO names an unknown collective `{c}`; known: {}",
+                    all.join(", ")
+                ))
+            })?;
+            let cname = rules::coll_name(coll);
             let algo = Algo::parse(a.trim())
                 .filter(|a| Algo::for_collective(coll).contains(a))
                 .ok_or_else(|| {
@@ -117,12 +146,20 @@ impl Tuning {
         Ok(t)
     }
 
-    /// The policy from `PSY_ALGO`, or the default when it is unset.
+    /// The policy `get`'s environment sets: `PSY_ALGO`'s overrides and the tuning file
+    /// ([`tuning_file_with`]).
+    pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Tuning> {
+        let mut t = match get(crate::contract::ALGO) {
+            Some(spec) => Tuning::parse(&spec)?,
+            None => Tuning::default(),
+        };
+        t.file = tuning_file_with(get)?.map(Arc::new);
+        Ok(t)
+    }
+
+    /// [`Tuning::from_lookup`] on this process's environment.
     pub fn from_env() -> Result<Tuning> {
-        match std::env::var(crate::contract::ALGO) {
-            Ok(spec) => Tuning::parse(&spec),
-            Err(_) => Ok(Tuning::default()),
-        }
+        Tuning::from_lookup(&|name| std::env::var(name).ok())
     }
 
     /// The algorithm forced for `coll`, if any.
@@ -223,11 +260,24 @@ pub(crate) struct Shape {
     pub(crate) shm_inside: bool,
 }
 
+impl Shape {
+    /// Which of a tuning file's scopes the group is in.
+    pub(crate) fn scope(&self) -> Scope {
+        if self.hosts.count() == 1 && self.shm_inside {
+            Scope::Shm
+        } else {
+            Scope::Net
+        }
+    }
+}
+
 impl Tuning {
     /// The algorithm for `coll` of `bytes` per rank: the per-call choice `forced`, else
-    /// `PSY_ALGO`'s, else the automatic one; checked to implement `coll`. [`Algo::Hier`] on a
-    /// group where it would equal the flat schedule (one host, or one rank per host) becomes the
-    /// automatic flat choice. This is the one place an algorithm is chosen.
+    /// `PSY_ALGO`'s, else the tuning file's, else the automatic one; checked to implement
+    /// `coll`. [`Algo::Hier`] on a group where it would equal the flat schedule (one host, or one
+    /// rank per host) becomes the automatic flat choice, and a file's [`Algo::Flat`] on a group
+    /// without a node board (or beyond its slot) the choice by size. This is the one place an
+    /// algorithm is chosen.
     pub(crate) fn select(
         &self,
         coll: Collective,
@@ -240,13 +290,29 @@ impl Tuning {
                 a.check_implements(coll)?;
                 a
             }
-            None if self.prefers_hier(coll, bytes, &shape.hosts, shape.shm_inside) => Algo::Hier,
-            None => return Ok(self.automatic_flat(coll, bytes, shape)),
+            None => match self.file_choice(coll, bytes, shape) {
+                Some(Algo::Flat) if !shape.has_board || bytes > SLOT_DATA => {
+                    return Ok(self.by_size(coll, bytes, shape.size))
+                }
+                Some(a) => a,
+                None if self.prefers_hier(coll, bytes, &shape.hosts, shape.shm_inside) => {
+                    Algo::Hier
+                }
+                None => return Ok(self.automatic_flat(coll, bytes, shape)),
+            },
         };
         if algo == Algo::Hier && !shape.hosts.is_hierarchical() {
             return Ok(self.automatic_flat(coll, bytes, shape));
         }
         Ok(algo)
+    }
+
+    /// What the tuning file, if any, gives `coll` of `bytes` per rank on a group of `shape`.
+    fn file_choice(&self, coll: Collective, bytes: usize, shape: &Shape) -> Option<Algo> {
+        self.file
+            .as_ref()?
+            .rules
+            .lookup(shape.scope(), shape.size, coll, bytes)
     }
 
     /// The automatic choice among the flat algorithms: the node board for a small collective on
@@ -327,6 +393,93 @@ mod tests {
         assert!(!t.prefers_hier(ar, 64 << 20, &Hosts::blocks(&[1, 1, 1]), true));
         assert!(!t.prefers_hier(ar, 64 << 20, &blocks, false));
         assert!(!t.prefers_hier(Collective::ReduceScatter, 64 << 20, &dealt, true));
+    }
+
+    fn shape(size: usize, hosts: Hosts, shm: bool) -> Shape {
+        Shape {
+            size,
+            has_board: shm && hosts.count() == 1,
+            hosts,
+            shm_inside: shm,
+        }
+    }
+
+    fn with_file(text: &str) -> Tuning {
+        Tuning {
+            file: Some(Arc::new(TuningFile {
+                path: "t".into(),
+                rules: Rules::parse(text, "t").unwrap(),
+            })),
+            ..Tuning::default()
+        }
+    }
+
+    #[test]
+    fn the_file_decides_after_overrides_and_before_the_defaults() {
+        let file =
+            "[shm 2]\nallreduce 1K flat\nallreduce max ring\n[net 2]\nallreduce 64 binomial\n";
+        let t = with_file(file);
+        let ar = Collective::AllReduce;
+        let one_host = shape(4, Hosts::single(4), true);
+        let tcp = shape(4, Hosts::single(4), false);
+        let two_hosts = shape(4, Hosts::blocks(&[2, 2]), true);
+        let pick = |t: &Tuning, bytes, s: &Shape| t.select(ar, None, bytes, s).unwrap();
+        assert_eq!(pick(&t, 1024, &one_host), Algo::Flat);
+        // By default 2 KiB is on the board and 8 bytes over TCP recursive doubling.
+        assert_eq!(pick(&t, 2048, &one_host), Algo::Ring);
+        assert_eq!(pick(&Tuning::default(), 2048, &one_host), Algo::Flat);
+        assert_eq!(pick(&t, 8, &tcp), Algo::Binomial);
+        assert_eq!(pick(&t, 8, &two_hosts), Algo::Binomial);
+        // Beyond the net section's lines: the defaults.
+        assert_eq!(pick(&t, 128, &tcp), Algo::RecursiveDoubling);
+        // The per-call choice and PSY_ALGO win over the file.
+        assert_eq!(
+            t.select(ar, Some(Algo::Rabenseifner), 8, &one_host)
+                .unwrap(),
+            Algo::Rabenseifner
+        );
+        let mut env = Tuning::parse("allreduce:rd").unwrap();
+        env.file = t.file.clone();
+        assert_eq!(pick(&env, 2048, &one_host), Algo::RecursiveDoubling);
+        // A file's flat on a group without a board is the choice by size.
+        let flat_everywhere = with_file("[net 1]\nallreduce 4K flat\n");
+        assert_eq!(pick(&flat_everywhere, 8, &tcp), Algo::RecursiveDoubling);
+    }
+
+    #[test]
+    fn the_tuning_file_is_found_named_or_turned_off() {
+        let dir = std::env::temp_dir().join(format!("psyne-tuning-{}", std::process::id()));
+        let config = dir.join("psyne");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("tuning"), "[shm 2]\nallreduce max ring\n").unwrap();
+        let xdg = dir.to_string_lossy().into_owned();
+        let lookup = |tuning: Option<&str>| {
+            let xdg = xdg.clone();
+            let tuning = tuning.map(str::to_string);
+            move |name: &str| match name {
+                "XDG_CONFIG_HOME" => Some(xdg.clone()),
+                "PSY_TUNING" => tuning.clone(),
+                _ => None,
+            }
+        };
+        let found = tuning_file_with(&lookup(None)).unwrap().unwrap();
+        assert_eq!(found.path, config.join("tuning"));
+        assert!(tuning_file_with(&lookup(Some("off"))).unwrap().is_none());
+        let named = config.join("tuning").to_string_lossy().into_owned();
+        assert!(tuning_file_with(&lookup(Some(&named))).unwrap().is_some());
+        let e = tuning_file_with(&lookup(Some("/nonexistent/tuning"))).unwrap_err();
+        assert!(e.message().contains("/nonexistent/tuning"), "{e}");
+        std::fs::write(config.join("tuning"), "[shm 2]\nallreduce max nothing\n").unwrap();
+        let e = tuning_file_with(&lookup(None)).unwrap_err();
+        assert!(e.message().contains("tuning:2:"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            default_tuning_paths(&|n| (n == "HOME").then(|| "/home/u".to_string())),
+            [
+                PathBuf::from("/home/u/.config/psyne/tuning"),
+                PathBuf::from("/etc/psyne/tuning")
+            ]
+        );
     }
 
     #[test]

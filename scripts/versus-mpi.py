@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Summarises a scripts/versus-mpi.sh run: medians over the rounds, Open MPI's time over psyne's
+per cell, the goal of issue 15 per cell, a CSV of every median, and one plot spec per collective.
+
+    scripts/versus-mpi.py OUT [--load TEXT] [--rounds N] [--layouts "shm2 tcp2 shm8"]
+                              [--cadences "stream osu"]
+
+Reads OUT/raw/LAYOUT-CADENCE-rROUND-WHO.json (WHO: default, tuned, mpi), OUT/peak.txt,
+OUT/commands.txt and OUT/tune-LAYOUT.txt; writes OUT/README.md, OUT/summary.csv and
+OUT/plots/COLLECTIVE.json (the stream-cadence rows of every layout, each job's series named
+`psyne LAYOUT`, `psyne tuned LAYOUT` or `mpi LAYOUT`), which versus-mpi.sh draws with
+`psybench plot`.
+
+The goal per cell (Open MPI's time / psyne's, so above 1 psyne is faster): all-reduce on 2 ranks
+over shared memory at least 2 up to 16 MiB and 4 at 64 MiB; over TCP at least 1.2; everything else
+at least 1 (no size where Open MPI is faster). A cell meets it when the tuned psyne does.
+"""
+import argparse
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+WHO = ("default", "tuned", "mpi")
+LAYOUT_TEXT = {
+    "shm2": "2 ranks, shared memory (both bound one per core by their launcher)",
+    "tcp2": "2 ranks, loopback TCP (Open MPI: `--mca btl tcp,self`)",
+    "shm8": "8 ranks on the 2 cores, shared memory (oversubscribed)",
+}
+ORDER = ["allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
+         "scatter", "barrier", "sendrecv"]
+
+
+def time_of(r: dict) -> float:
+    return r["time_us_avg"] if r.get("time_over_ranks", "max") == "avg" else r["time_us_max"]
+
+
+def load_runs(raw: Path, layout: str, cadence: str, rounds: int):
+    """(collective, bytes) -> who -> [time per round]; and -> who -> set of algorithms."""
+    times, algos = {}, {}
+    for who in WHO:
+        for rnd in range(1, rounds + 1):
+            path = raw / f"{layout}-{cadence}-r{rnd}-{who}.json"
+            if not path.exists():
+                continue
+            for r in json.loads(path.read_text())["records"]:
+                key = (r["collective"], r["bytes"])
+                times.setdefault(key, {}).setdefault(who, []).append(time_of(r))
+                algos.setdefault(key, {}).setdefault(who, set()).add(r["algo"])
+    return times, algos
+
+
+def goal(layout: str, coll: str, size: int) -> float:
+    if layout == "tcp2":
+        return 1.2
+    if layout == "shm2" and coll == "allreduce":
+        return 4.0 if size >= 64 << 20 else 2.0
+    return 1.0
+
+
+def size_text(b: int) -> str:
+    for shift, unit in ((30, "G"), (20, "M"), (10, "K")):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift}{unit}"
+    return str(b)
+
+
+def summarise(out: Path, layouts, cadences, rounds):
+    rows = []
+    for layout in layouts:
+        for cadence in cadences:
+            times, algos = load_runs(out / "raw", layout, cadence, rounds)
+            for (coll, size), by in times.items():
+                if not all(w in by for w in WHO):
+                    continue
+                med = {w: statistics.median(by[w]) for w in WHO}
+                rows.append({
+                    "layout": layout, "cadence": cadence, "collective": coll, "bytes": size,
+                    "default_us": med["default"], "tuned_us": med["tuned"], "mpi_us": med["mpi"],
+                    "mpi_over_default": med["mpi"] / med["default"] if med["default"] else None,
+                    "mpi_over_tuned": med["mpi"] / med["tuned"] if med["tuned"] else None,
+                    "default_algo": "/".join(sorted(algos[(coll, size)]["default"])),
+                    "tuned_algo": "/".join(sorted(algos[(coll, size)]["tuned"])),
+                    "goal": goal(layout, coll, size),
+                    "rounds": min(len(by[w]) for w in WHO),
+                })
+    rows.sort(key=lambda r: (layouts.index(r["layout"]), cadences.index(r["cadence"]),
+                             ORDER.index(r["collective"]) if r["collective"] in ORDER else 99,
+                             r["bytes"]))
+    for r in rows:
+        r["met"] = r["mpi_over_tuned"] is not None and r["mpi_over_tuned"] >= r["goal"]
+    return rows
+
+
+def cell(r: dict) -> str:
+    t, d = r["mpi_over_tuned"], r["mpi_over_default"]
+    text = f"{t:.2f}"
+    if abs(t - d) > 0.03 * max(t, d):
+        text += f" ({d:.2f})"
+    return text if r["met"] else f"**{text}**"
+
+
+def matrix(rows, layout, cadence) -> list:
+    sel = [r for r in rows if r["layout"] == layout and r["cadence"] == cadence]
+    sizes = sorted({r["bytes"] for r in sel if r["bytes"] > 0})
+    colls = [c for c in ORDER if any(r["collective"] == c for r in sel)]
+    lines = ["| | " + " | ".join(size_text(s) for s in sizes) + " |",
+             "|---|" + "---:|" * len(sizes)]
+    for c in colls:
+        by = {r["bytes"]: r for r in sel if r["collective"] == c}
+        if c == "barrier" and 0 in by:
+            lines.append(f"| barrier (no data) | {cell(by[0])} |" + " |" * (len(sizes) - 1))
+            continue
+        lines.append(f"| {c} | " + " | ".join(cell(by[s]) if s in by else "" for s in sizes) + " |")
+    return lines
+
+
+def misses(rows) -> list:
+    bad = [r for r in rows if not r["met"]]
+    bad.sort(key=lambda r: r["mpi_over_tuned"] / r["goal"])
+    lines = [f"{len(bad)} of {len(rows)} cells miss the goal. The worst 25 (times in µs, medians):", "",
+             "| layout | cadence | collective | size | psyne (tuned) | Open MPI | ratio | goal | psyne's algorithm |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in bad[:25]:
+        lines.append(f"| {r['layout']} | {r['cadence']} | {r['collective']} | {size_text(r['bytes'])} "
+                     f"| {r['tuned_us']:.2f} | {r['mpi_us']:.2f} | {r['mpi_over_tuned']:.2f} "
+                     f"| {r['goal']} | {r['tuned_algo']} |")
+    return lines
+
+
+def tuned_vs_default(rows) -> list:
+    changed = [r for r in rows if r["tuned_algo"] != r["default_algo"]]
+    lines = [f"The tuning file changed the algorithm in {len(changed)} of {len(rows)} cells; "
+             "default ÷ tuned time there (above 1: the tuned choice is faster):", "",
+             "| layout | cadence | collective | size | default | tuned | default ÷ tuned |",
+             "|---|---|---|---:|---|---|---:|"]
+    for r in changed:
+        lines.append(f"| {r['layout']} | {r['cadence']} | {r['collective']} | {size_text(r['bytes'])} "
+                     f"| {r['default_algo']} {r['default_us']:.2f} µs | {r['tuned_algo']} {r['tuned_us']:.2f} µs "
+                     f"| {r['default_us'] / r['tuned_us']:.2f} |")
+    return lines
+
+
+def plot_specs(out: Path, layouts, rounds):
+    """One report per collective: the stream rows of every layout, a series per job kind."""
+    plots = out / "plots"
+    plots.mkdir(exist_ok=True)
+    by_coll, meta = {}, None
+    for layout in layouts:
+        for who in WHO:
+            for rnd in range(1, rounds + 1):
+                path = out / "raw" / f"{layout}-stream-r{rnd}-{who}.json"
+                if not path.exists():
+                    continue
+                report = json.loads(path.read_text())
+                meta = meta or report["meta"]
+                name = {"default": "psyne", "tuned": "psyne tuned", "mpi": "mpi"}[who]
+                for r in report["records"]:
+                    r = dict(r, backend=f"{name} {layout}", algo="auto", transport="-")
+                    by_coll.setdefault(r["collective"], []).append(r)
+    for coll, records in by_coll.items():
+        if not any(r["bytes"] > 0 for r in records):
+            continue  # barrier: no size axis; its latency is in the tables
+        m = dict(meta, command="scripts/versus-mpi.sh (stream cadence, every layout)",
+                 backends=sorted({r["backend"] for r in records}))
+        (plots / f"{coll}.json").write_text(json.dumps({"meta": m, "records": records, "fits": []}))
+
+
+def main(argv) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--load", default="?")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--layouts", default="shm2 tcp2 shm8")
+    p.add_argument("--cadences", default="stream osu")
+    a = p.parse_args(argv[1:])
+    layouts, cadences = a.layouts.split(), a.cadences.split()
+    rows = summarise(a.out, layouts, cadences, a.rounds)
+    if not rows:
+        print(f"no complete cells under {a.out}/raw", file=sys.stderr)
+        return 1
+    with open(a.out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    plot_specs(a.out, layouts, a.rounds)
+    any_meta = json.loads(next((a.out / "raw").glob("*.json")).read_text())["meta"]
+    text = [
+        "# psyne against Open MPI: every collective, every size (issue 15)", "",
+        f"Made by `scripts/versus-mpi.sh` on {any_meta['date']}, source revision "
+        f"{any_meta.get('git_revision') or 'unknown'}; {any_meta['cpu_model']}, {any_meta['cores']} cores; "
+        f"load average before / after: {a.load}. {a.rounds} rounds of three jobs whose order rotates "
+        "each round: psyne with its built-in choices (`PSY_TUNING=off`), psyne with the tuning file "
+        "`psybench tune` wrote at the start of the run (`tuning`, its tables `tune-*.txt`), and Open MPI "
+        "under mpirun as a plain MPI program. Every result checked against the oracle. Cells are Open MPI's "
+        "time ÷ psyne's (tuned; the built-in choice in brackets where it differs by more than 3%), medians "
+        "over the rounds: **above 1 psyne is faster**; bold cells miss the goal (all-reduce on 2 ranks "
+        "over shared memory ≥ 2, ≥ 4 at 64 MiB; TCP ≥ 1.2; else ≥ 1). Sizes as nccl-tests counts them; "
+        "`stream` is back to back, slowest rank; `osu` a barrier after each call, mean over ranks.", "",
+        "This host's raw rates, same run (`psybench peak`):", "", "```",
+        (a.out / "peak.txt").read_text().rstrip(), "```", "",
+    ]
+    for layout in layouts:
+        for cadence in cadences:
+            text += [f"## {LAYOUT_TEXT.get(layout, layout)}, {cadence}", ""]
+            text += matrix(rows, layout, cadence) + [""]
+    text += ["## Where the goal is missed", ""] + misses(rows) + [""]
+    text += ["## The tuning file against the built-in choices", ""] + tuned_vs_default(rows) + [""]
+    text += ["## Files", "",
+             "`summary.csv`: every cell's medians (µs), algorithms and ratios; `raw/`: every job's JSON "
+             "and table; `plots/COLLECTIVE.png`: latency and busbw, stream cadence, every layout "
+             "(series: `psyne`, `psyne tuned`, `mpi` and the layout); `commands.txt`: every command run.", ""]
+    (a.out / "README.md").write_text("\n".join(text))
+    print(f"{len(rows)} cells, {sum(not r['met'] for r in rows)} missing the goal")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

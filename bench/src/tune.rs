@@ -16,7 +16,7 @@ use crate::runner::{self, row_key};
 use crate::sizes;
 use crate::stats;
 use psyne::tuning::rules::{Rule, Section};
-use psyne::tuning::{Rules, Scope};
+use psyne::tuning::{Rules, Scope, FLAT_MAX_BYTES};
 use psyne::{Algo, Collective, Communicator, Error, ErrorKind, Result};
 use std::path::{Path, PathBuf};
 
@@ -60,36 +60,54 @@ impl Point {
     }
 }
 
-/// The rules for `coll` from its measured `points` (ascending sizes): one line per run of sizes
-/// with the same choice, ending at the run's largest size; the last line covers every larger
-/// size (`max`) unless it is the node board, whose slot bounds it.
+/// The rules for `coll` from its measured `points` (ascending sizes). At each size the choice
+/// is the tuned algorithm where it differs from the default, else `default` (the built-in
+/// choice, which then also decides the sizes between two such points). Consecutive sizes with
+/// the same choice make one line; between two sizes whose choices differ the boundary is their
+/// geometric mean, so each measured choice also covers its neighbourhood. The last line covers
+/// every larger size (`max`); a `flat` line never goes beyond the board's slot.
 pub fn rules_for(coll: Collective, points: &[Point], margin: f64) -> Vec<Rule> {
+    let choices: Vec<Option<Algo>> = points
+        .iter()
+        .map(|p| Some(p.choice(margin).0).filter(|a| *a != p.default.0))
+        .collect();
     let mut rules: Vec<Rule> = Vec::new();
-    for p in points {
-        let (algo, _) = p.choice(margin);
-        match rules.last_mut() {
-            Some(last) if last.algo == algo => last.up_to = p.per_rank,
-            _ => rules.push(Rule {
-                coll,
-                up_to: p.per_rank,
-                algo,
-            }),
-        }
-    }
-    if let Some(last) = rules.last_mut().filter(|r| r.algo != Algo::Flat) {
-        last.up_to = u64::MAX;
+    for (i, (p, &algo)) in points.iter().zip(&choices).enumerate() {
+        let up_to = match (points.get(i + 1), choices.get(i + 1)) {
+            (Some(next), Some(&next_algo)) if next_algo != algo => {
+                ((p.per_rank as f64 * next.per_rank as f64).sqrt() as u64).max(p.per_rank)
+            }
+            (Some(_), _) => continue,
+            (None, _) => u64::MAX,
+        };
+        let up_to = if algo == Some(Algo::Flat) {
+            up_to.min(FLAT_MAX_BYTES as u64)
+        } else {
+            up_to
+        };
+        rules.push(Rule { coll, up_to, algo });
     }
     rules
 }
 
 /// The algorithms `coll` is measured with besides the default: every one that implements it,
-/// but `hier` only where the group spans hosts.
-fn candidates(coll: BenchColl, scope: Scope) -> Vec<Algo> {
+/// but `hier` only on a group with a hierarchy (several hosts, several ranks on one), where it
+/// differs from the flat algorithms.
+fn candidates(coll: BenchColl, hierarchical: bool) -> Vec<Algo> {
     factors::algos_for(coll)
         .iter()
         .copied()
-        .filter(|a| *a != Algo::Hier || scope == Scope::Net)
+        .filter(|a| *a != Algo::Hier || hierarchical)
         .collect()
+}
+
+/// Whether ranks on `hosts` (one name per rank) form a hierarchy: several hosts, and several
+/// ranks on at least one.
+fn hierarchical(hosts: &[String]) -> bool {
+    let mut distinct: Vec<&String> = hosts.iter().collect();
+    distinct.sort();
+    distinct.dedup();
+    distinct.len() > 1 && distinct.len() < hosts.len()
 }
 
 /// Tunes on `comm` (every rank calls this); rank 0 writes the file and prints the table.
@@ -101,6 +119,7 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
     let (rank, size) = (group.rank(), group.size());
     let scope = group.tuning_scope();
     let hosts = runner::hosts(comm)?;
+    let hier = hierarchical(&hosts);
     let mut report = Report {
         meta: crate::meta::collect(sweep, size, &hosts),
         records: Vec::new(),
@@ -119,7 +138,7 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
         };
         let mut points = Vec::new();
         for bytes in sizes_of(coll, sweep) {
-            let (point, bad) = measure_point(comm, sweep, coll, bytes, scope, &mut report)?;
+            let (point, bad) = measure_point(comm, sweep, coll, bytes, hier, &mut report)?;
             wrong += bad;
             if rank == 0 {
                 table.push(row(coll, &point, options.margin));
@@ -169,13 +188,13 @@ fn measure_point(
     sweep: &Sweep,
     coll: BenchColl,
     bytes: u64,
-    scope: Scope,
+    hier: bool,
     report: &mut Report,
 ) -> Result<(Point, u64)> {
     let size = comm.size();
     let (count, actual) = sizes::element_count(coll, bytes, sweep.dtype, size);
     let mut order: Vec<Option<Algo>> = vec![None];
-    order.extend(candidates(coll, scope).into_iter().map(Some));
+    order.extend(candidates(coll, hier).into_iter().map(Some));
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); order.len()];
     let mut default_algo = None;
     let mut wrong = 0;
@@ -347,21 +366,34 @@ mod tests {
     }
 
     #[test]
-    fn runs_of_one_choice_become_one_line_and_the_last_covers_the_rest() {
+    fn tuned_choices_cover_their_neighbourhood_and_agreement_keeps_the_default() {
         use Algo::*;
         let ar = Collective::AllReduce;
-        let points = [
+        let lines = |points: &[Point]| -> Vec<(u64, Option<Algo>)> {
+            rules_for(ar, points, 0.05)
+                .iter()
+                .map(|r| (r.up_to, r.algo))
+                .collect()
+        };
+        // Agreeing with the default at both ends: the built-in choice decides in between.
+        let agree = [
             point(8, (Flat, 1.0), &[(RecursiveDoubling, 2.0)]),
-            point(4096, (Flat, 2.0), &[(RecursiveDoubling, 3.0)]),
-            point(16384, (RecursiveDoubling, 5.0), &[(Ring, 4.0)]),
-            point(65536, (RecursiveDoubling, 9.0), &[(Ring, 7.0)]),
+            point(65536, (Rabenseifner, 9.0), &[(Ring, 9.2)]),
         ];
-        let rules = rules_for(ar, &points, 0.05);
-        let got: Vec<(u64, Algo)> = rules.iter().map(|r| (r.up_to, r.algo)).collect();
-        assert_eq!(got, [(4096, Flat), (u64::MAX, Ring)]);
-        // The board's line never claims more than its slot.
-        let rules = rules_for(ar, &points[..2], 0.05);
-        assert_eq!(rules.last().map(|r| (r.up_to, r.algo)), Some((4096, Flat)));
+        assert_eq!(lines(&agree), [(u64::MAX, None)]);
+        // Ring wins from 16 KiB: its line starts at the geometric mean of 1 KiB and 16 KiB.
+        let points = [
+            point(1024, (Flat, 1.0), &[(RecursiveDoubling, 2.0)]),
+            point(16384, (RecursiveDoubling, 5.0), &[(Ring, 4.0)]),
+            point(65536, (Rabenseifner, 9.0), &[(Ring, 7.0)]),
+        ];
+        assert_eq!(lines(&points), [(4096, None), (u64::MAX, Some(Ring))]);
+        // The board, where it is not the default, never covers more than its slot.
+        let points = [
+            point(2048, (RecursiveDoubling, 2.0), &[(Flat, 1.0)]),
+            point(65536, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
+        ];
+        assert_eq!(lines(&points), [(4096, Some(Flat)), (u64::MAX, None)]);
         // What tune writes, psyne reads back.
         let section = Section {
             scope: Scope::Shm,
@@ -370,8 +402,17 @@ mod tests {
         };
         let text = Rules::new(vec![section]).unwrap().to_string();
         let back = Rules::parse(&text, "t").unwrap();
-        assert_eq!(back.lookup(Scope::Shm, 2, ar, 20000), Some(Ring));
         assert_eq!(back.lookup(Scope::Shm, 2, ar, 100), Some(Flat));
+        assert_eq!(back.lookup(Scope::Shm, 2, ar, 5000), None);
+    }
+
+    #[test]
+    fn a_hierarchy_needs_several_hosts_and_a_shared_one() {
+        let h =
+            |names: &[&str]| hierarchical(&names.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(!h(&["a", "a"]));
+        assert!(!h(&["a", "b"]));
+        assert!(h(&["a", "a", "b"]));
     }
 
     #[test]

@@ -14,6 +14,10 @@ use std::mem::discriminant;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The most bytes per rank a collective may have to run on the node board ([`Algo::Flat`]):
+/// one slot's data.
+pub const FLAT_MAX_BYTES: usize = SLOT_DATA;
+
 /// Message-size boundaries, in bytes of one rank's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {

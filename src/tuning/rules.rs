@@ -7,7 +7,7 @@
 //! allreduce    4K  flat        # all-reduce of at most 4 KiB per rank: the node board
 //! allreduce  256K  recursive_doubling
 //! allreduce   max  ring        # anything larger
-//! broadcast   max  pipeline
+//! broadcast   max  default     # the built-in choice, whatever the size
 //! ```
 //!
 //! A section applies to groups of its scope, `shm` (every rank on one host, shared memory
@@ -17,9 +17,9 @@
 //! Inside a section, a line `COLLECTIVE UP_TO ALGORITHM` says: calls of at most `UP_TO` bytes per
 //! rank (the size the automatic choice looks at; `max` for any size), not covered by a line of
 //! a smaller `UP_TO`, use `ALGORITHM`. Sizes take the suffixes K, M and G (powers of 1024).
-//! `flat` is the node board, and may only cover sizes up to its slot (4 KiB). A call no line
-//! covers, or whose algorithm the group cannot run (`flat` without a board, `hier` on one host),
-//! is chosen as without a file.
+//! `flat` is the node board, and may only cover sizes up to its slot (4 KiB); `default` is the
+//! built-in choice. A call no line covers, or whose algorithm the group cannot run (`flat`
+//! without a board, `hier` on one host), is chosen as without a file.
 
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective};
@@ -53,15 +53,16 @@ impl Scope {
     }
 }
 
-/// One line of a section: calls of at most `up_to` bytes per rank use `algo`.
+/// One line of a section: calls of at most `up_to` bytes per rank use `algo` (`None`: the
+/// built-in choice).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rule {
     /// The collective (its root, if any, is ignored).
     pub coll: Collective,
     /// The largest size per rank the rule covers; `u64::MAX` for any.
     pub up_to: u64,
-    /// The algorithm.
-    pub algo: Algo,
+    /// The algorithm; `None` is the built-in choice (`default` in the file).
+    pub algo: Option<Algo>,
 }
 
 /// The rules for one scope from one number of ranks on.
@@ -114,6 +115,9 @@ pub(crate) fn parse_coll(name: &str) -> Option<Collective> {
     };
     NAMES.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
 }
+
+/// The file's name for the built-in choice.
+pub const DEFAULT: &str = "default";
 
 /// Whether a tuning file may name `algo` for `coll`.
 fn allowed(coll: Collective, algo: Algo) -> bool {
@@ -175,7 +179,7 @@ impl Rules {
             .rules
             .iter()
             .find(|r| discriminant(&r.coll) == discriminant(&coll) && bytes as u64 <= r.up_to)
-            .map(|r| r.algo)
+            .and_then(|r| r.algo)
     }
 
     /// Parses a tuning file's text; `origin` names it in errors.
@@ -222,20 +226,23 @@ impl Rules {
 
 /// Refuses a rule a group could never run as written.
 fn check_rule(r: &Rule) -> Result<()> {
-    if !allowed(r.coll, r.algo) {
+    let Some(algo) = r.algo else {
+        return Ok(());
+    };
+    if !allowed(r.coll, algo) {
         let mut ok: Vec<_> = Algo::for_collective(r.coll)
             .iter()
             .map(|a| a.name())
             .collect();
-        ok.push(Algo::Flat.name());
+        ok.extend([Algo::Flat.name(), DEFAULT]);
         return Err(Error::config(format!(
             "`{}` is not an algorithm for {}; choose one of: {}",
-            r.algo,
+            algo,
             coll_name(r.coll),
             ok.join(", ")
         )));
     }
-    if r.algo == Algo::Flat && r.up_to > SLOT_DATA as u64 {
+    if algo == Algo::Flat && r.up_to > SLOT_DATA as u64 {
         return Err(Error::config(format!(
             "flat (the node board) takes at most {SLOT_DATA} bytes per rank, not {}; end its range at 4K",
             show_size(r.up_to)
@@ -285,7 +292,10 @@ fn parse_rule(line: &str) -> std::result::Result<Rule, String> {
     })?;
     let up_to = parse_size(up_to)
         .ok_or_else(|| format!("`{up_to}` is not a size such as 4096, 64K, 2M or max"))?;
-    let algo = Algo::parse(algo).ok_or_else(|| format!("unknown algorithm `{algo}`"))?;
+    let algo = match algo {
+        DEFAULT => None,
+        name => Some(Algo::parse(name).ok_or_else(|| format!("unknown algorithm `{name}`"))?),
+    };
     Ok(Rule { coll, up_to, algo })
 }
 
@@ -328,7 +338,7 @@ impl fmt::Display for Rules {
                     "{:<14}{:>6}  {}",
                     coll_name(r.coll),
                     show_size(r.up_to),
-                    r.algo
+                    r.algo.map_or(DEFAULT, Algo::name)
                 )?;
             }
         }
@@ -347,6 +357,8 @@ allreduce 4K flat   # the board
 all_reduce 256K rd
 allreduce max ring
 bcast max pipeline
+reduce 64K default
+reduce max binomial
 
 [shm 8]
 allreduce max ring
@@ -389,6 +401,13 @@ allgather 1M hier
             None
         );
         assert_eq!(rules.lookup(Scope::Net, 4, ar, 8), None);
+        // `default` lines give the built-in choice (None) and end where they say.
+        let reduce = Collective::Reduce { root: 0 };
+        assert_eq!(rules.lookup(Scope::Shm, 2, reduce, 64 << 10), None);
+        assert_eq!(
+            rules.lookup(Scope::Shm, 2, reduce, (64 << 10) + 1),
+            Some(Algo::Binomial)
+        );
     }
 
     #[test]

@@ -63,6 +63,20 @@ pub fn cores() -> usize {
     }
 }
 
+/// Whether this process may run on every online core (no launcher bound it to fewer), if the
+/// kernel says.
+pub fn runs_on_every_core() -> Option<bool> {
+    // SAFETY: `set` is a plain bitmask the kernel fills; we pass its exact size.
+    let count = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        libc::CPU_COUNT(&set)
+    };
+    Some(count as usize >= cores())
+}
+
 /// The CPU model named in `/proc/cpuinfo` text (`model name`, or `Hardware`/`cpu model`/`cpu` on
 /// other architectures), with runs of spaces collapsed.
 pub fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
@@ -175,6 +189,7 @@ pub fn collect(sweep: &Sweep, world_size: usize, hosts: &[String]) -> RunMeta {
         load_average: load_average(),
         peak_gbps: sweep.peak_gbps,
         tuning_file: None,
+        unbound_ranks: None,
     }
 }
 
@@ -210,6 +225,7 @@ pub fn from_records(records: &[Record], source: &str) -> RunMeta {
         load_average: None,
         peak_gbps: None,
         tuning_file: None,
+        unbound_ranks: None,
     }
 }
 

@@ -252,6 +252,10 @@ pub struct RunMeta {
     /// written before the field existed had none.
     #[serde(default)]
     pub tuning_file: Option<String>,
+    /// How many ranks could run on any core of their host (not bound to fewer by their
+    /// launcher), when known: such ranks' small-message times vary from run to run.
+    #[serde(default)]
+    pub unbound_ranks: Option<usize>,
 }
 
 /// A latency-bandwidth fit of one curve: time ≈ alpha + bytes / beta.

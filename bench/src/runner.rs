@@ -30,6 +30,31 @@ pub fn hosts(comm: &AnyComm) -> Result<Vec<String>> {
         .collect())
 }
 
+/// How many ranks of `comm` may run on any core of their host (every rank calls this); `None`
+/// if some rank could not tell.
+pub fn unbound_ranks(comm: &AnyComm) -> Result<Option<usize>> {
+    // Per rank: 1 unbound, 0 bound, and a second count of ranks that could not tell.
+    let mine = match crate::meta::runs_on_every_core() {
+        Some(true) => [1u64, 0],
+        Some(false) => [0, 0],
+        None => [0, 1],
+    };
+    let mut total = mine;
+    comm.all_reduce(&mut total, psyne::ReduceOp::Sum)?;
+    Ok((total[1] == 0).then_some(total[0] as usize))
+}
+
+/// The note a table starts with when `unbound` of `size` ranks may run on any core.
+pub fn unbound_note(unbound: Option<usize>, size: usize) -> Option<String> {
+    match unbound {
+        Some(n) if n > 0 => Some(format!(
+            "# {n} of {size} ranks may run on any core (not bound): small-message times vary from \
+             run to run; psyrun binds when libhwloc is installed (scripts/setup.sh), mpirun by default"
+        )),
+        _ => None,
+    }
+}
+
 /// What transport a backend's rows say they used.
 fn transport_of(comm: &AnyComm) -> String {
     match comm.kind() {
@@ -71,6 +96,7 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
         .ok_or_else(|| Error::config("no backend to run; use --backend native or mpi"))?;
     let (rank, size) = (first.rank(), first.size());
     let hosts = hosts(first)?;
+    let unbound = unbound_ranks(first)?;
     let local = hosts.iter().filter(|h| **h == hosts[rank]).count();
     let largest = sweep.sizes.iter().copied().max().unwrap_or(0);
     crate::memory::check_fits(largest, size, local, sweep.check)?;
@@ -79,12 +105,15 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
         sweep,
         rank,
         size,
-        report: empty_report(comms, sweep, size, &hosts),
+        report: empty_report(comms, sweep, size, &hosts, unbound),
         corrupt: std::env::var("PSYBENCH_TEST_CORRUPT").is_ok_and(|v| v == "1"),
         progress: Progress::new(step_count(sweep), rank),
         wrong: 0,
     };
     if rank == 0 {
+        if let Some(note) = unbound_note(unbound, size) {
+            run.progress.println(&note);
+        }
         if let Some(file) = &run.report.meta.tuning_file {
             run.progress.println(&format!(
                 "# automatic choices from the tuning file {file} (PSY_TUNING=off: the built-in ones)"
@@ -108,8 +137,15 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
 }
 
 /// The report before anything is measured: the run's metadata, no records.
-fn empty_report(comms: &[AnyComm], sweep: &Sweep, size: usize, hosts: &[String]) -> Report {
+fn empty_report(
+    comms: &[AnyComm],
+    sweep: &Sweep,
+    size: usize,
+    hosts: &[String],
+    unbound: Option<usize>,
+) -> Report {
     let mut meta = crate::meta::collect(sweep, size, hosts);
+    meta.unbound_ranks = unbound;
     meta.backends = comms.iter().map(|c| c.kind().name().to_string()).collect();
     meta.peak_gbps = sweep.peak_gbps;
     meta.tuning_file = comms
@@ -267,4 +303,19 @@ fn summarise(report: &Report, sweep: &Sweep, wrong: u64) -> Result<()> {
         println!("# {wrong} wrong elements: the results above marked with #wrong > 0 differ from the oracle");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unbound_ranks_get_a_note_and_bound_or_unknown_ones_none() {
+        let note = unbound_note(Some(2), 4).unwrap();
+        assert!(note.contains("2 of 4 ranks may run on any core"), "{note}");
+        assert!(note.contains("libhwloc"), "{note}");
+        assert_eq!(unbound_note(Some(0), 4), None);
+        assert_eq!(unbound_note(None, 4), None);
+        assert!(crate::meta::runs_on_every_core().is_some());
+    }
 }

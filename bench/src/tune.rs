@@ -120,8 +120,12 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
     let scope = group.tuning_scope();
     let hosts = runner::hosts(comm)?;
     let hier = hierarchical(&hosts);
+    let unbound = runner::unbound_ranks(comm)?;
     let mut report = Report {
-        meta: crate::meta::collect(sweep, size, &hosts),
+        meta: crate::model::RunMeta {
+            unbound_ranks: unbound,
+            ..crate::meta::collect(sweep, size, &hosts)
+        },
         records: Vec::new(),
         fits: Vec::new(),
     };
@@ -156,6 +160,9 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
             None => default_output()?,
         };
         write_section(&path, section.clone())?;
+        if let Some(note) = runner::unbound_note(unbound, size) {
+            println!("{note}");
+        }
         if let Some(load) = report.meta.load_average {
             println!("# load average {load:.2} at the start (tune on a quiet machine)");
         }

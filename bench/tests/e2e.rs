@@ -240,6 +240,17 @@ fn osu_cadence_reports_the_mean_over_ranks_and_says_so_in_every_format() {
         "{stdout}"
     );
     let report = read_report(&json).unwrap();
+    // Whether each rank was bound to fewer cores than the host has is known, and said if not.
+    let unbound = report
+        .meta
+        .unbound_ranks
+        .expect("the ranks' binding is recorded");
+    assert!(unbound <= 2);
+    assert_eq!(
+        stdout.contains("may run on any core"),
+        unbound > 0,
+        "{stdout}"
+    );
     let sizes: Vec<u64> = report.records.iter().map(|r| r.bytes).collect();
     assert_eq!(
         sizes,

@@ -71,6 +71,7 @@ pub fn meta(world: usize) -> RunMeta {
         load_average: Some(0.42),
         peak_gbps: Some(12.0),
         tuning_file: None,
+        unbound_ranks: None,
     }
 }
 

@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
 # workspace (schedules against the oracle, collectives over real TCP with threads and with
 # processes under psyrun, launcher supervision and failure handling, psybench end to end, and the
-# MPI backend against Open MPI under mpirun). Ends with one summary line.
+# MPI backend against Open MPI under mpirun), then the Python package (built with maturin into the
+# virtual environment setup.sh made; pytest under psyrun). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,5 +17,14 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-targets --all-features 2>&1 | tee "$log"
 cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
+
+# The Python package: build it into the venv, then its tests (which run psyrun from the target
+# directory the Rust tests just built it in).
+venv="${PSYNE_VENV:-/opt/psyne-venv}"
+VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release --quiet -m python/Cargo.toml
+pylog=$(mktemp)
+trap 'rm -f "$log" "$pylog"' EXIT
+PSYRUN="${CARGO_TARGET_DIR:-target}/debug/psyrun" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
+tail -n 1 "$pylog" | awk '{ for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) printf "test result: ok. %d passed;", $i; if ($(i+1) ~ /^failed/) printf " %d failed;", $i } print "" }' >> "$log"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

@@ -79,6 +79,7 @@ _REDUCE_OPS = {
 }
 _SUM = _OPS["sum"]
 _CPU = torch.device("cpu")
+_STRIDED = torch.strided
 
 
 def _op(opts: Any) -> int:
@@ -196,10 +197,14 @@ class ProcessGroupPsyne(dist.ProcessGroup):
     # -- collectives -----------------------------------------------------------------------------
 
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
-        op = _op(opts) if opts is not None else _SUM
+        # The hot path (DDP, and every small all_reduce): the checks of _buf inlined.
+        op = _SUM if opts is None else _op(opts)
+        run = self._n.run
         for t in tensors:
-            a, n, tag = _buf(t, "all_reduce")
-            self._n.run(_ALL_REDUCE, tag, a, n, 0, 0, op, 0, 0)
+            tag = _DTYPES.get(t.dtype)
+            if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
+                _buf(t, "all_reduce")  # raises the precise error
+            run(_ALL_REDUCE, tag, t.data_ptr(), t.numel(), 0, 0, op, 0, 0)
         return _Done(tensors)
 
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:

@@ -169,6 +169,9 @@ class _Done(dist.Work):
         return self._future
 
 
+_SYNC_DONE = _Done([])
+
+
 class ProcessGroupPsyne(dist.ProcessGroup):
     """A torch ``ProcessGroup`` whose collectives are psyne's (see the module's docstring)."""
 
@@ -205,6 +208,8 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                 _buf(t, "all_reduce")  # raises the precise error
             run(_ALL_REDUCE, tag, t.data_ptr(), t.numel(), 0, 0, op, 0, 0)
+        if opts is not None and not opts.asyncOp:
+            return _SYNC_DONE  # dist.all_reduce(async_op=False) only waits on it: one shared Work
         return _Done(tensors)
 
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:

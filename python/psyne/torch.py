@@ -137,6 +137,19 @@ def _flat_view(ts: List[torch.Tensor]) -> Optional[torch.Tensor]:
     return torch.empty(0, dtype=first.dtype).set_(base, start, (total,))
 
 
+def _joined(ts: List[torch.Tensor]) -> torch.Tensor:
+    """One tensor holding ``ts`` back to back: their own memory if they already lie so, else a
+    copy."""
+    flat = _flat_view(ts)
+    return flat if flat is not None else torch.cat([t.reshape(-1) for t in ts])
+
+
+def _split_into(flat: torch.Tensor, outs: List[torch.Tensor]) -> None:
+    """Copies the equal chunks of ``flat`` into ``outs``."""
+    for o, chunk in zip(outs, flat.chunk(len(outs))):
+        o.view(-1).copy_(chunk)
+
+
 class _Done(dist.Work):
     """A finished collective: ``wait()`` returns at once; ``get_future()`` is completed with the
     output tensors (what DDP's comm hooks expect)."""
@@ -250,8 +263,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             else:
                 tmp = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
                 self._all_gather_into(tmp, inp)
-                for o, chunk in zip(outs, tmp.chunk(self.size())):
-                    o.view(-1).copy_(chunk)
+                _split_into(tmp, outs)
         return _Done(output_tensors)
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
@@ -280,10 +292,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         for out, ins in zip(output_tensors, input_tensors):
             if len(ins) != self.size():
                 raise ValueError(f"psyne reduce_scatter: {len(ins)} input tensors for a group of {self.size()}")
-            flat = _flat_view(ins)
-            if flat is None:
-                flat = torch.cat([t.reshape(-1) for t in ins])
-            self._reduce_scatter_into(out, flat, op)
+            self._reduce_scatter_into(out, _joined(ins), op)
         return _Done(output_tensors)
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
@@ -329,9 +338,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         sizes = {t.numel() for t in input_tensors} | {t.numel() for t in output_tensors}
         if len(sizes) > 1:
             raise ValueError("psyne all_to_all: tensors of different sizes are not supported")
-        inp = _flat_view(input_tensors)
-        if inp is None:
-            inp = torch.cat([t.reshape(-1) for t in input_tensors])
+        inp = _joined(input_tensors)
         out = _flat_view(output_tensors)
         direct = out is not None
         if out is None:
@@ -341,9 +348,21 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         _same(tag, otag, "all_to_all")
         self._n.run(_ALL_TO_ALL, tag, a, n, b, m, _SUM, 0, 0)
         if not direct:
-            for o, chunk in zip(output_tensors, out.chunk(size)):
-                o.view(-1).copy_(chunk)
+            _split_into(out, output_tensors)
         return _Done(output_tensors)
+
+    def _gather_into(self, out: Optional[torch.Tensor], inp: torch.Tensor, root: int) -> None:
+        """Gathers ``inp`` of every rank into ``out`` on the root (None elsewhere)."""
+        a, n, tag = _buf(inp, "gather")
+        count = n * self.size()
+        if self.rank() != root:
+            self._n.run(_GATHER, tag, a, n, 0, 0, _SUM, root, count)
+            return
+        b, m, otag = _buf(out, "gather output")
+        _same(tag, otag, "gather")
+        if m != count:
+            raise ValueError(f"psyne gather: the output holds {m} elements, not size x input = {count}")
+        self._n.run(_GATHER, tag, a, n, b, m, _SUM, root, count)
 
     def gather(
         self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any
@@ -351,24 +370,17 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         root = self._root(opts.rootRank, "gather")
         size = self.size()
         for i, inp in enumerate(input_tensors):
-            a, n, tag = _buf(inp, "gather")
-            count = n * size
-            if self.rank() == root:
-                outs = output_tensors[i]
-                if len(outs) != size:
-                    raise ValueError(f"psyne gather: {len(outs)} output tensors on the root for a group of {size}")
-                flat = _flat_view(outs)
-                tmp = flat if flat is not None else torch.empty(count, dtype=inp.dtype)
-                b, m, otag = _buf(tmp, "gather output")
-                _same(tag, otag, "gather")
-                if m != count:
-                    raise ValueError(f"psyne gather: the outputs hold {m} elements, not size x input = {count}")
-                self._n.run(_GATHER, tag, a, n, b, m, _SUM, root, count)
-                if flat is None:
-                    for o, chunk in zip(outs, tmp.chunk(size)):
-                        o.view(-1).copy_(chunk)
-            else:
-                self._n.run(_GATHER, tag, a, n, 0, 0, _SUM, root, count)
+            if self.rank() != root:
+                self._gather_into(None, inp, root)
+                continue
+            outs = output_tensors[i]
+            if len(outs) != size:
+                raise ValueError(f"psyne gather: {len(outs)} output tensors on the root for a group of {size}")
+            flat = _flat_view(outs)
+            out = flat if flat is not None else torch.empty(inp.numel() * size, dtype=inp.dtype)
+            self._gather_into(out, inp, root)
+            if flat is None:
+                _split_into(out, outs)
         return _Done(output_tensors)
 
     def scatter(
@@ -383,9 +395,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
                 ins = input_tensors[i]
                 if len(ins) != size:
                     raise ValueError(f"psyne scatter: {len(ins)} input tensors on the root for a group of {size}")
-                flat = _flat_view(ins)
-                if flat is None:
-                    flat = torch.cat([t.reshape(-1) for t in ins])
+                flat = _joined(ins)
                 a, n, itag = _buf(flat, "scatter")
                 _same(tag, itag, "scatter")
                 if n != count:
@@ -432,16 +442,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
 
     def gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
         root = self._root(opts.rootRank, "gather")
-        a, n, tag = _buf(input, "gather")
-        count = n * self.size()
-        if self.rank() == root:
-            b, m, otag = _buf(output, "gather output")
-            _same(tag, otag, "gather")
-            if m != count:
-                raise ValueError(f"psyne gather: the output has {m} elements, not size x input = {count}")
-            self._n.run(_GATHER, tag, a, n, b, m, _SUM, root, count)
-        else:
-            self._n.run(_GATHER, tag, a, n, 0, 0, _SUM, root, count)
+        self._gather_into(output if self.rank() == root else None, input, root)
         return _Done([output])
 
     def gather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:

@@ -99,6 +99,35 @@ struct Call {
     count: usize,
 }
 
+impl Call {
+    /// The call the Python half describes, ready to move to the thread that runs it.
+    fn parse(
+        code: u8,
+        dtype: u8,
+        (a_addr, a_len): (usize, usize),
+        (b_addr, b_len): (usize, usize),
+        op: u8,
+        root: usize,
+        count: usize,
+    ) -> PyResult<SendCall> {
+        Ok(SendCall(Call {
+            code,
+            dtype: dtype_of(dtype)?,
+            a: Buf {
+                addr: a_addr,
+                len: a_len,
+            },
+            b: Buf {
+                addr: b_addr,
+                len: b_len,
+            },
+            op: op_of(op)?,
+            root,
+            count,
+        }))
+    }
+}
+
 // Codes shared with psyne/__init__.py (`_C_*`).
 const ALL_REDUCE: u8 = 1;
 const BROADCAST: u8 = 2;
@@ -333,21 +362,15 @@ impl NativeGroup {
         root: usize,
         count: usize,
     ) -> PyResult<()> {
-        let call = SendCall(Call {
+        let call = Call::parse(
             code,
-            dtype: dtype_of(dtype)?,
-            a: Buf {
-                addr: a_addr,
-                len: a_len,
-            },
-            b: Buf {
-                addr: b_addr,
-                len: b_len,
-            },
-            op: op_of(op)?,
+            dtype,
+            (a_addr, a_len),
+            (b_addr, b_len),
+            op,
             root,
             count,
-        });
+        )?;
         let group = &self.group;
         let queue = &self.queue;
         py.detach(move || {
@@ -378,21 +401,15 @@ impl NativeGroup {
         count: usize,
         keep: Py<PyAny>,
     ) -> PyResult<NativeWork> {
-        let call = SendCall(Call {
+        let call = Call::parse(
             code,
-            dtype: dtype_of(dtype)?,
-            a: Buf {
-                addr: a_addr,
-                len: a_len,
-            },
-            b: Buf {
-                addr: b_addr,
-                len: b_len,
-            },
-            op: op_of(op)?,
+            dtype,
+            (a_addr, a_len),
+            (b_addr, b_len),
+            op,
             root,
             count,
-        });
+        )?;
         let outcome = Arc::new(Outcome::default());
         let done = outcome.clone();
         let group = self.group.clone();

@@ -59,7 +59,7 @@ if [ "${PSYNE_SKIP_PYTHON:-0}" != 1 ]; then
     echo "setup.sh: creating the Python environment $venv (maturin, numpy, pytest, torch)"
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --upgrade pip
-    "$venv/bin/pip" install --quiet maturin numpy pytest torch
+    "$venv/bin/pip" install --quiet --no-cache-dir maturin numpy pytest torch
   fi
   echo "setup.sh: Python environment $venv present"
 fi

@@ -18,13 +18,8 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-targets --all-features 2>&1 | tee "$log"
 cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
 
-# The Python package: build it into the venv, then its tests (which run psyrun from the target
-# directory the Rust tests just built it in).
-venv="${PSYNE_VENV:-/opt/psyne-venv}"
-VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release --quiet -m python/Cargo.toml
-pylog=$(mktemp)
-trap 'rm -f "$log" "$pylog"' EXIT
-PSYRUN="${CARGO_TARGET_DIR:-target}/debug/psyrun" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
-tail -n 1 "$pylog" | awk '{ for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) printf "test result: ok. %d passed;", $i; if ($(i+1) ~ /^failed/) printf " %d failed;", $i } print "" }' >> "$log"
+# The Python package: build it into the venv setup.sh made, then its pytest suites (which run the
+# psyrun the Rust tests just built). Its closing line joins the summary below.
+scripts/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun" 2>&1 | tee -a "$log"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

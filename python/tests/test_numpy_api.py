@@ -73,3 +73,16 @@ def test_alone_world_of_one_in_process():
     # zero-copy: the result is the caller's memory
     y = np.zeros(4, np.int32)
     assert np.shares_memory(g.broadcast(y), y)
+
+
+def test_dlpack_objects_are_used_in_place():
+    torch = pytest.importorskip("torch")
+    import psyne
+
+    g = psyne.alone()
+    t = torch.zeros(5)
+    out = g.broadcast(t)  # a torch tensor through __dlpack__: a NumPy view of its memory
+    out[:] = 7.0
+    assert t.tolist() == [7.0] * 5
+    with pytest.raises(ValueError, match="contiguous"):
+        g.all_reduce(torch.zeros(4, 4).t())

@@ -81,11 +81,6 @@ def chunks(count):
     return out
 
 
-def run(blocking_form, async_form, *args, **kw):
-    """The blocking result and the async one (on a copy of the first argument where in place)."""
-    return blocking_form(*args, **kw)
-
-
 def t_all_reduce(dt, n, mode):
     for op in ops_for(dt):
         mine = data(R, dt, n)

@@ -21,6 +21,7 @@ packages=(
   libssl-dev        # OpenSSL, which the ssh2 crate's bundled libssh2 is built against
   util-linux        # unshare, for the test cluster's per-host names
   python3           # scripts/hier-summary.py (benchmark reports)
+  python3-venv      # the virtual environment of the Python package's tests (below)
   slurmctld         # the one-host Slurm cluster of scripts/slurm.sh (launcher/tests/slurm.rs)
   slurmd
   munge
@@ -48,3 +49,17 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 echo "setup.sh: system packages present"
+
+# The Python package's virtual environment (python/: maturin builds it; pytest tests it with NumPy
+# and PyTorch). torch's default Linux wheel brings its CUDA libraries (about 3 GB, 3-4 minutes the
+# first time); it runs on CPU. PSYNE_VENV moves it; PSYNE_SKIP_PYTHON=1 skips it.
+if [ "${PSYNE_SKIP_PYTHON:-0}" != 1 ]; then
+  venv="${PSYNE_VENV:-/opt/psyne-venv}"
+  if ! "$venv/bin/python" -c 'import maturin, numpy, pytest, torch' >/dev/null 2>&1; then
+    echo "setup.sh: creating the Python environment $venv (maturin, numpy, pytest, torch)"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --upgrade pip
+    "$venv/bin/pip" install --quiet --no-cache-dir maturin numpy pytest torch
+  fi
+  echo "setup.sh: Python environment $venv present"
+fi

@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
 # workspace (schedules against the oracle, collectives over real TCP with threads and with
 # processes under psyrun, launcher supervision and failure handling, psybench end to end, and the
-# MPI backend against Open MPI under mpirun). Ends with one summary line.
+# MPI backend against Open MPI under mpirun), then the Python package (built with maturin into the
+# virtual environment setup.sh made; pytest under psyrun). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +20,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-targets --all-features 2>&1 | tee "$log"
 cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
+
+# The Python package: build it into the venv setup.sh made, then its pytest suites (which run the
+# psyrun the Rust tests just built). Its closing line joins the summary below.
+scripts/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun" 2>&1 | tee -a "$log"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

@@ -1,0 +1,537 @@
+"""A ``torch.distributed`` backend over psyne, in pure Python.
+
+>>> import psyne.torch                      # registers the backend "psyne"
+>>> dist.init_process_group("psyne")        # was "gloo": under psyrun, torchrun or any env://
+>>> model = DDP(model)                      # gradients now all-reduced by psyne
+
+Importing this module registers the backend (``torch.distributed.Backend.register_backend``).
+``init_process_group("psyne")`` (and ``new_group(..., backend="psyne")``) calls
+:func:`create_process_group` with the store torch made for the group, which forms a psyne group
+through that store: rank 0 draws a job secret and id and publishes them there (torch's store is
+the trust root, as it is for Gloo), every rank publishes the address psyne listens on, and the
+ranks connect to each other (shared memory on one host, else TCP). So it works wherever Gloo
+works: psyrun (which sets ``MASTER_ADDR``/``MASTER_PORT``), torchrun, or a hand-made ``env://``.
+
+Tensors are handed to psyne where they are (``data_ptr``), never copied, with the GIL released:
+CPU, strided, contiguous tensors of float32, float64, float16, bfloat16, int8, int16, int32,
+int64, uint8, uint16, uint32, uint64. Anything else (GPU, sparse, non-contiguous, complex, bool)
+raises ``TypeError``/``ValueError`` before any rank sends anything. The list forms of all_gather,
+gather, scatter, reduce_scatter and all_to_all copy between the list and one contiguous buffer
+(as every backend must, unless the list's tensors already lie back to back in memory, which is
+used as is); the tensor forms (``all_gather_into_tensor``, ``reduce_scatter_tensor``,
+``all_to_all_single``) are zero-copy.
+
+Collectives run when they are called (the calling thread runs them, GIL released); the ``Work``
+they return is complete, and its ``get_future()`` a completed future, which is what DDP's gradient
+hooks need. Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR (not PREMUL_SUM).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from typing import Any, List, Optional
+
+import torch
+import torch.distributed as dist
+
+import psyne
+from psyne import _native
+
+__all__ = ["ProcessGroupPsyne", "create_process_group", "BACKEND"]
+
+#: The backend's name, for ``init_process_group``.
+BACKEND = "psyne"
+
+_ALL_REDUCE, _BROADCAST, _REDUCE, _ALL_GATHER, _REDUCE_SCATTER = 1, 2, 3, 4, 5
+_SCATTER, _GATHER, _ALL_TO_ALL, _BARRIER, _SEND, _RECV = 6, 7, 8, 9, 10, 11
+
+_TAG = dict(_native.DTYPE_TAGS)
+_DTYPES = {
+    torch.float32: _TAG["f32"],
+    torch.float64: _TAG["f64"],
+    torch.float16: _TAG["f16"],
+    torch.bfloat16: _TAG["bf16"],
+    torch.int8: _TAG["i8"],
+    torch.int16: _TAG["i16"],
+    torch.int32: _TAG["i32"],
+    torch.int64: _TAG["i64"],
+    torch.uint8: _TAG["u8"],
+}
+for _name, _psy in (("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
+    if hasattr(torch, _name):  # torch >= 2.3
+        _DTYPES[getattr(torch, _name)] = _TAG[_psy]
+
+_OPS = dict(_native.OP_TAGS)
+_RO = dist.ReduceOp
+_RO_SUM = _RO.SUM
+# By the value of ReduceOp.RedOpType: comparing ReduceOp objects is slow, their enum's int is not.
+_REDUCE_OPS = {
+    int(_RO.RedOpType.SUM): _OPS["sum"],
+    int(_RO.RedOpType.PRODUCT): _OPS["prod"],
+    int(_RO.RedOpType.MIN): _OPS["min"],
+    int(_RO.RedOpType.MAX): _OPS["max"],
+    int(_RO.RedOpType.BAND): _OPS["band"],
+    int(_RO.RedOpType.BOR): _OPS["bor"],
+    int(_RO.RedOpType.BXOR): _OPS["bxor"],
+    int(_RO.RedOpType.AVG): _OPS["avg"],
+}
+_SUM = _OPS["sum"]
+_CPU = torch.device("cpu")
+_STRIDED = torch.strided
+
+
+def _op(opts: Any) -> int:
+    op = opts.reduceOp
+    if op == _RO_SUM:  # the common case, first
+        return _SUM
+    tag = _REDUCE_OPS.get(int(op.op))
+    if tag is None:
+        raise ValueError(f"psyne: reduce op {op.op} is not supported (SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
+    return tag
+
+
+def _buf(t: torch.Tensor, what: str) -> tuple:
+    """(address, element count, dtype tag) of a tensor psyne may use in place."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"psyne {what}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device != _CPU:
+        raise TypeError(f"psyne {what}: the tensor is on {t.device}; the psyne backend takes CPU tensors")
+    if t.layout != torch.strided:
+        raise TypeError(f"psyne {what}: {t.layout} tensors are not supported; pass a dense (strided) tensor")
+    tag = _DTYPES.get(t.dtype)
+    if tag is None:
+        raise TypeError(f"psyne {what}: dtype {t.dtype} is not supported by psyne")
+    if not t.is_contiguous():
+        raise ValueError(
+            f"psyne {what}: the tensor is not contiguous (strides {t.stride()}); psyne works in place "
+            "and never copies silently: pass t.contiguous() and use the result"
+        )
+    return t.data_ptr(), t.numel(), tag
+
+
+def _same(tag: int, other: int, what: str) -> None:
+    if tag != other:
+        raise TypeError(f"psyne {what}: the input and output tensors have different dtypes")
+
+
+def _flat_view(ts: List[torch.Tensor]) -> Optional[torch.Tensor]:
+    """A tensor over the memory of ``ts`` if they lie back to back (the usual case for chunks of
+    one tensor), else None."""
+    if not ts:
+        return None
+    first = ts[0]
+    if not all(t.is_contiguous() and t.dtype == first.dtype and t.device == first.device for t in ts):
+        return None
+    addr = first.data_ptr()
+    for t in ts:
+        if t.data_ptr() != addr:
+            return None
+        addr += t.numel() * t.element_size()
+    total = sum(t.numel() for t in ts)
+    base = first.untyped_storage()
+    start = first.storage_offset()
+    if start + total > base.nbytes() // first.element_size():
+        return None
+    return torch.empty(0, dtype=first.dtype).set_(base, start, (total,))
+
+
+def _joined(ts: List[torch.Tensor]) -> torch.Tensor:
+    """One tensor holding ``ts`` back to back: their own memory if they already lie so, else a
+    copy."""
+    flat = _flat_view(ts)
+    return flat if flat is not None else torch.cat([t.reshape(-1) for t in ts])
+
+
+def _split_into(flat: torch.Tensor, outs: List[torch.Tensor]) -> None:
+    """Copies the equal chunks of ``flat`` into ``outs``."""
+    for o, chunk in zip(outs, flat.chunk(len(outs))):
+        o.view(-1).copy_(chunk)
+
+
+class _Done(dist.Work):
+    """A finished collective: ``wait()`` returns at once; ``get_future()`` is completed with the
+    output tensors (what DDP's comm hooks expect)."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__()
+        self._result = result
+        self._future: Optional[torch.futures.Future] = None
+
+    def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self) -> Any:
+        return None
+
+    def result(self) -> Any:
+        return self._result
+
+    def get_future(self) -> torch.futures.Future:
+        if self._future is None:
+            fut: torch.futures.Future = torch.futures.Future()
+            fut.set_result(self._result)
+            self._future = fut
+        return self._future
+
+
+_SYNC_DONE = _Done([])
+
+
+class ProcessGroupPsyne(dist.ProcessGroup):
+    """A torch ``ProcessGroup`` whose collectives are psyne's (see the module's docstring)."""
+
+    def __init__(self, group: psyne.Group) -> None:
+        super().__init__(group.rank, group.size)
+        self._group = group
+        self._n = group._n
+
+    # torch asks these
+    def getBackendName(self) -> str:
+        return BACKEND
+
+    @property
+    def psyne_group(self) -> psyne.Group:
+        """The psyne group underneath (NumPy API)."""
+        return self._group
+
+    def _run(self, code: int, tag: int, a: int, na: int, b: int, nb: int, op: int, root: int, count: int) -> None:
+        self._n.run(code, tag, a, na, b, nb, op, root, count)
+
+    def _root(self, root: int, what: str) -> int:
+        if not 0 <= root < self.size():
+            raise ValueError(f"psyne {what}: root {root} is not a rank of this group of {self.size()}")
+        return root
+
+    # -- collectives -----------------------------------------------------------------------------
+
+    def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
+        # The hot path (DDP, and every small all_reduce): the checks of _buf inlined.
+        op = _SUM if opts is None else _op(opts)
+        run = self._n.run
+        for t in tensors:
+            tag = _DTYPES.get(t.dtype)
+            if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
+                _buf(t, "all_reduce")  # raises the precise error
+            run(_ALL_REDUCE, tag, t.data_ptr(), t.numel(), 0, 0, op, 0, 0)
+        if opts is not None and not opts.asyncOp:
+            return _SYNC_DONE  # dist.all_reduce(async_op=False) only waits on it: one shared Work
+        return _Done(tensors)
+
+    def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors: List[torch.Tensor], opts: Any) -> dist.Work:
+        root = self._root(opts.rootRank, "broadcast")
+        for t in tensors:
+            a, n, tag = _buf(t, "broadcast")
+            self._n.run(_BROADCAST, tag, a, n, 0, 0, _SUM, root, 0)
+        return _Done(tensors)
+
+    def reduce(self, tensors: List[torch.Tensor], opts: Any) -> dist.Work:
+        root = self._root(opts.rootRank, "reduce")
+        op = _op(opts)
+        for t in tensors:
+            a, n, tag = _buf(t, "reduce")
+            self._n.run(_REDUCE, tag, a, n, 0, 0, op, root, 0)
+        return _Done(tensors)
+
+    def _all_gather_into(self, out: torch.Tensor, inp: torch.Tensor) -> None:
+        a, n, tag = _buf(inp, "all_gather")
+        b, m, otag = _buf(out, "all_gather output")
+        _same(tag, otag, "all_gather")
+        if m != n * self.size():
+            raise ValueError(f"psyne all_gather: the output has {m} elements, not size x input = {n * self.size()}")
+        self._n.run(_ALL_GATHER, tag, a, n, b, m, _SUM, 0, 0)
+
+    def allgather(
+        self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        for outs, inp in zip(output_tensors, input_tensors):
+            if len(outs) != self.size():
+                raise ValueError(f"psyne all_gather: {len(outs)} output tensors for a group of {self.size()}")
+            flat = _flat_view(outs)
+            if flat is not None:
+                self._all_gather_into(flat, inp)
+            else:
+                tmp = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
+                self._all_gather_into(tmp, inp)
+                _split_into(tmp, outs)
+        return _Done(output_tensors)
+
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
+        self._all_gather_into(output, input)
+        return _Done([output])
+
+    def allgather_into_tensor_coalesced(
+        self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        for o, i in zip(outputs, inputs):
+            self._all_gather_into(o, i)
+        return _Done(outputs)
+
+    def _reduce_scatter_into(self, out: torch.Tensor, inp: torch.Tensor, op: int) -> None:
+        a, n, tag = _buf(inp, "reduce_scatter")
+        b, m, otag = _buf(out, "reduce_scatter output")
+        _same(tag, otag, "reduce_scatter")
+        if n != m * self.size():
+            raise ValueError(f"psyne reduce_scatter: the input has {n} elements, not size x output = {m * self.size()}")
+        self._n.run(_REDUCE_SCATTER, tag, a, n, b, m, op, 0, 0)
+
+    def reduce_scatter(
+        self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]], opts: Any
+    ) -> dist.Work:
+        op = _op(opts)
+        for out, ins in zip(output_tensors, input_tensors):
+            if len(ins) != self.size():
+                raise ValueError(f"psyne reduce_scatter: {len(ins)} input tensors for a group of {self.size()}")
+            self._reduce_scatter_into(out, _joined(ins), op)
+        return _Done(output_tensors)
+
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        self._reduce_scatter_into(output, input, _op(opts))
+        return _Done([output])
+
+    def reduce_scatter_tensor_coalesced(
+        self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any
+    ) -> dist.Work:
+        op = _op(opts)
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_into(o, i, op)
+        return _Done(outputs)
+
+    def alltoall_base(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: List[int],
+        input_split_sizes: List[int],
+        opts: Any = None,
+    ) -> dist.Work:
+        size = self.size()
+        for splits, t, what in ((input_split_sizes, input, "input"), (output_split_sizes, output, "output")):
+            if splits and len(set(splits)) > 1:
+                raise ValueError(f"psyne all_to_all_single: uneven {what} splits {splits} are not supported")
+            if t.numel() % size:
+                raise ValueError(f"psyne all_to_all_single: the {what} ({t.numel()} elements) does not split evenly over {size} ranks")
+        a, n, tag = _buf(input, "all_to_all")
+        b, m, otag = _buf(output, "all_to_all output")
+        _same(tag, otag, "all_to_all")
+        if m != n:
+            raise ValueError(f"psyne all_to_all_single: input ({n}) and output ({m}) sizes differ")
+        self._n.run(_ALL_TO_ALL, tag, a, n, b, m, _SUM, 0, 0)
+        return _Done([output])
+
+    def alltoall(
+        self, output_tensors: List[torch.Tensor], input_tensors: List[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        size = self.size()
+        if len(input_tensors) != size or len(output_tensors) != size:
+            raise ValueError(f"psyne all_to_all: pass {size} input and {size} output tensors")
+        sizes = {t.numel() for t in input_tensors} | {t.numel() for t in output_tensors}
+        if len(sizes) > 1:
+            raise ValueError("psyne all_to_all: tensors of different sizes are not supported")
+        inp = _joined(input_tensors)
+        out = _flat_view(output_tensors)
+        direct = out is not None
+        if out is None:
+            out = torch.empty(inp.numel(), dtype=inp.dtype)
+        a, n, tag = _buf(inp, "all_to_all")
+        b, m, otag = _buf(out, "all_to_all output")
+        _same(tag, otag, "all_to_all")
+        self._n.run(_ALL_TO_ALL, tag, a, n, b, m, _SUM, 0, 0)
+        if not direct:
+            _split_into(out, output_tensors)
+        return _Done(output_tensors)
+
+    def _gather_into(self, out: Optional[torch.Tensor], inp: torch.Tensor, root: int) -> None:
+        """Gathers ``inp`` of every rank into ``out`` on the root (None elsewhere)."""
+        a, n, tag = _buf(inp, "gather")
+        count = n * self.size()
+        if self.rank() != root:
+            self._n.run(_GATHER, tag, a, n, 0, 0, _SUM, root, count)
+            return
+        b, m, otag = _buf(out, "gather output")
+        _same(tag, otag, "gather")
+        if m != count:
+            raise ValueError(f"psyne gather: the output holds {m} elements, not size x input = {count}")
+        self._n.run(_GATHER, tag, a, n, b, m, _SUM, root, count)
+
+    def gather(
+        self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any
+    ) -> dist.Work:
+        root = self._root(opts.rootRank, "gather")
+        size = self.size()
+        for i, inp in enumerate(input_tensors):
+            if self.rank() != root:
+                self._gather_into(None, inp, root)
+                continue
+            outs = output_tensors[i]
+            if len(outs) != size:
+                raise ValueError(f"psyne gather: {len(outs)} output tensors on the root for a group of {size}")
+            flat = _flat_view(outs)
+            out = flat if flat is not None else torch.empty(inp.numel() * size, dtype=inp.dtype)
+            self._gather_into(out, inp, root)
+            if flat is None:
+                _split_into(out, outs)
+        return _Done(output_tensors)
+
+    def scatter(
+        self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]], opts: Any
+    ) -> dist.Work:
+        root = self._root(opts.rootRank, "scatter")
+        size = self.size()
+        for i, out in enumerate(output_tensors):
+            b, m, tag = _buf(out, "scatter output")
+            count = m * size
+            if self.rank() == root:
+                ins = input_tensors[i]
+                if len(ins) != size:
+                    raise ValueError(f"psyne scatter: {len(ins)} input tensors on the root for a group of {size}")
+                flat = _joined(ins)
+                a, n, itag = _buf(flat, "scatter")
+                _same(tag, itag, "scatter")
+                if n != count:
+                    raise ValueError(f"psyne scatter: the inputs hold {n} elements, not size x output = {count}")
+                self._n.run(_SCATTER, tag, a, n, b, m, _SUM, root, count)
+            else:
+                self._n.run(_SCATTER, tag, 0, 0, b, m, _SUM, root, count)
+        return _Done(output_tensors)
+
+    # The single-tensor forms under the names torch >= 2.15 calls (older ones call the names above).
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
+        return self._allgather_base(output, input, opts)
+
+    def all_gather_single_coalesced(
+        self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def allgather_coalesced(
+        self, output_lists: List[List[torch.Tensor]], inputs: List[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        for outs, inp in zip(output_lists, inputs):
+            self.allgather([outs], [inp], opts)
+        return _Done(output_lists)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        return self._reduce_scatter_base(output, input, opts)
+
+    def reduce_scatter_single_coalesced(
+        self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any
+    ) -> dist.Work:
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+
+    def all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: List[int],
+        input_split_sizes: List[int],
+        opts: Any = None,
+    ) -> dist.Work:
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        root = self._root(opts.rootRank, "gather")
+        self._gather_into(output if self.rank() == root else None, input, root)
+        return _Done([output])
+
+    def gather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        return self.gather_single(output, input, opts)
+
+    def barrier(self, opts: Any = None) -> dist.Work:
+        self._n.run(_BARRIER, _TAG["u8"], 0, 0, 0, 0, _SUM, 0, 0)
+        return _Done([])
+
+    def _peer(self, peer: int, what: str) -> int:
+        if not 0 <= peer < self.size() or peer == self.rank():
+            raise ValueError(f"psyne {what}: {peer} is not another rank of this group of {self.size()}")
+        return peer
+
+    def send(self, tensors: List[torch.Tensor], dstRank: int, tag: int = 0) -> dist.Work:
+        dst = self._peer(dstRank, "send")
+        for t in tensors:
+            a, n, dt = _buf(t, "send")
+            self._n.run(_SEND, dt, a, n, 0, 0, _SUM, dst, 0)
+        return _Done(tensors)
+
+    def recv(self, tensors: List[torch.Tensor], srcRank: int, tag: int = 0) -> dist.Work:
+        src = self._peer(srcRank, "recv")
+        for t in tensors:
+            a, n, dt = _buf(t, "recv")
+            self._n.run(_RECV, dt, a, n, 0, 0, _SUM, src, 0)
+        return _Done(tensors)
+
+
+class _StoreAdapter:
+    """torch's store as the key-value store psyne forms its group through (see
+    :func:`psyne.init_from_store`)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def set(self, key: str, value: bytes) -> None:
+        self._store.set(key, value)
+
+    def get(self, key: str, timeout: float) -> bytes:
+        try:
+            self._store.wait([key], datetime.timedelta(seconds=max(timeout, 0.001)))
+        except Exception as e:  # torch raises DistStoreError (a RuntimeError) on timeout
+            if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+                raise TimeoutError(f"waiting for {key!r} in torch's store: {e}") from e
+            raise
+        return bytes(self._store.get(key))
+
+    def add(self, key: str, delta: int) -> int:
+        return int(self._store.add(key, delta))
+
+
+def _bind_ip() -> str:
+    """``PSY_ADDR``, else the address of this host's interface towards ``MASTER_ADDR`` (loopback
+    when the master is this host or unset)."""
+    addr = os.environ.get("PSY_ADDR")
+    if addr:
+        return addr
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    try:
+        infos = socket.getaddrinfo(master, None, socket.AF_INET)
+        ip = infos[0][4][0]
+        if ip.startswith("127."):
+            return "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((ip, 9))  # UDP: chooses a route, sends nothing
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+def create_process_group(store: Any, rank: int, size: int, timeout: Any = None) -> ProcessGroupPsyne:
+    """What ``init_process_group("psyne")`` and ``new_group(backend="psyne")`` call: forms a psyne
+    group of ``size`` ranks through ``store`` (the store torch made for this group)."""
+    key = "psyne/boot"
+    if rank == 0:
+        store.set(key, f"{psyne.generate_secret()} torch-{os.getpid()}-{os.urandom(6).hex()}")
+    adapter = _StoreAdapter(store)
+    wait_s = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else 300.0
+    secret, job_id = adapter.get(key, wait_s).decode().split()
+    group = psyne.init_from_store(
+        adapter, rank, size, prefix="psyne/group", secret=secret, job_id=job_id, bind_ip=_bind_ip()
+    )
+    return ProcessGroupPsyne(group)
+
+
+def _register() -> None:
+    if BACKEND not in dist.Backend.backend_list:
+        dist.Backend.register_backend(BACKEND, create_process_group, devices=["cpu"])
+
+
+_register()

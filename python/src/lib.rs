@@ -1,0 +1,606 @@
+//! `psyne._native`: the Rust half of the Python package.
+//!
+//! Deliberately small and low-level: the Python half (`python/psyne/__init__.py`) checks every
+//! array (contiguity, alignment, dtype, lengths, aliasing) and hands this module raw addresses and
+//! element counts of memory it keeps alive for the call. This module turns them back into slices,
+//! runs psyne's collective on them with the GIL released, and turns psyne's errors into the
+//! exception classes of `psyne._errors`, one per [`psyne::ErrorKind`].
+//!
+//! Non-blocking calls run on one worker thread per group (shared by its `with_algo` views), in the
+//! order they were issued; a blocking call first waits (GIL released) for the calls issued before
+//! it, so every rank issues the group's calls to psyne in program order, as psyne requires.
+
+use psyne::contract::Tunables;
+use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::net::IpAddr;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The Python exception class, in `psyne._errors`, of each kind of psyne error.
+fn class_name(kind: psyne::ErrorKind) -> &'static str {
+    use psyne::ErrorKind as K;
+    match kind {
+        K::InvalidArgument => "InvalidArgumentError",
+        K::Config => "ConfigError",
+        K::Bootstrap => "BootstrapError",
+        K::Auth => "AuthError",
+        K::Timeout => "TimeoutError",
+        K::Mismatch => "MismatchError",
+        K::PeerLost => "PeerLostError",
+        K::Io => "IoError",
+        K::Aborted => "AbortedError",
+    }
+}
+
+/// psyne's error as an instance of its `psyne._errors` class, with `kind` and `peer` attributes.
+fn to_py(e: psyne::Error) -> PyErr {
+    Python::attach(|py| {
+        let make = || -> PyResult<PyErr> {
+            let errors = py.import("psyne._errors")?;
+            let class = errors.getattr(class_name(e.kind()))?;
+            let err = class.call1((e.message().to_string(),))?;
+            err.setattr("kind", format!("{:?}", e.kind()))?;
+            err.setattr("peer", e.peer())?;
+            Ok(PyErr::from_value(err))
+        };
+        make().unwrap_or_else(|import_failed| {
+            PyRuntimeError::new_err(format!(
+                "{} (and psyne._errors could not be loaded: {import_failed})",
+                e.message()
+            ))
+        })
+    })
+}
+
+/// A contiguous run of `len` elements at `addr`, owned by the Python caller for the call.
+#[derive(Clone, Copy)]
+struct Buf {
+    addr: usize,
+    len: usize,
+}
+
+impl Buf {
+    /// # Safety
+    /// `addr` must point to `len` initialised, aligned elements of `T` that stay valid and are not
+    /// written by anyone else for `'a`.
+    unsafe fn get<'a, T>(self) -> &'a [T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the caller's contract above.
+        unsafe { std::slice::from_raw_parts(self.addr as *const T, self.len) }
+    }
+
+    /// # Safety
+    /// As [`Buf::get`], and no one else reads or writes the memory for `'a`.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get_mut<'a, T>(self) -> &'a mut [T] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller's contract above.
+        unsafe { std::slice::from_raw_parts_mut(self.addr as *mut T, self.len) }
+    }
+}
+
+/// One call, as the Python half describes it.
+#[derive(Clone, Copy)]
+struct Call {
+    code: u8,
+    dtype: DType,
+    a: Buf,
+    b: Buf,
+    op: ReduceOp,
+    root: usize,
+    count: usize,
+}
+
+impl Call {
+    /// The call the Python half describes, ready to move to the thread that runs it.
+    fn parse(
+        code: u8,
+        dtype: u8,
+        (a_addr, a_len): (usize, usize),
+        (b_addr, b_len): (usize, usize),
+        op: u8,
+        root: usize,
+        count: usize,
+    ) -> PyResult<SendCall> {
+        Ok(SendCall(Call {
+            code,
+            dtype: dtype_of(dtype)?,
+            a: Buf {
+                addr: a_addr,
+                len: a_len,
+            },
+            b: Buf {
+                addr: b_addr,
+                len: b_len,
+            },
+            op: op_of(op)?,
+            root,
+            count,
+        }))
+    }
+}
+
+// Codes shared with psyne/__init__.py (`_C_*`).
+const ALL_REDUCE: u8 = 1;
+const BROADCAST: u8 = 2;
+const REDUCE: u8 = 3;
+const ALL_GATHER: u8 = 4;
+const REDUCE_SCATTER: u8 = 5;
+const SCATTER: u8 = 6;
+const GATHER: u8 = 7;
+const ALL_TO_ALL: u8 = 8;
+const BARRIER: u8 = 9;
+const SEND: u8 = 10;
+const RECV: u8 = 11;
+
+/// Runs `call` with elements of type `T`.
+///
+/// # Safety
+/// The buffers of `call` are valid for `T` as [`Buf::get_mut`] requires, and `a` and `b` do not
+/// overlap (the Python half checks both).
+unsafe fn run_typed<T: Element>(g: &Group, c: &Call) -> psyne::Result<()> {
+    // SAFETY: (for every `get`/`get_mut` below) the function's contract.
+    unsafe {
+        match c.code {
+            ALL_REDUCE => g.all_reduce(c.a.get_mut::<T>(), c.op),
+            BROADCAST => g.broadcast(c.a.get_mut::<T>(), c.root),
+            REDUCE => g.reduce(c.a.get_mut::<T>(), c.op, c.root),
+            ALL_GATHER => g.all_gather_into(c.a.get::<T>(), c.b.get_mut::<T>()),
+            REDUCE_SCATTER => g.reduce_scatter_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.op),
+            SCATTER => g.scatter_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.count, c.root),
+            GATHER => g.gather_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.count, c.root),
+            ALL_TO_ALL => g.all_to_all_into(c.a.get::<T>(), c.b.get_mut::<T>()),
+            BARRIER => g.barrier(),
+            SEND => g.send(c.a.get::<T>(), c.root),
+            RECV => g.recv(c.a.get_mut::<T>(), c.root),
+            other => Err(psyne::Error::invalid(format!("unknown call code {other}"))),
+        }
+    }
+}
+
+/// Runs `call`, choosing `T` from its dtype.
+///
+/// # Safety
+/// As [`run_typed`].
+unsafe fn run(g: &Group, c: &Call) -> psyne::Result<()> {
+    use psyne::{bf16, f16};
+    // SAFETY: the function's contract.
+    unsafe {
+        match c.dtype {
+            DType::F32 => run_typed::<f32>(g, c),
+            DType::F64 => run_typed::<f64>(g, c),
+            DType::I8 => run_typed::<i8>(g, c),
+            DType::I16 => run_typed::<i16>(g, c),
+            DType::I32 => run_typed::<i32>(g, c),
+            DType::I64 => run_typed::<i64>(g, c),
+            DType::U8 => run_typed::<u8>(g, c),
+            DType::U16 => run_typed::<u16>(g, c),
+            DType::U32 => run_typed::<u32>(g, c),
+            DType::U64 => run_typed::<u64>(g, c),
+            DType::F16 => run_typed::<f16>(g, c),
+            DType::BF16 => run_typed::<bf16>(g, c),
+        }
+    }
+}
+
+/// A finished-or-not call: its result once the worker has run it.
+#[derive(Default)]
+struct Outcome {
+    result: Mutex<Option<psyne::Result<()>>>,
+    done: Condvar,
+}
+
+impl Outcome {
+    fn finish(&self, r: psyne::Result<()>) {
+        *lock(&self.result) = Some(r);
+        self.done.notify_all();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The worker thread of a group's non-blocking calls, and how many of them are not finished.
+#[derive(Default)]
+struct Queue {
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    pending: Mutex<usize>,
+    drained: Condvar,
+}
+
+impl Queue {
+    fn submit(self: &Arc<Self>, job: Job) -> Result<(), String> {
+        *lock(&self.pending) += 1;
+        let me = self.clone();
+        let wrapped: Job = Box::new(move || {
+            job();
+            let mut p = lock(&me.pending);
+            *p -= 1;
+            if *p == 0 {
+                me.drained.notify_all();
+            }
+        });
+        let mut sender = lock(&self.sender);
+        if sender.is_none() {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("psyne-py-worker".into())
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                })
+                .map_err(|e| format!("starting the worker thread: {e}"))?;
+            *sender = Some(tx);
+        }
+        let tx = sender.as_ref().expect("started above");
+        tx.send(wrapped).map_err(|_| {
+            *lock(&self.pending) -= 1;
+            "the worker thread has stopped".to_string()
+        })
+    }
+
+    fn has_pending(&self) -> bool {
+        *lock(&self.pending) > 0
+    }
+
+    /// Waits until every submitted call has finished. Each has psyne's deadline, so this ends.
+    fn drain(&self) {
+        let mut p = lock(&self.pending);
+        while *p > 0 {
+            p = self.drained.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A group of ranks (the Python half wraps it as `psyne.Group`).
+#[pyclass(module = "psyne._native", frozen)]
+struct NativeGroup {
+    group: Group,
+    queue: Arc<Queue>,
+}
+
+impl NativeGroup {
+    fn new(group: Group) -> Self {
+        NativeGroup {
+            group,
+            queue: Arc::default(),
+        }
+    }
+}
+
+fn dtype_of(tag: u8) -> PyResult<DType> {
+    DType::from_tag(tag).ok_or_else(|| PyValueError::new_err(format!("unknown dtype tag {tag}")))
+}
+
+fn op_of(tag: u8) -> PyResult<ReduceOp> {
+    ReduceOp::from_tag(tag).ok_or_else(|| PyValueError::new_err(format!("unknown op tag {tag}")))
+}
+
+/// What makes raw addresses movable into the closure that runs without the GIL.
+struct SendCall(Call);
+// SAFETY: the addresses stay valid for the call (the Python caller holds the arrays; the
+// worker's job holds references to them), and only the thread running the call touches them.
+unsafe impl Send for SendCall {}
+
+#[pymethods]
+impl NativeGroup {
+    /// This rank, `0..size`.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.group.rank()
+    }
+
+    /// Ranks in the group.
+    #[getter]
+    fn size(&self) -> usize {
+        self.group.size()
+    }
+
+    /// This rank's chunk length when `count` elements are split evenly over the group.
+    fn chunk_len(&self, count: usize) -> usize {
+        self.group.chunk_len(count)
+    }
+
+    /// The transport to each peer, as one line.
+    fn transports(&self) -> String {
+        self.group.transports()
+    }
+
+    /// The deadline of every wait, in seconds.
+    #[getter]
+    fn timeout(&self) -> f64 {
+        self.group.timeout().as_secs_f64()
+    }
+
+    /// A view of this group whose calls use algorithm `name` (same queue, same order).
+    fn with_algo(&self, name: &str) -> PyResult<NativeGroup> {
+        let algo = Algo::parse(name)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown algorithm {name:?}")))?;
+        Ok(NativeGroup {
+            group: self.group.with_algo(algo),
+            queue: self.queue.clone(),
+        })
+    }
+
+    /// `MPI_Comm_split`: the subgroup of the ranks that pass the same color, or None.
+    fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
+        let queue = self.queue.clone();
+        let group = self.group.clone();
+        py.detach(move || {
+            queue.drain();
+            group.split(color, key)
+        })
+        .map(|g| g.map(NativeGroup::new))
+        .map_err(to_py)
+    }
+
+    /// Runs one collective on raw buffers, blocking, GIL released. Called by psyne/__init__.py
+    /// only, which checks the buffers first.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        py: Python<'_>,
+        code: u8,
+        dtype: u8,
+        a_addr: usize,
+        a_len: usize,
+        b_addr: usize,
+        b_len: usize,
+        op: u8,
+        root: usize,
+        count: usize,
+    ) -> PyResult<()> {
+        let call = Call::parse(
+            code,
+            dtype,
+            (a_addr, a_len),
+            (b_addr, b_len),
+            op,
+            root,
+            count,
+        )?;
+        let group = &self.group;
+        let queue = &self.queue;
+        py.detach(move || {
+            let call = call;
+            if queue.has_pending() {
+                queue.drain();
+            }
+            // SAFETY: psyne/__init__.py checked the buffers (contiguous, aligned, of this dtype
+            // and length, not overlapping) and holds them until this returns.
+            unsafe { run(group, &call.0) }
+        })
+        .map_err(to_py)
+    }
+
+    /// The non-blocking form of [`NativeGroup::run`]: queues the call and returns its handle.
+    /// `keep` (the arrays) is held until the call has finished.
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &self,
+        code: u8,
+        dtype: u8,
+        a_addr: usize,
+        a_len: usize,
+        b_addr: usize,
+        b_len: usize,
+        op: u8,
+        root: usize,
+        count: usize,
+        keep: Py<PyAny>,
+    ) -> PyResult<NativeWork> {
+        let call = Call::parse(
+            code,
+            dtype,
+            (a_addr, a_len),
+            (b_addr, b_len),
+            op,
+            root,
+            count,
+        )?;
+        let outcome = Arc::new(Outcome::default());
+        let done = outcome.clone();
+        let group = self.group.clone();
+        self.queue
+            .submit(Box::new(move || {
+                let call = call;
+                // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
+                let r = unsafe { run(&group, &call.0) };
+                Python::attach(move |_py| drop(keep));
+                done.finish(r);
+            }))
+            .map_err(PyRuntimeError::new_err)?;
+        Ok(NativeWork { outcome })
+    }
+}
+
+/// The handle of a non-blocking call.
+#[pyclass(module = "psyne._native", frozen)]
+struct NativeWork {
+    outcome: Arc<Outcome>,
+}
+
+#[pymethods]
+impl NativeWork {
+    /// True once the call has finished (successfully or not).
+    fn test(&self) -> bool {
+        lock(&self.outcome.result).is_some()
+    }
+
+    /// Waits (GIL released) until the call finishes or `timeout` seconds pass. Returns True when
+    /// it finished successfully, False on timeout, and raises the call's error if it failed.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let outcome = &self.outcome;
+        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        let r = py.detach(|| {
+            let mut slot = lock(&outcome.result);
+            loop {
+                if let Some(r) = slot.as_ref() {
+                    return Some(r.clone());
+                }
+                slot = match deadline {
+                    None => outcome.done.wait(slot).unwrap_or_else(|e| e.into_inner()),
+                    Some(d) => {
+                        let now = Instant::now();
+                        if now >= d {
+                            return None;
+                        }
+                        outcome
+                            .done
+                            .wait_timeout(slot, d - now)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
+                    }
+                };
+            }
+        });
+        match r {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(e)) => Err(to_py(e)),
+        }
+    }
+}
+
+/// A psyne [`Store`] over a Python object with `set(key: str, value: bytes)`, `get(key: str,
+/// timeout: float) -> bytes` (raising on timeout) and `add(key: str, delta: int) -> int`: how
+/// the torch backend forms a group through the store torch gives it.
+struct PyStore {
+    adapter: Py<PyAny>,
+}
+
+fn store_err(what: &str, e: PyErr) -> psyne::Error {
+    let kind = Python::attach(|py| {
+        if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) {
+            psyne::ErrorKind::Timeout
+        } else {
+            psyne::ErrorKind::Bootstrap
+        }
+    });
+    psyne::Error::new(kind, format!("the Python store's {what} failed: {e}"))
+}
+
+impl Store for PyStore {
+    fn set(&self, key: &str, value: &[u8]) -> psyne::Result<()> {
+        Python::attach(|py| {
+            self.adapter
+                .call_method1(py, "set", (key, PyBytes::new(py, value)))
+                .map(drop)
+        })
+        .map_err(|e| store_err("set", e))
+    }
+
+    fn get(&self, key: &str, deadline: Instant) -> psyne::Result<Vec<u8>> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        Python::attach(|py| {
+            let v = self
+                .adapter
+                .call_method1(py, "get", (key, left.as_secs_f64()))?;
+            v.extract::<Vec<u8>>(py)
+        })
+        .map_err(|e| store_err("get", e))
+    }
+
+    fn add(&self, key: &str, delta: i64) -> psyne::Result<i64> {
+        Python::attach(|py| {
+            self.adapter
+                .call_method1(py, "add", (key, delta))?
+                .extract::<i64>(py)
+        })
+        .map_err(|e| store_err("add", e))
+    }
+}
+
+/// Joins the job this process belongs to (psyne's environment contract: psyrun, torchrun's
+/// variables, or alone a world of one).
+#[pyfunction]
+fn init(py: Python<'_>) -> PyResult<NativeGroup> {
+    py.detach(psyne::init).map(NativeGroup::new).map_err(to_py)
+}
+
+/// A world of one.
+#[pyfunction]
+fn alone() -> NativeGroup {
+    NativeGroup::new(Group::alone())
+}
+
+/// Forms a group through a Python key-value store (see [`PyStore`]): every rank calls it with the
+/// same `prefix`, `size`, `secret` (hex) and `job_id`; `bind_ip` is the address this rank listens
+/// on and advertises. Tunables (`PSY_TIMEOUT`, `PSY_TRANSPORT`, ...) come from the environment.
+#[pyfunction]
+#[pyo3(signature = (store, rank, size, prefix, secret, job_id, bind_ip))]
+#[allow(clippy::too_many_arguments)]
+fn init_from_store(
+    py: Python<'_>,
+    store: Py<PyAny>,
+    rank: usize,
+    size: usize,
+    prefix: String,
+    secret: &str,
+    job_id: String,
+    bind_ip: &str,
+) -> PyResult<NativeGroup> {
+    if size == 0 || rank >= size {
+        return Err(PyValueError::new_err(format!(
+            "rank {rank} is not in a group of {size}"
+        )));
+    }
+    let secret = Secret::from_hex(secret).map_err(to_py)?;
+    let bind_ip: IpAddr = bind_ip
+        .parse()
+        .map_err(|_| PyValueError::new_err(format!("{bind_ip:?} is not an IP address")))?;
+    let tunables = Tunables::from_env().map_err(to_py)?;
+    let options = GroupOptions {
+        rank,
+        size,
+        prefix,
+        secret,
+        bind_ip,
+        timeout: tunables.timeout,
+        spin: tunables.spin,
+        tuning: tunables.tuning,
+        transport: tunables.transport,
+        job_id,
+        host_key: psyne::host_key(),
+    };
+    let store: Arc<dyn Store> = Arc::new(PyStore { adapter: store });
+    py.detach(move || Group::from_shared_store(store, options))
+        .map(NativeGroup::new)
+        .map_err(to_py)
+}
+
+/// A new random job secret, hex.
+#[pyfunction]
+fn generate_secret() -> PyResult<String> {
+    Secret::generate().map(|s| s.to_hex()).map_err(to_py)
+}
+
+/// The module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeGroup>()?;
+    m.add_class::<NativeWork>()?;
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(alone, m)?)?;
+    m.add_function(wrap_pyfunction!(init_from_store, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_secret, m)?)?;
+    let tags: Vec<(&str, u8)> = DType::ALL.iter().map(|d| (d.name(), *d as u8)).collect();
+    m.add("DTYPE_TAGS", tags)?;
+    let ops: Vec<(&str, u8)> = ReduceOp::ALL.iter().map(|o| (o.name(), *o as u8)).collect();
+    m.add("OP_TAGS", ops)?;
+    m.add("MIN_SHARED_BYTES", psyne::MIN_SHARED_BYTES)?;
+    Ok(())
+}

@@ -105,6 +105,7 @@ fn wait_for_all(
             links: &mut *links,
             slot: &slot,
             peer: j,
+            parity,
             k,
             call,
         };
@@ -250,6 +251,7 @@ struct Watch<'a, 'b> {
     links: &'a mut Links,
     slot: &'a Slot<'b>,
     peer: usize,
+    parity: usize,
     k: u64,
     call: &'a Call,
 }
@@ -260,8 +262,8 @@ impl Watch<'_, '_> {
     }
 
     /// Waits until the peer's slot holds operation `k`: polls, then yields, then sleeps on the
-    /// slot, checking between sleeps that the peer is alive, not sending ring messages (a
-    /// different collective), and that the deadline has not passed.
+    /// slot, checking between sleeps that every peer is alive and none is sending messages over
+    /// the links (a different collective), and that the deadline has not passed.
     fn wait(&mut self, deadline: &mut Option<Instant>) -> Result<()> {
         let mut spinner = Spinner::pausing(self.call.wait);
         loop {
@@ -271,7 +273,7 @@ impl Watch<'_, '_> {
             if spinner.idle() != Next::Block {
                 continue;
             }
-            self.check_peer()?;
+            self.check_peers()?;
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.call.timeout);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -281,23 +283,27 @@ impl Watch<'_, '_> {
         }
     }
 
-    /// Fails if the peer died, or sent a ring message while its slot still lacks operation `k`
-    /// (it is in another collective, or aborted).
-    fn check_peer(&mut self) -> Result<()> {
-        let pid = self.board.pid(self.peer);
-        // A peer may publish its slot and exit (its last collective): look at the slot again.
-        if !process_alive(pid) && !self.slot.ready(self.k) {
-            return Err(self.site().lost(
-                self.peer,
-                format!("(pid {pid}) is gone; it probably crashed, check its output"),
-            ));
+    /// Fails if a peer died, or sent a message over the links while its slot still lacks
+    /// operation `k` (it is in another collective, or aborted). Every peer, not only the one
+    /// waited for: the one that is in another call may be a third rank.
+    fn check_peers(&mut self) -> Result<()> {
+        let me = self.board.rank();
+        for j in (0..self.board.size()).filter(|&j| j != me) {
+            let slot = self.board.slot(j, self.parity);
+            let pid = self.board.pid(j);
+            // A peer may publish its slot and exit (its last collective): look at the slot again.
+            if !process_alive(pid) && !slot.ready(self.k) {
+                return Err(self.site().lost(
+                    j,
+                    format!("(pid {pid}) is gone; it probably crashed, check its output"),
+                ));
+            }
+            // A peer publishes its slot before it can send anything for a later collective: if
+            // its slot is ready now, its message belongs to the next collective and stays unread.
+            if super::stray::pending(self.links, j) && !slot.ready(self.k) {
+                return Err(super::stray::stray_error(self.links, j, self.call));
+            }
         }
-        let pending = super::stray::pending(self.links, self.peer);
-        // A peer publishes its slot before it can send anything for a later collective: if the
-        // slot is ready now, the ring data belongs to the next collective and stays unread.
-        if !pending || self.slot.ready(self.k) {
-            return Ok(());
-        }
-        Err(super::stray::stray_error(self.links, self.peer, self.call))
+        Ok(())
     }
 }

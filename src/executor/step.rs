@@ -360,7 +360,8 @@ fn forward_limit(s: &SendSt, recvs: &[RecvSt]) -> usize {
 }
 
 /// The byte range `[p, e)` of a reducing receive that may be combined now: received whole
-/// elements not yet applied, stopping where a plain send still has to send the old values.
+/// elements not yet applied, stopping where a plain send still has to send the old values. Whole
+/// elements only: a partial write can leave a send's progress in the middle of one.
 fn reducible(r: &RecvSt, sends: &[SendSt], es: usize) -> (usize, usize) {
     let p = r.start + r.applied;
     let mut e = r.start + (r.got / es) * es;
@@ -373,7 +374,8 @@ fn reducible(r: &RecvSt, sends: &[SendSt], es: usize) -> (usize, usize) {
             e = e.min(unsent);
         }
     }
-    (p, e.max(p))
+    let whole = (e.max(p) - p) / es * es;
+    (p, p + whole)
 }
 
 /// Reads what has arrived for `r`; true if anything did.
@@ -633,4 +635,54 @@ fn wait(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recv(start: usize, len: usize, got: usize, applied: usize) -> RecvSt {
+        RecvSt {
+            peer: 1,
+            start,
+            len,
+            reduce: true,
+            hdr: [0; HEADER_LEN],
+            hdr_got: HEADER_LEN,
+            got,
+            applied,
+            scratch_off: 0,
+        }
+    }
+
+    fn send(start: usize, len: usize, done: usize) -> SendSt {
+        SendSt {
+            peer: 1,
+            start,
+            len,
+            forward: false,
+            hdr: [0; HEADER_LEN],
+            hdr_done: HEADER_LEN,
+            done,
+        }
+    }
+
+    #[test]
+    fn only_whole_elements_are_reduced_whatever_a_partial_send_left() {
+        // Recursive doubling: the same bytes are sent (old values) and received (to reduce into
+        // them). A partial write that stopped mid-element must not split an element.
+        for done in 0..=64 {
+            for got in 0..=64 {
+                let (p, e) = reducible(&recv(128, 64, got, 0), &[send(128, 64, done)], 4);
+                assert_eq!(p, 128);
+                assert_eq!((e - p) % 4, 0, "sent {done}, got {got}: [{p}, {e})");
+                assert!(e - p <= got.min(done), "sent {done}, got {got}: [{p}, {e})");
+            }
+        }
+        // Already applied elements stay applied; a finished send no longer limits.
+        assert_eq!(
+            reducible(&recv(0, 64, 61, 8), &[send(0, 64, 64)], 8),
+            (8, 56)
+        );
+    }
 }

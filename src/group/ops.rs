@@ -11,10 +11,6 @@ fn bytes<T: Element>(v: &[T]) -> usize {
     std::mem::size_of_val(v)
 }
 
-fn zeroed<T: Element>(n: usize) -> Vec<T> {
-    vec![T::zeroed(); n]
-}
-
 fn check_root(core: &Core, what: &str, root: usize) -> Result<()> {
     if root >= core.size {
         return Err(Error::invalid(format!(
@@ -98,8 +94,10 @@ pub(crate) fn reduce<T: Element>(
         Ok(())
     } else {
         // Non-roots keep their buffer: the schedule reduces partial results into a copy.
-        let mut work = buf.to_vec();
-        run(core, coll, algo, Some(op), buf.len(), &mut work)
+        core.with_work(buf.len(), |work| {
+            work.copy_from_slice(buf);
+            run(core, coll, algo, Some(op), buf.len(), work)
+        })
     }
 }
 
@@ -145,9 +143,12 @@ pub(crate) fn reduce_scatter_into<T: Element>(
     }
     let coll = Collective::ReduceScatter;
     let algo = core.algo_for(coll, algo, bytes(input))?;
-    let mut work = input.to_vec();
-    run(core, coll, algo, Some(op), input.len(), &mut work)?;
-    out.copy_from_slice(&work[mine]);
+    core.with_work(input.len(), |work| {
+        work.copy_from_slice(input);
+        run(core, coll, algo, Some(op), input.len(), work)?;
+        out.copy_from_slice(&work[mine]);
+        Ok(())
+    })?;
     finish_avg(core, op, out);
     Ok(())
 }
@@ -177,14 +178,14 @@ pub(crate) fn scatter_into<T: Element>(
     check_len("scatter", "out", out.len(), mine.len())?;
     let coll = Collective::Scatter { root };
     let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
-    let mut work = if core.rank == root {
-        input.to_vec()
-    } else {
-        zeroed(count)
-    };
-    run(core, coll, algo, None, count, &mut work)?;
-    out.copy_from_slice(&work[mine]);
-    Ok(())
+    core.with_work(count, |work| {
+        if core.rank == root {
+            work.copy_from_slice(input);
+        }
+        run(core, coll, algo, None, count, work)?;
+        out.copy_from_slice(&work[mine]);
+        Ok(())
+    })
 }
 
 pub(crate) fn gather_into<T: Element>(
@@ -205,9 +206,10 @@ pub(crate) fn gather_into<T: Element>(
         out[mine].copy_from_slice(local);
         run(core, coll, algo, None, count, out)
     } else {
-        let mut work = zeroed(count);
-        work[mine].copy_from_slice(local);
-        run(core, coll, algo, None, count, &mut work)
+        core.with_work(count, |work| {
+            work[mine].copy_from_slice(local);
+            run(core, coll, algo, None, count, work)
+        })
     }
 }
 
@@ -222,14 +224,15 @@ pub(crate) fn all_to_all_into<T: Element>(
     let layout = coll.layout(core.rank, core.size, n);
     check_len("all_to_all", "out", out.len(), layout.output.len())?;
     let algo = core.algo_for(coll, algo, bytes(input))?;
-    let mut work = zeroed(layout.buf_len);
-    work[..n].copy_from_slice(input);
     let mine = chunk_span(n, core.size, core.rank);
     let own_block = n + core.rank * mine.len();
-    work[own_block..own_block + mine.len()].copy_from_slice(&input[mine]);
-    run(core, coll, algo, None, n, &mut work)?;
-    out.copy_from_slice(&work[layout.output]);
-    Ok(())
+    core.with_work(layout.buf_len, |work| {
+        work[..n].copy_from_slice(input);
+        work[own_block..own_block + mine.len()].copy_from_slice(&input[mine]);
+        run(core, coll, algo, None, n, work)?;
+        out.copy_from_slice(&work[layout.output]);
+        Ok(())
+    })
 }
 
 pub(crate) fn barrier(core: &Core, algo: Option<Algo>) -> Result<()> {
@@ -240,9 +243,12 @@ pub(crate) fn barrier(core: &Core, algo: Option<Algo>) -> Result<()> {
 
 pub(crate) fn send<T: Element>(core: &Core, buf: &[T], dst: usize) -> Result<()> {
     // The executor takes one mutable work buffer for every operation; a send only reads it, so it
-    // gets a copy (one memcpy) instead of a cast that would discard the shared borrow.
-    let mut view = buf.to_vec();
-    core.run_p2p(dst, true, T::DTYPE, bytemuck::cast_slice_mut(&mut view))
+    // gets a copy (one memcpy, into the group's kept work buffer) instead of a cast that would
+    // discard the shared borrow.
+    core.with_work(buf.len(), |view: &mut [T]| {
+        view.copy_from_slice(buf);
+        core.run_p2p(dst, true, T::DTYPE, bytemuck::cast_slice_mut(view))
+    })
 }
 
 pub(crate) fn recv<T: Element>(core: &Core, buf: &mut [T], src: usize) -> Result<()> {

@@ -179,14 +179,8 @@ macro_rules! half_element {
             const DTYPE: DType = DType::$d;
             #[inline(always)]
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-                let (x, y) = (a.to_f32(), b.to_f32());
-                $t::from_f32(match op {
-                    ReduceOp::Sum | ReduceOp::Avg => x + y,
-                    ReduceOp::Prod => x * y,
-                    ReduceOp::Min => x.min(y),
-                    ReduceOp::Max => x.max(y),
-                    ReduceOp::BAnd | ReduceOp::BOr | ReduceOp::BXor => x,
-                })
+                // Widened to f32, combined there, rounded once (crate::reduce::half_kernels).
+                $t::from_f32(crate::reduce::half_kernels::combine_f32(op, a.to_f32(), b.to_f32()))
             }
             fn div_count(self, n: usize) -> Self {
                 $t::from_f32(self.to_f32() / n as f32)

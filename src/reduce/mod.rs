@@ -4,6 +4,8 @@ use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use half::{bf16, f16};
 
+pub(crate) mod half_kernels;
+
 /// How values from different ranks are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -88,9 +90,22 @@ impl std::fmt::Display for ReduceOp {
 }
 
 /// `dst[i] = op(dst[i], src[i])` for typed slices of equal length.
+///
+/// `f16` and `bf16` go through vectorised kernels that widen to f32, combine and round back once
+/// per element, bit for bit what [`Element::combine`] gives (the module `half_kernels` says how).
 #[inline]
 pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
     debug_assert_eq!(dst.len(), src.len());
+    // `T::DTYPE` is a constant: for the other types this branch compiles away.
+    if let Some(kind) = half_kernels::Half::of(T::DTYPE) {
+        half_kernels::reduce(
+            kind,
+            op,
+            bytemuck::cast_slice_mut(dst),
+            bytemuck::cast_slice(src),
+        );
+        return;
+    }
     // One monomorphic loop per op so that each compiles to a tight, vectorisable loop.
     macro_rules! each {
         ($op:expr) => {
@@ -147,33 +162,9 @@ impl Reducer {
             DType::U16 => typed::<u16>(self.op, dst, src),
             DType::U32 => typed::<u32>(self.op, dst, src),
             DType::U64 => typed::<u64>(self.op, dst, src),
-            DType::F16 => half_via_f32::<f16>(self.op, dst, src),
-            DType::BF16 => half_via_f32::<bf16>(self.op, dst, src),
+            DType::F16 => typed::<f16>(self.op, dst, src),
+            DType::BF16 => typed::<bf16>(self.op, dst, src),
         }
-    }
-}
-
-/// Half-precision reduction through f32 in blocks: the `half` crate converts whole slices with
-/// the CPU's conversion instructions where it has them (F16C), which is two orders of magnitude
-/// faster than converting element by element (measured with `psybench peak`: f16 0.5 -> 3 GB/s;
-/// still far below the 40 GB/s of the f32 kernel, so half-precision reductions remain the slowest). Each element is
-/// still rounded once per combination, exactly as [`Element::combine`] does.
-fn half_via_f32<T>(op: ReduceOp, dst: &mut [u8], src: &[u8])
-where
-    T: Element,
-    [T]: half::slice::HalfFloatSliceExt,
-{
-    use half::slice::HalfFloatSliceExt;
-    const BLOCK: usize = 512;
-    let dst: &mut [T] = bytemuck::cast_slice_mut(dst);
-    let src: &[T] = bytemuck::cast_slice(src);
-    let (mut a, mut b) = ([0f32; BLOCK], [0f32; BLOCK]);
-    for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
-        let n = d.len();
-        d.convert_to_f32_slice(&mut a[..n]);
-        s.convert_to_f32_slice(&mut b[..n]);
-        reduce_slice::<f32>(op, &mut a[..n], &b[..n]);
-        d.convert_from_f32_slice(&a[..n]);
     }
 }
 

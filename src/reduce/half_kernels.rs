@@ -234,7 +234,13 @@ mod portable {
     }
 
     fn blocks<const OP: u8>(kind: Half, dst: &mut [u16], src: &[u16]) {
-        let op = ReduceOp::from_tag(OP).unwrap_or(ReduceOp::BAnd);
+        let op = match OP {
+            SUM => ReduceOp::Sum,
+            PROD => ReduceOp::Prod,
+            MIN => ReduceOp::Min,
+            MAX => ReduceOp::Max,
+            _ => ReduceOp::BAnd,
+        };
         let (mut a, mut b) = ([0f32; BLOCK], [0f32; BLOCK]);
         for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
             let n = d.len();

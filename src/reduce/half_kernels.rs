@@ -131,26 +131,36 @@ const MAX: u8 = ReduceOp::Max as u8;
 /// implementation chosen for this CPU. Slices of unequal length are reduced over the shorter.
 #[inline]
 pub(crate) fn reduce(kind: Half, op: ReduceOp, dst: &mut [u16], src: &[u16]) {
-    reduce_with(Impl::chosen(), kind, op, dst, src);
+    // SAFETY: `Impl::chosen` returns only an implementation this CPU was detected to run.
+    unsafe { run(Impl::chosen(), kind, op, dst, src) }
 }
 
-/// [`reduce`] with a given implementation (the tests run every one this CPU has). `imp` must be
-/// one of [`Impl::available`].
+/// [`reduce`] with a given implementation (the tests run every one this CPU has).
+///
+/// # Panics
+/// If this CPU cannot run `imp`.
+#[cfg(test)]
 pub(crate) fn reduce_with(imp: Impl, kind: Half, op: ReduceOp, dst: &mut [u16], src: &[u16]) {
+    assert!(
+        Impl::available().contains(&imp),
+        "this CPU cannot run the {imp:?} half kernels"
+    );
+    // SAFETY: `imp` is one this CPU runs (checked just above).
+    unsafe { run(imp, kind, op, dst, src) }
+}
+
+/// # Safety
+/// `imp` is one of [`Impl::available`] (this CPU has the instructions it uses).
+#[inline]
+unsafe fn run(imp: Impl, kind: Half, op: ReduceOp, dst: &mut [u16], src: &[u16]) {
     let n = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..n], &src[..n]);
     match imp {
         Impl::Portable => portable::reduce(kind, op, dst, src),
         #[cfg(target_arch = "x86_64")]
-        Impl::Avx2F16c => {
-            assert!(
-                Impl::available().contains(&Impl::Avx2F16c),
-                "the AVX2+F16C half kernels need a CPU with avx2 and f16c"
-            );
-            // SAFETY: the CPU has AVX2 and F16C (checked just above, or by `Impl::chosen`, which
-            // picks this implementation only after detecting both).
-            unsafe { x86::reduce(kind, op, dst, src) }
-        }
+        // SAFETY: the CPU has AVX2 and F16C (this function's contract: `Avx2F16c` is available
+        // only when both were detected).
+        Impl::Avx2F16c => unsafe { x86::reduce(kind, op, dst, src) },
     }
 }
 
@@ -224,7 +234,13 @@ mod portable {
     }
 
     fn blocks<const OP: u8>(kind: Half, dst: &mut [u16], src: &[u16]) {
-        let op = ReduceOp::from_tag(OP).unwrap_or(ReduceOp::BAnd);
+        let op = match OP {
+            SUM => ReduceOp::Sum,
+            PROD => ReduceOp::Prod,
+            MIN => ReduceOp::Min,
+            MAX => ReduceOp::Max,
+            _ => ReduceOp::BAnd,
+        };
         let (mut a, mut b) = ([0f32; BLOCK], [0f32; BLOCK]);
         for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
             let n = d.len();

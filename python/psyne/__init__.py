@@ -32,7 +32,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import _native
+from . import _errors, _native
 from ._errors import (
     AbortedError,
     AuthError,
@@ -54,16 +54,7 @@ __all__ = [
     "Request",
     "OPS",
     "DTYPES",
-    "Error",
-    "InvalidArgumentError",
-    "ConfigError",
-    "BootstrapError",
-    "AuthError",
-    "TimeoutError",
-    "MismatchError",
-    "PeerLostError",
-    "IoError",
-    "AbortedError",
+    *_errors.__all__,
 ]
 
 # Call codes shared with python/src/lib.rs.

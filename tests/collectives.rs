@@ -5,10 +5,15 @@ mod common;
 
 use common::Wiring;
 use psyne::conformance;
+use psyne::tuning::Tuning;
 use std::time::Duration;
 
 fn check_world(size: usize, wiring: Wiring) {
-    let results = common::with_wiring(size, wiring, Duration::from_secs(60), move |g| {
+    check_world_tuned(size, wiring, Tuning::default());
+}
+
+fn check_world_tuned(size: usize, wiring: Wiring, tuning: Tuning) {
+    let results = common::with_tuning(size, wiring, Duration::from_secs(60), tuning, move |g| {
         conformance::check_all_types(&g, &conformance::default_counts(g.size()), 3)
     });
     for (rank, r) in results.into_iter().enumerate() {
@@ -74,5 +79,20 @@ fn small_calls_on_one_host_run_on_the_node_board() {
 fn mixed_worlds_of_4_and_5() {
     for size in [4, 5] {
         check_world(size, Wiring::Mixed);
+    }
+}
+
+/// The rooted calls and all-to-all off the node board, with each of their algorithms: their
+/// leaves send from the caller's input and receive into its output without a work buffer, the
+/// ranks that pass data on (binomial trees of 5) work in one; both against the oracle, and a
+/// non-root's reduce input unchanged.
+#[test]
+fn rooted_calls_and_all_to_all_with_each_algorithm_over_the_links() {
+    for algo in ["binomial", "linear"] {
+        let policy = format!("scatter:{algo},gather:{algo},reduce:binomial,alltoall:pairwise");
+        let tuning = Tuning::parse(&policy).expect("a valid PSY_ALGO");
+        for wiring in [Wiring::Shm, Wiring::Tcp] {
+            check_world_tuned(5, wiring, tuning.clone());
+        }
     }
 }

@@ -16,6 +16,10 @@
 //! aborts the links ([`abort_links`], so the other ranks learn of it at once) and poisons the
 //! group: every later call, on any engine, is refused with the first error.
 //!
+//! The step engine works on a [`WorkView`]: the whole work buffer, or the caller's input and
+//! output standing in for it when the schedule only sends from the one and receives into the
+//! other (no copy in or out).
+//!
 //! A new fast path is a new engine: a struct holding what it runs on, and its `run`.
 
 mod abort;
@@ -24,10 +28,12 @@ pub(crate) mod flat;
 mod header;
 mod step;
 pub(crate) mod stray;
+mod view;
 
 pub(crate) use abort::abort_links;
 pub(crate) use header::{OpDesc, OpKind, Pair};
 pub(crate) use step::{StepMemory, Steps};
+pub(crate) use view::WorkView;
 
 use crate::error::Result;
 use crate::reduce::Reducer;

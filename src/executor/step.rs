@@ -2,6 +2,7 @@
 
 use super::fail::Site;
 use super::header::{self, Header, OpKind, Pair, HEADER_LEN};
+use super::view::WorkView;
 use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
@@ -22,8 +23,9 @@ const MAX_REASON: u64 = 64 << 10;
 pub(crate) struct Steps<'a> {
     /// This rank's steps.
     pub(crate) schedule: &'a Schedule,
-    /// The work buffer, `schedule.buf_len` elements of the call's type, aligned for it.
-    pub(crate) buf: &'a mut [u8],
+    /// The work buffer, `schedule.buf_len` elements of the call's type, aligned for it (or the
+    /// caller's input and output standing in for it, when the schedule [`WorkView::fits`]).
+    pub(crate) buf: WorkView<'a>,
     /// Scratch memory kept between calls.
     pub(crate) memory: &'a mut StepMemory,
 }
@@ -45,8 +47,9 @@ impl Engine for Steps<'_> {
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
         };
+        let mut buf = self.buf;
         for step in &self.schedule.steps {
-            run_step(&ctx, links, mid_message, step, self.buf, self.memory)?;
+            run_step(&ctx, links, mid_message, step, &mut buf, self.memory)?;
         }
         Ok(())
     }
@@ -126,11 +129,11 @@ fn run_step(
     links: &mut [Option<Box<dyn Link>>],
     mid_message: &mut [bool],
     step: &Step,
-    buf: &mut [u8],
+    buf: &mut WorkView<'_>,
     memory: &mut StepMemory,
 ) -> Result<()> {
     let es = ctx.elem_size;
-    let in_buf = |span: &std::ops::Range<usize>| span.end * es <= buf.len();
+    let bytes = |span: &std::ops::Range<usize>| span.start * es..span.end * es;
     let StepMemory {
         sends,
         recvs,
@@ -139,7 +142,7 @@ fn run_step(
     sends.clear();
     recvs.clear();
     for s in &step.sends {
-        if !in_buf(&s.span) {
+        if !buf.readable(&bytes(&s.span)) {
             return Err(ctx
                 .site
                 .internal(format!("send span {:?} outside the buffer", s.span)));
@@ -161,7 +164,7 @@ fn run_step(
     }
     let mut scratch_bytes = 0;
     for r in &step.recvs {
-        if !in_buf(&r.span) {
+        if !buf.writable(&bytes(&r.span)) {
             return Err(ctx
                 .site
                 .internal(format!("receive span {:?} outside the buffer", r.span)));
@@ -211,7 +214,7 @@ fn drive(
     links: &mut [Option<Box<dyn Link>>],
     sends: &mut [SendSt],
     recvs: &mut [RecvSt],
-    buf: &mut [u8],
+    buf: &mut WorkView<'_>,
     scratch: &mut [u8],
     reducer: Option<Reducer>,
 ) -> Result<()> {
@@ -257,7 +260,7 @@ fn pump_sends(
     links: &mut [Option<Box<dyn Link>>],
     sends: &mut [SendSt],
     recvs: &[RecvSt],
-    buf: &[u8],
+    buf: &WorkView<'_>,
 ) -> Result<bool> {
     let mut progressed = false;
     for i in 0..sends.len() {
@@ -281,12 +284,12 @@ fn send_some(
     links: &mut [Option<Box<dyn Link>>],
     s: &mut SendSt,
     avail: usize,
-    buf: &[u8],
+    buf: &WorkView<'_>,
 ) -> Result<bool> {
     if s.hdr_done == HEADER_LEN && s.done >= avail {
         return Ok(false);
     }
-    let data = &buf[s.start + s.done..s.start + avail];
+    let data = buf.read(s.start + s.done..s.start + avail);
     let slices = [IoSlice::new(&s.hdr[s.hdr_done..]), IoSlice::new(data)];
     match link(ctx, links, s.peer)?.write_some(&slices) {
         Ok(0) => {
@@ -321,7 +324,7 @@ fn pump_recvs(
     links: &mut [Option<Box<dyn Link>>],
     sends: &[SendSt],
     recvs: &mut [RecvSt],
-    buf: &mut [u8],
+    buf: &mut WorkView<'_>,
     scratch: &mut [u8],
     reducer: Option<Reducer>,
 ) -> Result<bool> {
@@ -339,7 +342,7 @@ fn pump_recvs(
             let r = &mut recvs[i];
             let off = r.scratch_off + (p - r.start);
             if let Some(red) = reducer {
-                red.apply(&mut buf[p..e], &scratch[off..off + (e - p)]);
+                red.apply(buf.write(p..e), &scratch[off..off + (e - p)]);
             }
             r.applied = e - r.start;
             progressed = true;
@@ -383,7 +386,7 @@ fn receive(
     ctx: &StepCtx<'_>,
     links: &mut [Option<Box<dyn Link>>],
     r: &mut RecvSt,
-    buf: &mut [u8],
+    buf: &mut WorkView<'_>,
     scratch: &mut [u8],
 ) -> Result<bool> {
     let link = link(ctx, links, r.peer)?.as_mut();
@@ -402,7 +405,7 @@ fn receive(
         let dest = if r.reduce {
             &mut scratch[r.scratch_off + r.got..r.scratch_off + r.got + want]
         } else {
-            &mut buf[r.start + r.got..r.start + r.got + want]
+            buf.write(r.start + r.got..r.start + r.got + want)
         };
         let n = read_or_lost(ctx, link, r.peer, dest)?;
         r.got += n;
@@ -417,7 +420,7 @@ fn receive_header(
     ctx: &StepCtx<'_>,
     link: &mut dyn Link,
     r: &mut RecvSt,
-    buf: &mut [u8],
+    buf: &mut WorkView<'_>,
     scratch: &mut [u8],
 ) -> Result<bool> {
     // A small message is read with its header in one call (one syscall instead of two), never
@@ -445,7 +448,7 @@ fn receive_header(
         let dest = if r.reduce {
             &mut scratch[r.scratch_off..r.scratch_off + extra.len()]
         } else {
-            &mut buf[r.start..r.start + extra.len()]
+            buf.write(r.start..r.start + extra.len())
         };
         dest.copy_from_slice(extra);
         r.got = extra.len();

@@ -6,7 +6,9 @@ use crate::bootstrap::StoreServer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::BoardCollective;
-use crate::executor::{abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps};
+use crate::executor::{
+    abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps, WorkView,
+};
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
@@ -307,6 +309,15 @@ impl Core {
     /// Runs `coll` with `algo` on a work buffer laid out as [`Collective::layout`] says: the
     /// node board carries the flat all-reduce, scheduled steps over the links everything else.
     pub(crate) fn run_collective(&self, call: CollCall, work: &mut [u8]) -> Result<()> {
+        let ran = self.run_collective_on(call, WorkView::whole(work))?;
+        debug_assert!(ran, "a whole buffer fits every plan");
+        Ok(())
+    }
+
+    /// Runs `call` on `view` (the caller's own slices standing in for the work buffer) if its
+    /// plan fits the view ([`WorkView::fits`]); `Ok(false)`, with nothing sent and nothing
+    /// changed, if it does not: the caller then lays out a whole work buffer.
+    pub(crate) fn run_collective_on(&self, call: CollCall, mut view: WorkView<'_>) -> Result<bool> {
         let CollCall {
             coll,
             algo,
@@ -315,32 +326,37 @@ impl Core {
             count,
         } = call;
         let mut comm = self.lock()?;
-        comm.seq += 1;
-        let desc = OpDesc {
-            kind: OpKind::Collective(coll),
-            algo: Some(algo),
-            dtype,
-            op,
-            count: count as u64,
-            seq: comm.seq,
-        };
         let Comm {
             plans,
             board,
             flat_seq,
             memory,
             wire,
-            ..
+            seq,
         } = &mut *comm;
+        let desc = |seq: &mut u64| {
+            *seq += 1;
+            OpDesc {
+                kind: OpKind::Collective(coll),
+                algo: Some(algo),
+                dtype,
+                op,
+                count: count as u64,
+                seq: *seq,
+            }
+        };
         match (algo, board.as_ref()) {
             (Algo::Flat, Some(board)) => {
+                let Some(buf) = view.as_whole() else {
+                    return Ok(false);
+                };
                 *flat_seq += 1;
                 let engine = BoardCollective {
                     board,
                     k: *flat_seq,
-                    buf: work,
+                    buf,
                 };
-                self.execute(wire, desc, engine)
+                self.execute(wire, desc(seq), engine).map(|()| true)
             }
             _ => {
                 let hier = (algo == Algo::Hier).then(|| {
@@ -348,23 +364,28 @@ impl Core {
                         .hier_algos(coll, count * dtype.size(), &self.shape.hosts)
                 });
                 let schedule = plans.get(coll, algo, self.rank, &self.shape.hosts, count, hier)?;
+                if !view.fits(&schedule, dtype.size()) {
+                    return Ok(false);
+                }
                 let engine = Steps {
                     schedule: &schedule,
-                    buf: work,
+                    buf: view,
                     memory,
                 };
-                self.execute(wire, desc, engine)
+                self.execute(wire, desc(seq), engine).map(|()| true)
             }
         }
     }
 
-    /// Sends (`sending`) or receives `work` to or from `peer`.
+    /// Sends (`sending`) or receives `count` elements of `dtype` to or from `peer`: the view's
+    /// bytes from 0 on, which must be readable (sending) or writable (receiving).
     pub(crate) fn run_p2p(
         &self,
         peer: usize,
         sending: bool,
         dtype: DType,
-        work: &mut [u8],
+        count: usize,
+        work: WorkView<'_>,
     ) -> Result<()> {
         let what = if sending { "send to" } else { "receive from" };
         crate::comm::check_peer(self.rank, self.size, peer, what)?;
@@ -382,7 +403,6 @@ impl Core {
         };
         *counter += 1;
         let seq = *counter;
-        let count = work.len() / dtype.size();
         let schedule = Schedule::point_to_point(peer, sending, count);
         let desc = OpDesc {
             kind: OpKind::PointToPoint,

@@ -4,6 +4,7 @@
 use super::core::{CollCall, Core};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
+use crate::executor::WorkView;
 use crate::reduce::ReduceOp;
 use crate::schedule::{chunk_span, Algo, Collective};
 
@@ -45,6 +46,39 @@ fn run<T: Element>(
         count,
     };
     core.run_collective(call, bytemuck::cast_slice_mut(work))
+}
+
+/// Runs without a work buffer: `input` stands for the buffer's elements from `input_at` on (only
+/// read) and `out` for those from `out_at` on. `Ok(false)` (nothing done) when the plan would
+/// touch other elements, or write the input: the caller then copies into a work buffer.
+fn run_direct<T: Element>(
+    core: &Core,
+    call: (Collective, Algo, Option<ReduceOp>),
+    count: usize,
+    input: &[T],
+    input_at: usize,
+    out: &mut [T],
+    out_at: usize,
+) -> Result<bool> {
+    let (coll, algo, op) = call;
+    if algo == Algo::Flat {
+        return Ok(false); // the node board lays out its own slots; small calls copy little
+    }
+    let es = std::mem::size_of::<T>();
+    let view = WorkView::split(
+        bytemuck::cast_slice(input),
+        input_at * es,
+        bytemuck::cast_slice_mut(out),
+        out_at * es,
+    );
+    let call = CollCall {
+        coll,
+        algo,
+        dtype: T::DTYPE,
+        op,
+        count,
+    };
+    core.run_collective_on(call, view)
 }
 
 fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
@@ -93,7 +127,12 @@ pub(crate) fn reduce<T: Element>(
         finish_avg(core, op, buf);
         Ok(())
     } else {
-        // Non-roots keep their buffer: the schedule reduces partial results into a copy.
+        // Non-roots keep their buffer: a leaf of the tree only sends it; a rank that reduces
+        // partial results does so into a copy.
+        let call = (coll, algo, Some(op));
+        if run_direct(core, call, buf.len(), buf, 0, &mut [], 0)? {
+            return Ok(());
+        }
         core.with_work(buf.len(), |work| {
             work.copy_from_slice(buf);
             run(core, coll, algo, Some(op), buf.len(), work)
@@ -178,6 +217,20 @@ pub(crate) fn scatter_into<T: Element>(
     check_len("scatter", "out", out.len(), mine.len())?;
     let coll = Collective::Scatter { root };
     let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
+    // The root sends straight from `input`, a leaf receives straight into `out`; a rank that
+    // passes chunks on (binomial) works in a whole buffer.
+    let is_root = core.rank == root;
+    if is_root {
+        out.copy_from_slice(&input[mine.clone()]);
+    }
+    let direct = if is_root {
+        run_direct(core, (coll, algo, None), count, input, 0, &mut [], 0)?
+    } else {
+        run_direct(core, (coll, algo, None), count, &[], 0, out, mine.start)?
+    };
+    if direct {
+        return Ok(());
+    }
     core.with_work(count, |work| {
         if core.rank == root {
             work.copy_from_slice(input);
@@ -206,6 +259,10 @@ pub(crate) fn gather_into<T: Element>(
         out[mine].copy_from_slice(local);
         run(core, coll, algo, None, count, out)
     } else {
+        let call = (coll, algo, None);
+        if run_direct(core, call, count, local, mine.start, &mut [], count)? {
+            return Ok(());
+        }
         core.with_work(count, |work| {
             work[mine].copy_from_slice(local);
             run(core, coll, algo, None, count, work)
@@ -226,6 +283,11 @@ pub(crate) fn all_to_all_into<T: Element>(
     let algo = core.algo_for(coll, algo, bytes(input))?;
     let mine = chunk_span(n, core.size, core.rank);
     let own_block = n + core.rank * mine.len();
+    let own = own_block - n..own_block - n + mine.len();
+    out[own].copy_from_slice(&input[mine.clone()]);
+    if run_direct(core, (coll, algo, None), n, input, 0, out, n)? {
+        return Ok(());
+    }
     core.with_work(layout.buf_len, |work| {
         work[..n].copy_from_slice(input);
         work[own_block..own_block + mine.len()].copy_from_slice(&input[mine]);
@@ -242,15 +304,17 @@ pub(crate) fn barrier(core: &Core, algo: Option<Algo>) -> Result<()> {
 }
 
 pub(crate) fn send<T: Element>(core: &Core, buf: &[T], dst: usize) -> Result<()> {
-    // The executor takes one mutable work buffer for every operation; a send only reads it, so it
-    // gets a copy (one memcpy, into the group's kept work buffer) instead of a cast that would
-    // discard the shared borrow.
-    core.with_work(buf.len(), |view: &mut [T]| {
-        view.copy_from_slice(buf);
-        core.run_p2p(dst, true, T::DTYPE, bytemuck::cast_slice_mut(view))
-    })
+    let view = WorkView::split(bytemuck::cast_slice(buf), 0, &mut [], 0);
+    core.run_p2p(dst, true, T::DTYPE, buf.len(), view)
 }
 
 pub(crate) fn recv<T: Element>(core: &Core, buf: &mut [T], src: usize) -> Result<()> {
-    core.run_p2p(src, false, T::DTYPE, bytemuck::cast_slice_mut(buf))
+    let count = buf.len();
+    core.run_p2p(
+        src,
+        false,
+        T::DTYPE,
+        count,
+        WorkView::whole(bytemuck::cast_slice_mut(buf)),
+    )
 }

@@ -1,0 +1,169 @@
+//! The work buffer as the step engine sees it: one writable buffer, or the caller's own input
+//! and output placed where a schedule's layout puts them, so that no copy is made.
+//!
+//! A schedule addresses one work buffer ([`crate::schedule::Layout`]). Most collectives need it
+//! whole: they reduce into their input, or forward what they receive. But where a rank only sends
+//! from its input and only receives into its output (pairwise all-to-all, linear scatter and
+//! gather, the leaves of a reduce tree, a send), the caller's two slices can stand in for the
+//! buffer. Copying them in and out would otherwise cost two more passes over memory: at 64 MiB,
+//! more than the transfer itself ([`WorkView::fits`] decides, per call).
+
+use crate::schedule::{Schedule, Span};
+use std::ops::Range;
+
+/// A schedule's work buffer: `ro` holds its bytes from `ro_at` on (read only), `rw` its bytes
+/// from `rw_at` on (read and written). A byte range is served by whichever part holds it whole;
+/// the bytes in neither part are never touched.
+pub(crate) struct WorkView<'a> {
+    ro: &'a [u8],
+    ro_at: usize,
+    rw: &'a mut [u8],
+    rw_at: usize,
+}
+
+impl<'a> WorkView<'a> {
+    /// The whole buffer, writable.
+    pub(crate) fn whole(buf: &'a mut [u8]) -> Self {
+        WorkView {
+            ro: &[],
+            ro_at: 0,
+            rw: buf,
+            rw_at: 0,
+        }
+    }
+
+    /// The buffer's bytes `ro_at..` read from `ro` and its bytes `rw_at..` read from and
+    /// written to `rw`.
+    pub(crate) fn split(ro: &'a [u8], ro_at: usize, rw: &'a mut [u8], rw_at: usize) -> Self {
+        WorkView {
+            ro,
+            ro_at,
+            rw,
+            rw_at,
+        }
+    }
+
+    /// The writable buffer, when this view is one whole buffer.
+    pub(crate) fn as_whole(&mut self) -> Option<&mut [u8]> {
+        (self.ro.is_empty() && self.rw_at == 0).then_some(&mut *self.rw)
+    }
+
+    fn in_rw(&self, r: &Range<usize>) -> bool {
+        r.start >= self.rw_at && r.end <= self.rw_at + self.rw.len()
+    }
+
+    fn in_ro(&self, r: &Range<usize>) -> bool {
+        r.start >= self.ro_at && r.end <= self.ro_at + self.ro.len()
+    }
+
+    /// Whether the bytes `r` may be read (an empty range always may).
+    pub(crate) fn readable(&self, r: &Range<usize>) -> bool {
+        r.is_empty() || self.in_rw(r) || self.in_ro(r)
+    }
+
+    /// Whether the bytes `r` may be written (an empty range always may).
+    pub(crate) fn writable(&self, r: &Range<usize>) -> bool {
+        r.is_empty() || self.in_rw(r)
+    }
+
+    /// The bytes `r`, which [`Self::readable`] allows.
+    pub(crate) fn read(&self, r: Range<usize>) -> &[u8] {
+        if r.is_empty() {
+            &[]
+        } else if self.in_rw(&r) {
+            &self.rw[r.start - self.rw_at..r.end - self.rw_at]
+        } else {
+            &self.ro[r.start - self.ro_at..r.end - self.ro_at]
+        }
+    }
+
+    /// The bytes `r`, which [`Self::writable`] allows.
+    pub(crate) fn write(&mut self, r: Range<usize>) -> &mut [u8] {
+        if r.is_empty() {
+            &mut []
+        } else {
+            &mut self.rw[r.start - self.rw_at..r.end - self.rw_at]
+        }
+    }
+
+    /// Whether every send of `schedule` (elements of `elem_size` bytes) reads only readable
+    /// bytes and every receive writes only writable ones.
+    pub(crate) fn fits(&self, schedule: &Schedule, elem_size: usize) -> bool {
+        let bytes = |s: &Span| s.start * elem_size..s.end * elem_size;
+        schedule.steps.iter().all(|step| {
+            step.sends.iter().all(|s| self.readable(&bytes(&s.span)))
+                && step.recvs.iter().all(|r| self.writable(&bytes(&r.span)))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{Recv, RecvMode, Send, Step};
+
+    fn step(send: Span, recv: Span) -> Step {
+        Step {
+            sends: vec![Send {
+                peer: 1,
+                span: send,
+                forward: false,
+            }],
+            recvs: vec![Recv {
+                peer: 1,
+                span: recv,
+                mode: RecvMode::Copy,
+            }],
+        }
+    }
+
+    #[test]
+    fn ranges_map_to_the_part_that_holds_them_whole() {
+        let input = [1u8, 2, 3, 4];
+        let mut output = [0u8; 4];
+        let mut v = WorkView::split(&input, 0, &mut output, 4);
+        assert_eq!(v.read(1..3), &[2, 3]);
+        assert!(v.readable(&(0..4)) && v.readable(&(4..8)));
+        assert!(
+            !v.readable(&(3..5)),
+            "a range across both parts is served by neither"
+        );
+        assert!(!v.writable(&(0..1)) && v.writable(&(5..8)));
+        assert!(v.writable(&(100..100)), "an empty range touches nothing");
+        v.write(6..8).copy_from_slice(&[7, 8]);
+        assert_eq!(v.read(4..8), &[0, 0, 7, 8]);
+        assert!(v.as_whole().is_none());
+        assert_eq!(output, [0, 0, 7, 8]);
+    }
+
+    #[test]
+    fn a_schedule_fits_only_if_it_sends_from_readable_and_receives_into_writable_bytes() {
+        let input = [0u8; 16];
+        let mut output = [0u8; 16];
+        let v = WorkView::split(&input, 0, &mut output, 16);
+        let es = 4;
+        let ok = Schedule {
+            buf_len: 8,
+            steps: vec![step(0..4, 4..8), step(4..6, 6..6)],
+        };
+        assert!(v.fits(&ok, es));
+        let into_input = Schedule {
+            buf_len: 8,
+            steps: vec![step(0..2, 1..2)],
+        };
+        assert!(!v.fits(&into_input, es));
+        let across = Schedule {
+            buf_len: 8,
+            steps: vec![step(3..5, 4..5)],
+        };
+        assert!(!v.fits(&across, es));
+    }
+
+    #[test]
+    fn a_whole_buffer_is_all_writable() {
+        let mut buf = [0u8; 8];
+        let mut v = WorkView::whole(&mut buf);
+        assert!(v.writable(&(0..8)) && !v.writable(&(0..9)));
+        assert_eq!(v.as_whole().map(|b| b.len()), Some(8));
+    }
+}

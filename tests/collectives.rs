@@ -82,17 +82,48 @@ fn mixed_worlds_of_4_and_5() {
     }
 }
 
-/// The rooted calls and all-to-all off the node board, with each of their algorithms: their
-/// leaves send from the caller's input and receive into its output without a work buffer, the
-/// ranks that pass data on (binomial trees of 5) work in one; both against the oracle, and a
+/// The rooted calls, reduce-scatter and all-to-all off the node board, with each of their
+/// algorithms: where a rank only sends from the caller's input and receives into its output
+/// (leaves, linear roots, pairwise, the ring of 2), it runs without a work buffer; the ranks that
+/// pass data on (binomial trees and rings of 5) work in one. Both against the oracle, and a
 /// non-root's reduce input unchanged.
 #[test]
-fn rooted_calls_and_all_to_all_with_each_algorithm_over_the_links() {
+fn rooted_calls_reduce_scatter_and_all_to_all_with_each_algorithm_over_the_links() {
     for algo in ["binomial", "linear"] {
-        let policy = format!("scatter:{algo},gather:{algo},reduce:binomial,alltoall:pairwise");
+        let policy = format!(
+            "scatter:{algo},gather:{algo},reduce:binomial,reducescatter:ring,alltoall:pairwise"
+        );
         let tuning = Tuning::parse(&policy).expect("a valid PSY_ALGO");
-        for wiring in [Wiring::Shm, Wiring::Tcp] {
-            check_world_tuned(5, wiring, tuning.clone());
+        for (size, wiring) in [(2, Wiring::Shm), (5, Wiring::Shm), (5, Wiring::Tcp)] {
+            check_world_tuned(size, wiring, tuning.clone());
+        }
+    }
+}
+
+/// Reductions of messages far longer than the receive window (512 KiB of scratch per receive,
+/// reused round and round), with every all-reduce algorithm: recursive doubling sends the very
+/// bytes it reduces into, so its reduction must wait for its send while the window is full.
+/// Element sizes 1, 2 and 8 against the oracle, over shared memory and TCP.
+#[test]
+fn reductions_longer_than_the_receive_window_with_every_algorithm() {
+    use psyne::DType;
+    for algo in ["ring", "recursive_doubling", "rabenseifner", "binomial"] {
+        let tuning = Tuning::parse(&format!("allreduce:{algo}")).expect("a valid PSY_ALGO");
+        for (size, wiring) in [(2, Wiring::Shm), (3, Wiring::Tcp)] {
+            let results = common::with_tuning(
+                size,
+                wiring,
+                Duration::from_secs(120),
+                tuning.clone(),
+                |g| {
+                    let dtypes = [DType::F64, DType::F16, DType::U8];
+                    conformance::check_types(&g, &dtypes, &[], &[300_001], 5)
+                },
+            );
+            for (rank, r) in results.into_iter().enumerate() {
+                let bad = r.unwrap_or_else(|e| panic!("{algo} {wiring:?} rank {rank}: {e}"));
+                assert!(bad.is_empty(), "{algo} {wiring:?} rank {rank}: {}", bad[0]);
+            }
         }
     }
 }

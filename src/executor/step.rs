@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 /// The largest read between two reductions, so reduction overlaps arrival.
 const MAX_READ: usize = 256 << 10;
+/// The most bytes of one reducing receive held in scratch memory, read but not yet reduced. The
+/// scratch is a circular window this long, which stays in the cache, instead of a copy of the
+/// whole message, which would go through memory twice more.
+const REDUCE_WINDOW: usize = 2 * MAX_READ;
 /// Messages up to this size (header included) are read in one call.
 const STAGE: usize = 512;
 /// The longest abort reason read.
@@ -90,7 +94,11 @@ struct RecvSt {
     hdr_got: usize,
     got: usize,
     applied: usize,
+    /// Where this receive's window starts in the step's scratch memory (reducing receives).
     scratch_off: usize,
+    /// Its length: the message's, rounded up to 8 bytes, at most [`REDUCE_WINDOW`]. Byte `i` of
+    /// the message lands at `scratch_off + i % window`.
+    window: usize,
 }
 
 impl RecvSt {
@@ -99,6 +107,12 @@ impl RecvSt {
     }
     fn complete(&self) -> bool {
         self.header_ok() && self.got == self.len && (!self.reduce || self.applied == self.len)
+    }
+    /// Whether it has room for more of its message: not while its reduce window is full (it
+    /// then waits for a send to let the reduction go on).
+    fn has_room(&self) -> bool {
+        !self.header_ok()
+            || (self.got < self.len && !(self.reduce && self.got - self.applied >= self.window))
     }
 }
 
@@ -118,7 +132,7 @@ fn link<'a>(
 pub(crate) struct StepMemory {
     sends: Vec<SendSt>,
     recvs: Vec<RecvSt>,
-    /// Reduce receives land here first (8-byte aligned).
+    /// Reduce receives land here first (8-byte aligned), each in its window.
     scratch: Vec<u64>,
 }
 
@@ -171,6 +185,11 @@ fn run_step(
         }
         let len = r.span.len() * es;
         let reduce = r.mode == RecvMode::Reduce;
+        let window = if reduce {
+            (len.div_ceil(8) * 8).min(REDUCE_WINDOW)
+        } else {
+            0
+        };
         recvs.push(RecvSt {
             peer: r.peer,
             start: r.span.start * es,
@@ -181,10 +200,9 @@ fn run_step(
             got: 0,
             applied: 0,
             scratch_off: scratch_bytes,
+            window,
         });
-        if reduce {
-            scratch_bytes += len.div_ceil(8) * 8;
-        }
+        scratch_bytes += window;
     }
     if scratch.len() * 8 < scratch_bytes {
         scratch.resize(scratch_bytes / 8, 0);
@@ -340,9 +358,17 @@ fn pump_recvs(
         let (p, e) = reducible(&recvs[i], sends, ctx.elem_size);
         if e > p {
             let r = &mut recvs[i];
-            let off = r.scratch_off + (p - r.start);
             if let Some(red) = reducer {
-                red.apply(buf.write(p..e), &scratch[off..off + (e - p)]);
+                // The window may wrap inside [p, e): at most two pieces, each of whole elements
+                // (the window's length is a multiple of 8 bytes, so of every element size).
+                let mut at = p - r.start;
+                while at < e - r.start {
+                    let pos = at % r.window;
+                    let n = (e - r.start - at).min(r.window - pos);
+                    let src = &scratch[r.scratch_off + pos..r.scratch_off + pos + n];
+                    red.apply(buf.write(r.start + at..r.start + at + n), src);
+                    at += n;
+                }
             }
             r.applied = e - r.start;
             progressed = true;
@@ -381,6 +407,13 @@ fn reducible(r: &RecvSt, sends: &[SendSt], es: usize) -> (usize, usize) {
     (p, p + whole)
 }
 
+/// Where the next bytes of reducing receive `r` go in its window, and how many fit there: up to
+/// the window's end, and never over bytes not yet reduced.
+fn window_room(r: &RecvSt) -> (usize, usize) {
+    let pos = r.got % r.window;
+    (pos, (r.window - pos).min(r.window - (r.got - r.applied)))
+}
+
 /// Reads what has arrived for `r`; true if anything did.
 fn receive(
     ctx: &StepCtx<'_>,
@@ -401,9 +434,14 @@ fn receive(
         progressed = true;
     }
     if r.got < r.len {
-        let want = (r.len - r.got).min(MAX_READ);
+        let mut want = (r.len - r.got).min(MAX_READ);
         let dest = if r.reduce {
-            &mut scratch[r.scratch_off + r.got..r.scratch_off + r.got + want]
+            let (pos, room) = window_room(r);
+            want = want.min(room);
+            if want == 0 {
+                return Ok(progressed);
+            }
+            &mut scratch[r.scratch_off + pos..r.scratch_off + pos + want]
         } else {
             buf.write(r.start + r.got..r.start + r.got + want)
         };
@@ -608,7 +646,7 @@ fn wait(
     }
     for (i, r) in recvs.iter().enumerate() {
         let active = !r.complete() && !recvs[..i].iter().any(|o| o.peer == r.peer && !o.complete());
-        if active && (!r.header_ok() || r.got < r.len) {
+        if active && r.has_room() {
             want(link(ctx, links, r.peer)?.as_ref(), r.peer, libc::POLLIN);
             waiting_for = Some((r.peer, "send"));
         }
@@ -655,7 +693,29 @@ mod tests {
             got,
             applied,
             scratch_off: 0,
+            window: len,
         }
+    }
+
+    #[test]
+    fn a_reduce_window_takes_bytes_up_to_its_end_and_never_over_unreduced_ones() {
+        let at = |len, window, got, applied| {
+            let r = RecvSt {
+                window,
+                ..recv(0, len, got, applied)
+            };
+            window_room(&r)
+        };
+        assert_eq!(at(1000, 128, 0, 0), (0, 128));
+        assert_eq!(at(1000, 128, 100, 50), (100, 28), "up to the window's end");
+        assert_eq!(at(1000, 128, 128, 0), (0, 0), "full: nothing reduced yet");
+        assert_eq!(
+            at(1000, 128, 128, 40),
+            (0, 40),
+            "after the wrap, up to the unreduced"
+        );
+        assert_eq!(at(1000, 128, 200, 100), (72, 28));
+        assert_eq!(at(1000, 128, 256, 256), (0, 128));
     }
 
     fn send(start: usize, len: usize, done: usize) -> SendSt {

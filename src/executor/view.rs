@@ -12,7 +12,9 @@ use crate::schedule::{Schedule, Span};
 use std::ops::Range;
 
 /// A schedule's work buffer: `ro` holds its bytes from `ro_at` on (read only), `rw` its bytes
-/// from `rw_at` on (read and written). A byte range is served by whichever part holds it whole;
+/// from `rw_at` on (read and written). A byte range is served by the writable part if it holds
+/// the range whole, else by the read-only part if that does (so where the two overlap, the
+/// writable part is the buffer, and a range that overlaps it only partly is served by neither);
 /// the bytes in neither part are never touched.
 pub(crate) struct WorkView<'a> {
     ro: &'a [u8],
@@ -52,8 +54,10 @@ impl<'a> WorkView<'a> {
         r.start >= self.rw_at && r.end <= self.rw_at + self.rw.len()
     }
 
+    /// In the read-only part and clear of the writable one (whose bytes are the buffer's).
     fn in_ro(&self, r: &Range<usize>) -> bool {
-        r.start >= self.ro_at && r.end <= self.ro_at + self.ro.len()
+        let clear_of_rw = r.end <= self.rw_at || r.start >= self.rw_at + self.rw.len();
+        r.start >= self.ro_at && r.end <= self.ro_at + self.ro.len() && clear_of_rw
     }
 
     /// Whether the bytes `r` may be read (an empty range always may).
@@ -157,6 +161,20 @@ mod tests {
             steps: vec![step(3..5, 4..5)],
         };
         assert!(!v.fits(&across, es));
+    }
+
+    #[test]
+    fn where_the_parts_overlap_the_writable_one_is_the_buffer() {
+        let input = [1u8, 2, 3, 4];
+        let mut mine = [3u8, 4];
+        let mut v = WorkView::split(&input, 0, &mut mine, 2);
+        v.write(2..4).copy_from_slice(&[30, 40]);
+        assert_eq!(v.read(2..4), &[30, 40]);
+        assert_eq!(v.read(0..2), &[1, 2]);
+        assert!(
+            !v.readable(&(1..3)),
+            "the input's old bytes 2.. are not the buffer's"
+        );
     }
 
     #[test]

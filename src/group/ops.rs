@@ -49,8 +49,9 @@ fn run<T: Element>(
 }
 
 /// Runs without a work buffer: `input` stands for the buffer's elements from `input_at` on (only
-/// read) and `out` for those from `out_at` on. `Ok(false)` (nothing done) when the plan would
-/// touch other elements, or write the input: the caller then copies into a work buffer.
+/// read) and `out` for those from `out_at` on (where both do, `out`: [`WorkView`]). `Ok(false)`
+/// (nothing done) when the plan would touch other elements, or write the input: the caller then
+/// copies into a work buffer.
 fn run_direct<T: Element>(
     core: &Core,
     call: (Collective, Algo, Option<ReduceOp>),
@@ -182,6 +183,13 @@ pub(crate) fn reduce_scatter_into<T: Element>(
     }
     let coll = Collective::ReduceScatter;
     let algo = core.algo_for(coll, algo, bytes(input))?;
+    // Where this rank only reduces into its own chunk (the ring of 2), it does so in `out`.
+    out.copy_from_slice(&input[mine.clone()]);
+    let call = (coll, algo, Some(op));
+    if run_direct(core, call, input.len(), input, 0, out, mine.start)? {
+        finish_avg(core, op, out);
+        return Ok(());
+    }
     core.with_work(input.len(), |work| {
         work.copy_from_slice(input);
         run(core, coll, algo, Some(op), input.len(), work)?;

@@ -134,6 +134,25 @@ pub(crate) struct StepMemory {
     recvs: Vec<RecvSt>,
     /// Reduce receives land here first (8-byte aligned), each in its window.
     scratch: Vec<u64>,
+    /// A small message and its header land here first (kept: zeroing it per call costs).
+    stage: Stage,
+}
+
+/// A step's scratch memory, as its loop uses it.
+struct Mem<'a> {
+    /// The reduce windows.
+    scratch: &'a mut [u8],
+    /// The small-message stage.
+    stage: &'a mut [u8; STAGE],
+}
+
+/// Where a small message is read with its header in one call.
+struct Stage([u8; STAGE]);
+
+impl Default for Stage {
+    fn default() -> Self {
+        Stage([0; STAGE])
+    }
 }
 
 /// Runs one step to completion or error; on error, marks in `mid_message` the peers whose
@@ -152,6 +171,7 @@ fn run_step(
         sends,
         recvs,
         scratch,
+        stage,
     } = memory;
     sends.clear();
     recvs.clear();
@@ -216,7 +236,11 @@ fn run_step(
     } else {
         None
     };
-    let out = drive(ctx, links, sends, recvs, buf, scratch, reducer);
+    let mem = Mem {
+        scratch,
+        stage: &mut stage.0,
+    };
+    let out = drive(ctx, links, sends, recvs, buf, mem, reducer);
     if out.is_err() {
         for s in sends.iter().filter(|s| s.hdr_done > 0 && !s.complete()) {
             if let Some(m) = mid_message.get_mut(s.peer) {
@@ -233,13 +257,13 @@ fn drive(
     sends: &mut [SendSt],
     recvs: &mut [RecvSt],
     buf: &mut WorkView<'_>,
-    scratch: &mut [u8],
+    mut mem: Mem<'_>,
     reducer: Option<Reducer>,
 ) -> Result<()> {
     let mut spinner = Spinner::new(ctx.wait);
     loop {
         let sent = pump_sends(ctx, links, sends, recvs, buf)?;
-        let received = pump_recvs(ctx, links, sends, recvs, buf, scratch, reducer)?;
+        let received = pump_recvs(ctx, links, sends, recvs, buf, &mut mem, reducer)?;
         if sends.iter().all(SendSt::complete) && recvs.iter().all(RecvSt::complete) {
             return Ok(());
         }
@@ -343,7 +367,7 @@ fn pump_recvs(
     sends: &[SendSt],
     recvs: &mut [RecvSt],
     buf: &mut WorkView<'_>,
-    scratch: &mut [u8],
+    mem: &mut Mem<'_>,
     reducer: Option<Reducer>,
 ) -> Result<bool> {
     let mut progressed = false;
@@ -351,7 +375,7 @@ fn pump_recvs(
         if !first_of_peer(recvs, i, |r| r.peer, RecvSt::complete) {
             continue;
         }
-        progressed |= receive(ctx, links, &mut recvs[i], buf, scratch)?;
+        progressed |= receive(ctx, links, &mut recvs[i], buf, mem)?;
         if !recvs[i].reduce {
             continue;
         }
@@ -365,7 +389,7 @@ fn pump_recvs(
                 while at < e - r.start {
                     let pos = at % r.window;
                     let n = (e - r.start - at).min(r.window - pos);
-                    let src = &scratch[r.scratch_off + pos..r.scratch_off + pos + n];
+                    let src = &mem.scratch[r.scratch_off + pos..r.scratch_off + pos + n];
                     red.apply(buf.write(r.start + at..r.start + at + n), src);
                     at += n;
                 }
@@ -420,12 +444,12 @@ fn receive(
     links: &mut [Option<Box<dyn Link>>],
     r: &mut RecvSt,
     buf: &mut WorkView<'_>,
-    scratch: &mut [u8],
+    mem: &mut Mem<'_>,
 ) -> Result<bool> {
     let link = link(ctx, links, r.peer)?.as_mut();
     let mut progressed = false;
     if !r.header_ok() {
-        if !receive_header(ctx, link, r, buf, scratch)? {
+        if !receive_header(ctx, link, r, buf, mem)? {
             return Ok(false);
         }
         if !r.header_ok() {
@@ -441,7 +465,7 @@ fn receive(
             if want == 0 {
                 return Ok(progressed);
             }
-            &mut scratch[r.scratch_off + pos..r.scratch_off + pos + want]
+            &mut mem.scratch[r.scratch_off + pos..r.scratch_off + pos + want]
         } else {
             buf.write(r.start + r.got..r.start + r.got + want)
         };
@@ -459,11 +483,11 @@ fn receive_header(
     link: &mut dyn Link,
     r: &mut RecvSt,
     buf: &mut WorkView<'_>,
-    scratch: &mut [u8],
+    mem: &mut Mem<'_>,
 ) -> Result<bool> {
     // A small message is read with its header in one call (one syscall instead of two), never
     // past its end: the next bytes of the stream belong to the next message.
-    let mut stage = [0u8; STAGE];
+    let stage = &mut *mem.stage;
     let payload = if r.len <= STAGE - HEADER_LEN {
         r.len
     } else {
@@ -484,7 +508,7 @@ fn receive_header(
     check_header(ctx, link, r, extra)?;
     if !extra.is_empty() {
         let dest = if r.reduce {
-            &mut scratch[r.scratch_off..r.scratch_off + extra.len()]
+            &mut mem.scratch[r.scratch_off..r.scratch_off + extra.len()]
         } else {
             buf.write(r.start..r.start + extra.len())
         };

@@ -148,6 +148,8 @@ pub(crate) struct Comm {
     flat_seq: u64,
     /// Scratch memory of the step engine.
     memory: StepMemory,
+    /// The schedule of the last send or receive, rewritten by the next (no allocation per call).
+    p2p_plan: Schedule,
     seq: u64,
     pub(crate) wire: Wire,
 }
@@ -206,6 +208,7 @@ impl Core {
                 board,
                 flat_seq: 0,
                 memory: StepMemory::default(),
+                p2p_plan: Schedule::default(),
                 seq: 0,
                 wire: Wire {
                     links,
@@ -333,6 +336,7 @@ impl Core {
             memory,
             wire,
             seq,
+            ..
         } = &mut *comm;
         let desc = |seq: &mut u64| {
             *seq += 1;
@@ -403,7 +407,6 @@ impl Core {
         };
         *counter += 1;
         let seq = *counter;
-        let schedule = Schedule::point_to_point(peer, sending, count);
         let desc = OpDesc {
             kind: OpKind::PointToPoint,
             algo: None,
@@ -412,9 +415,15 @@ impl Core {
             count: count as u64,
             seq,
         };
-        let Comm { memory, wire, .. } = &mut *comm;
+        let Comm {
+            memory,
+            wire,
+            p2p_plan,
+            ..
+        } = &mut *comm;
+        p2p_plan.set_point_to_point(peer, sending, count);
         let engine = Steps {
-            schedule: &schedule,
+            schedule: p2p_plan,
             buf: work,
             memory,
         };

@@ -136,15 +136,26 @@ pub struct Schedule {
 impl Schedule {
     /// One message of `count` elements to (`sending`) or from `peer`: a send or a receive.
     pub fn point_to_point(peer: usize, sending: bool, count: usize) -> Schedule {
-        let mut step = Step::default();
+        let mut schedule = Schedule::default();
+        schedule.set_point_to_point(peer, sending, count);
+        schedule
+    }
+
+    /// Makes this schedule [`Schedule::point_to_point`]'s, reusing its memory (so a group that
+    /// keeps one allocates nothing per send or receive).
+    pub fn set_point_to_point(&mut self, peer: usize, sending: bool, count: usize) {
+        self.buf_len = count;
+        self.steps.truncate(1);
+        if self.steps.is_empty() {
+            self.steps.push(Step::default());
+        }
+        let step = &mut self.steps[0];
+        step.sends.clear();
+        step.recvs.clear();
         if sending {
             step.sends.push(Send::plain(peer, 0..count));
         } else {
             step.recvs.push(Recv::copy(peer, 0..count));
-        }
-        Schedule {
-            buf_len: count,
-            steps: vec![step],
         }
     }
 }
@@ -170,4 +181,19 @@ pub fn build(
 /// gives each rank's schedule, so that this rank can tell what its peers will learn.
 fn confirmed(rank: usize, size: usize, build_one: impl Fn(usize) -> Schedule) -> Schedule {
     confirm::confirmed(rank, (0..size).map(build_one).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reused_point_to_point_schedule_is_the_fresh_one() {
+        let mut kept = build(Collective::AllReduce, Algo::Ring, 0, 3, 9).expect("a ring");
+        for (peer, sending, count) in [(1, true, 5), (2, false, 7), (1, true, 0)] {
+            kept.set_point_to_point(peer, sending, count);
+            assert_eq!(kept, Schedule::point_to_point(peer, sending, count));
+        }
+        assert_eq!(Schedule::point_to_point(2, false, 3).steps[0].recvs[0].span, 0..3);
+    }
 }

@@ -6,8 +6,8 @@ use super::view::WorkView;
 use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
-use crate::schedule::{RecvMode, Schedule, Step};
-use crate::transport::Link;
+use crate::schedule::{Collective, RecvMode, Schedule, Step};
+use crate::transport::{Link, Traffic};
 use crate::wait::{Next, Spinner, WaitPolicy};
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
@@ -51,11 +51,34 @@ impl Engine for Steps<'_> {
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
         };
+        let traffic = traffic_of(call.desc.kind);
+        for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
+            if let Some(Some(l)) = links.get_mut(send.peer) {
+                l.set_traffic(traffic);
+            }
+        }
         let mut buf = self.buf;
         for step in &self.schedule.steps {
             run_step(&ctx, links, mid_message, step, &mut buf, self.memory)?;
         }
         Ok(())
+    }
+}
+
+/// The pattern of a call's messages, which a link may carry differently ([`Link::set_traffic`]).
+fn traffic_of(kind: OpKind) -> Traffic {
+    match kind {
+        OpKind::Collective(Collective::AllToAll | Collective::AllGather)
+        | OpKind::Collective(Collective::ReduceScatter) => Traffic::Exchange,
+        OpKind::Collective(Collective::AllReduce) => Traffic::ReducingExchange,
+        OpKind::Collective(Collective::Reduce { .. }) => Traffic::ReducingOneWay,
+        OpKind::Collective(
+            Collective::Broadcast { .. }
+            | Collective::Scatter { .. }
+            | Collective::Gather { .. }
+            | Collective::Barrier,
+        )
+        | OpKind::PointToPoint => Traffic::OneWay,
     }
 }
 

@@ -194,6 +194,9 @@ mod tests {
             kept.set_point_to_point(peer, sending, count);
             assert_eq!(kept, Schedule::point_to_point(peer, sending, count));
         }
-        assert_eq!(Schedule::point_to_point(2, false, 3).steps[0].recvs[0].span, 0..3);
+        assert_eq!(
+            Schedule::point_to_point(2, false, 3).steps[0].recvs[0].span,
+            0..3
+        );
     }
 }

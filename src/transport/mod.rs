@@ -71,6 +71,27 @@ pub trait Link: Send {
     fn close_write(&mut self);
     /// The transport carrying this link.
     fn transport(&self) -> TransportKind;
+    /// Says what the messages this link sends next belong to, so the transport can choose how to
+    /// carry them (shared memory: through its ring or by single-copy pull, [`shm::cma`]). The
+    /// default ignores it.
+    fn set_traffic(&mut self, traffic: Traffic) {
+        let _ = traffic;
+    }
+}
+
+/// The pattern of the messages a link is about to carry, for [`Link::set_traffic`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// Both sides of the pair send at once and receive into place (all-to-all, all-gather; the
+    /// reduce-scatter, whose 2-rank form reduces straight into its output).
+    Exchange,
+    /// Both sides send at once and reduce what they receive as it arrives (all-reduce).
+    ReducingExchange,
+    /// One side sends while the other receives into place (broadcast, scatter, gather,
+    /// send/recv).
+    OneWay,
+    /// One side sends while the other reduces what arrives (reduce).
+    ReducingOneWay,
 }
 
 /// Which transport carries the link to a peer.
@@ -186,10 +207,11 @@ pub struct TransportTunables {
     /// to 4 KiB..1 GiB and rounded up to a power of two; an unreadable value is ignored).
     /// `None`: sized by how many ranks share the host (`shm::upgrade::ring_bytes_for`).
     pub shm_ring_bytes: Option<usize>,
-    /// The smallest slice a shared-memory link sends by pull descriptor (single copy with
-    /// `process_vm_readv`, `shm::cma`); `None`: single-copy transfers are off (the default).
-    /// From `PSY_SHM_CMA` (`1` turns them on, `0`/`off`/`no` off) and `PSY_SHM_CMA_MIN=BYTES`.
-    pub shm_cma_min: Option<usize>,
+    /// Which slices a shared-memory link sends by pull descriptor (single copy with
+    /// `process_vm_readv`, `shm::cma`): by default chosen by the traffic
+    /// ([`shm::cma::pull_window`]). From `PSY_SHM_CMA` (`1`: every slice from
+    /// `PSY_SHM_CMA_MIN` bytes, default 64 KiB; `0`/`off`/`no`: none).
+    pub shm_pulls: shm::cma::PullPolicy,
     /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, `rdma::config`), or why those
     /// variables are malformed. The error is kept, not raised: it fails group formation only
     /// where RDMA is forced (`PSY_TRANSPORT=rdma`); elsewhere it is the reason RDMA is refused.
@@ -201,7 +223,7 @@ impl Default for TransportTunables {
         TransportTunables {
             policy: TransportPolicy::Auto,
             shm_ring_bytes: None,
-            shm_cma_min: None,
+            shm_pulls: shm::cma::PullPolicy::ByTraffic,
             rdma: Ok(RdmaConfig::default()),
         }
     }
@@ -220,7 +242,7 @@ impl TransportTunables {
             shm_ring_bytes: shm::upgrade::parse_ring_bytes(
                 get(shm::upgrade::RING_BYTES).as_deref(),
             ),
-            shm_cma_min: shm::cma::parse_min_pull(
+            shm_pulls: shm::cma::PullPolicy::parse(
                 get(shm::cma::CMA).as_deref(),
                 get(shm::cma::CMA_MIN).as_deref(),
             ),
@@ -289,13 +311,16 @@ mod tests {
         .unwrap();
         assert_eq!(t.policy, TransportPolicy::Shm);
         assert_eq!(t.shm_ring_bytes, Some(8192));
-        assert_eq!(t.shm_cma_min, Some(shm::cma::DEFAULT_MIN_PULL));
+        let every = |min| shm::cma::PullPolicy::Every { min };
+        assert_eq!(t.shm_pulls, every(shm::cma::DEFAULT_MIN_PULL));
         let e = t.rdma.unwrap_err().to_string();
         assert!(e.contains("PSY_RDMA_PORT"), "{e}");
         let t = tunables(&[("PSY_SHM_RING_BYTES", "lots"), ("PSY_SHM_CMA_MIN", "0")]).unwrap();
-        assert_eq!((t.shm_ring_bytes, t.shm_cma_min), (None, Some(1)));
+        assert_eq!((t.shm_ring_bytes, t.shm_pulls), (None, every(1)));
         let t = tunables(&[("PSY_SHM_CMA", "off"), ("PSY_SHM_CMA_MIN", "4096")]).unwrap();
-        assert_eq!(t.shm_cma_min, None);
+        assert_eq!(t.shm_pulls, shm::cma::PullPolicy::Off);
+        let t = tunables(&[("PSY_SHM_CMA_MIN", "many")]).unwrap();
+        assert_eq!(t.shm_pulls, shm::cma::PullPolicy::ByTraffic);
         assert!(tunables(&[("PSY_TRANSPORT", "carrier-pigeon")]).is_err());
     }
 

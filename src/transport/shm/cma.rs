@@ -31,36 +31,81 @@
 //! address against the peer's mappings) into a destination this side chose and clamped: a hostile
 //! or corrupt peer causes wrong data or an error, never a write out of bounds.
 
+use crate::transport::Traffic;
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// With single-copy transfers on, slices shorter than this go through the ring unless
-/// `PSY_SHM_CMA_MIN` says otherwise.
+/// Slices shorter than this go through the ring unless `PSY_SHM_CMA_MIN` says otherwise.
 pub const DEFAULT_MIN_PULL: usize = 64 << 10;
 
-/// `PSY_SHM_CMA`: `1` (or anything but `0`, `off`, `no`) turns single-copy transfers on.
+/// Under [`PullPolicy::ByTraffic`], the largest slice sent by pull descriptor when only one side
+/// of the pair is sending ([`Traffic::OneWay`]), and the smallest when both reduce while they
+/// exchange ([`Traffic::ReducingExchange`]).
+pub const ONE_WAY_MAX_PULL: usize = 1 << 20;
+
+/// `PSY_SHM_CMA`: `1` (or anything but `0`, `off`, `no`) sends every slice of at least
+/// `PSY_SHM_CMA_MIN` bytes by pull descriptor; `0`, `off` or `no` sends none; unset: by traffic.
 pub const CMA: &str = "PSY_SHM_CMA";
-/// `PSY_SHM_CMA_MIN`: the smallest slice sent by pull descriptor (and single-copy transfers on).
+/// `PSY_SHM_CMA_MIN`: the smallest slice sent by pull descriptor (implies `PSY_SHM_CMA=1`).
 pub const CMA_MIN: &str = "PSY_SHM_CMA_MIN";
 
-/// The smallest slice sent by pull descriptor, or `None` when single-copy transfers are off,
-/// from the values of [`CMA`] and [`CMA_MIN`] (read once per group into
-/// [`crate::transport::TransportTunables::shm_cma_min`]).
+/// Which slices a shared-memory link sends by pull descriptor (read once per group into
+/// [`crate::transport::TransportTunables::shm_pulls`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// None: every byte crosses the ring (`PSY_SHM_CMA=0`).
+    Off,
+    /// Every slice of at least `min` bytes (`PSY_SHM_CMA=1`, `PSY_SHM_CMA_MIN=BYTES`).
+    Every {
+        /// The smallest slice pulled.
+        min: usize,
+    },
+    /// By the traffic the message belongs to ([`pull_window`]): the default.
+    ByTraffic,
+}
+
+impl PullPolicy {
+    /// From the values of [`CMA`] and [`CMA_MIN`]; an unreadable minimum counts as unset.
+    pub fn parse(on: Option<&str>, min: Option<&str>) -> PullPolicy {
+        let min = min.and_then(|v| v.trim().parse::<usize>().ok());
+        match (on.map(str::trim), min) {
+            (Some("0" | "off" | "no"), _) => PullPolicy::Off,
+            (Some(_), m) | (None, m @ Some(_)) => PullPolicy::Every {
+                min: m.map_or(DEFAULT_MIN_PULL, |v| v.max(1)),
+            },
+            (None, None) => PullPolicy::ByTraffic,
+        }
+    }
+}
+
+/// The slice lengths (`min..=max`) sent by pull descriptor under `policy` for messages of
+/// `traffic`, or `None` for none.
 ///
-/// They are off unless `PSY_SHM_CMA=1` or `PSY_SHM_CMA_MIN=BYTES` is set: on the machine psyne is
-/// measured on (2 cores, see `results/shm-psyne-vs-openmpi`), `process_vm_readv` copies at 10-13
-/// GB/s while a copy into and out of a ring that stays in cache runs at 40-57 GB/s, so the
-/// all-reduce was slower with pulls at every size from 1 MiB to 64 MiB. Zero-copy all-reduces
-/// come from [`crate::Group::alloc_shared`] instead. The pull path stays, tested, for hosts where
-/// a second copy costs more than a read across processes (messages far beyond the caches, many
-/// ranks sharing them).
-pub fn parse_min_pull(on: Option<&str>, min: Option<&str>) -> Option<usize> {
-    let min = min.and_then(|v| v.trim().parse::<usize>().ok());
-    match (on.map(str::trim), min) {
-        (Some("0" | "off" | "no"), _) => None,
-        (Some(_), m) | (None, m @ Some(_)) => Some(m.map_or(DEFAULT_MIN_PULL, |v| v.max(1))),
-        (None, None) => None,
+/// The default ([`PullPolicy::ByTraffic`]) follows what was measured on a 2-core host, 2 and 8
+/// ranks (`results/versus-openmpi`, and the ring against pulls alternated in one session): a pull
+/// is one copy, made by the receiver alone, while the ring is two copies that the two sides make
+/// at the same time, so
+/// - when both sides send at once ([`Traffic::Exchange`]: all-to-all, all-gather, reduce-scatter),
+///   each core has its own copy to make either way and one copy beats two: pulls from 64 KiB
+///   (1.2-1.9x faster from 256 KiB to 64 MiB);
+/// - when one side sends ([`Traffic::OneWay`]), the ring's two copies overlap and win once
+///   messages leave the cache, but below that a pull has less to synchronise: pulls from 64 KiB to
+///   1 MiB (send/recv 1.5-1.9x faster there, 0.64-0.86x above);
+/// - a receiver that reduces step by step (all-reduce, reduce) reads the ring into a window that
+///   stays in the cache; pulled, it waited on the kernel copy before it could reduce: all-reduce
+///   1.2x slower with pulls up to 512 KiB messages, 1.4x faster from 1 MiB; reduce slower at
+///   every size from 1 MiB, so it never pulls.
+pub fn pull_window(policy: PullPolicy, traffic: Traffic) -> Option<(usize, usize)> {
+    match policy {
+        PullPolicy::Off => None,
+        PullPolicy::Every { min } => Some((min, usize::MAX)),
+        PullPolicy::ByTraffic => match traffic {
+            Traffic::Exchange => Some((DEFAULT_MIN_PULL, usize::MAX)),
+            Traffic::ReducingExchange => Some((ONE_WAY_MAX_PULL, usize::MAX)),
+            Traffic::OneWay => Some((DEFAULT_MIN_PULL, ONE_WAY_MAX_PULL)),
+            Traffic::ReducingOneWay => None,
+        },
     }
 }
 
@@ -223,6 +268,35 @@ mod tests {
         probe(pid, &word as *const u64 as u64).expect("probe of self");
         let other = 7u64;
         assert!(probe(pid, &other as *const u64 as u64).is_err());
+    }
+
+    #[test]
+    fn the_pull_policy_comes_from_the_environment_and_the_traffic_picks_the_window() {
+        use PullPolicy::{ByTraffic, Every, Off};
+        assert_eq!(PullPolicy::parse(None, None), ByTraffic);
+        assert_eq!(PullPolicy::parse(Some(" off "), Some("4096")), Off);
+        assert_eq!(
+            PullPolicy::parse(Some("1"), None),
+            Every {
+                min: DEFAULT_MIN_PULL
+            }
+        );
+        assert_eq!(PullPolicy::parse(None, Some("0")), Every { min: 1 });
+        assert_eq!(PullPolicy::parse(None, Some("lots")), ByTraffic);
+        for t in [
+            Traffic::Exchange,
+            Traffic::ReducingExchange,
+            Traffic::OneWay,
+            Traffic::ReducingOneWay,
+        ] {
+            assert_eq!(pull_window(Off, t), None);
+            assert_eq!(pull_window(Every { min: 9 }, t), Some((9, usize::MAX)));
+        }
+        let by = |t| pull_window(ByTraffic, t);
+        assert_eq!(by(Traffic::Exchange), Some((64 << 10, usize::MAX)));
+        assert_eq!(by(Traffic::ReducingExchange), Some((1 << 20, usize::MAX)));
+        assert_eq!(by(Traffic::OneWay), Some((64 << 10, 1 << 20)));
+        assert_eq!(by(Traffic::ReducingOneWay), None);
     }
 
     #[test]

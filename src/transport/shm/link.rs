@@ -1,9 +1,9 @@
 //! One pair of rings in a shared segment as a non-blocking [`Link`].
 
-use super::cma::{self, offsets, PullSlot, SideInfo};
+use super::cma::{self, offsets, PullPolicy, PullSlot, SideInfo};
 use super::ring::Ring;
 use super::segment::Segment;
-use crate::transport::{tcp, Link, TransportKind};
+use crate::transport::{tcp, Link, Traffic, TransportKind};
 use std::io::{self, IoSlice};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::RawFd;
@@ -24,8 +24,11 @@ pub struct ShmLink {
     rx_slot: NonNull<PullSlot>,
     /// The peer's facts (its process id, whether it can pull from this process).
     peer: NonNull<SideInfo>,
-    /// Slices at least this long are sent by pull descriptor when the peer can pull.
-    min_pull: Option<usize>,
+    /// Which slices go by pull descriptor ([`cma::pull_window`]).
+    pulls: PullPolicy,
+    /// The slice lengths (`min..=max`) sent by pull descriptor, when the peer can pull, for the
+    /// traffic of the current call; `None`: none.
+    pull_window: Option<(usize, usize)>,
     /// Whether the peer said it can pull from this process (cached once true).
     peer_pulls: bool,
     /// Whether this side said it can pull from the peer: only then can descriptors arrive, so
@@ -62,15 +65,16 @@ unsafe impl Send for ShmLink {}
 impl ShmLink {
     /// A link sending on `tx` and receiving on `rx`, both inside `segment`; `lower` says whether
     /// this side is the pair's lower rank (it sends on ring A and uses the lower side info).
-    /// Slices of at least `min_pull` bytes go by pull descriptor when the peer can pull
-    /// ([`crate::transport::TransportTunables::shm_cma_min`]).
+    /// Slices that `pulls` picks (for the traffic [`Link::set_traffic`] names, one-way until
+    /// then) go by pull descriptor when the peer can pull
+    /// ([`crate::transport::TransportTunables::shm_pulls`]).
     pub(crate) fn new(
         segment: Segment,
         tx: Ring,
         rx: Ring,
         liveness: TcpStream,
         lower: bool,
-        min_pull: Option<usize>,
+        pulls: PullPolicy,
     ) -> io::Result<ShmLink> {
         liveness.set_nonblocking(true)?;
         let (tx_at, rx_at, peer_at, own_at) = if lower {
@@ -113,7 +117,8 @@ impl ShmLink {
             tx_slot,
             rx_slot,
             peer,
-            min_pull,
+            pulls,
+            pull_window: cma::pull_window(pulls, Traffic::OneWay),
             peer_pulls: false,
             accepts_pulls,
             peer_pid: 0,
@@ -245,12 +250,12 @@ impl Link for ShmLink {
         }
         // Slices before the first large one go through the ring; the large one by descriptor once
         // they are all in.
-        let big = match self.min_pull {
-            None => None, // the default: no scan on the hot path
-            Some(min) => bufs
+        let big = match self.pull_window {
+            None => None, // no scan on the hot path
+            Some((min, max)) => bufs
                 .iter()
                 .position(|b| !b.is_empty() && b.len() >= min)
-                .filter(|_| self.peer_pulls()),
+                .filter(|&i| bufs[i].len() <= max && self.peer_pulls()),
         };
         let inline = &bufs[..big.unwrap_or(bufs.len())];
         let want: usize = inline.iter().map(|b| b.len()).sum();
@@ -327,6 +332,10 @@ impl Link for ShmLink {
         let _ = self.liveness.shutdown(Shutdown::Write);
     }
 
+    fn set_traffic(&mut self, traffic: Traffic) {
+        self.pull_window = cma::pull_window(self.pulls, traffic);
+    }
+
     fn transport(&self) -> TransportKind {
         TransportKind::Shm
     }
@@ -379,9 +388,11 @@ mod tests {
         let c = TcpStream::connect(listener.local_addr().expect("address")).expect("connecting");
         let (s, _) = listener.accept().expect("accepting");
         // As `PSY_SHM_CMA=1` would.
-        let min_pull = Some(cma::DEFAULT_MIN_PULL);
-        let lower = ShmLink::new(lower_seg, a, b, c, true, min_pull).expect("lower link");
-        let higher = ShmLink::new(higher_seg, b2, a2, s, false, min_pull).expect("higher link");
+        let pulls = PullPolicy::Every {
+            min: cma::DEFAULT_MIN_PULL,
+        };
+        let lower = ShmLink::new(lower_seg, a, b, c, true, pulls).expect("lower link");
+        let higher = ShmLink::new(higher_seg, b2, a2, s, false, pulls).expect("higher link");
         (lower, higher)
     }
 

@@ -8,7 +8,7 @@
 //! cannot deadlock. A pair whose segment cannot be created or mapped stays on TCP (an error
 //! under `PSY_TRANSPORT=shm`).
 
-use super::cma::{self, offsets, SideInfo};
+use super::cma::{self, offsets, PullPolicy, SideInfo};
 use super::link::ShmLink;
 use super::ring::Ring;
 use super::segment::{self, Segment};
@@ -115,8 +115,8 @@ struct Setup<'a> {
     a_at: usize,
     b_at: usize,
     len: usize,
-    /// Slices at least this long go by pull descriptor ([`cma`]); `None`: never.
-    min_pull: Option<usize>,
+    /// Which slices go by pull descriptor ([`cma`]).
+    pulls: PullPolicy,
     /// When to give up.
     deadline: Instant,
 }
@@ -140,7 +140,7 @@ impl Setup<'_> {
             a_at,
             b_at,
             len,
-            min_pull: f.tunables.shm_cma_min,
+            pulls: f.tunables.shm_pulls,
             deadline: f.deadline,
         }
     }
@@ -186,7 +186,7 @@ impl Setup<'_> {
         ))?;
         let accepted = self.accept(&offer);
         if let Ok((seg, _, _)) = &accepted {
-            introduce(seg, false, self.min_pull.is_some());
+            introduce(seg, false, self.pulls != PullPolicy::Off);
         }
         let reply = if accepted.is_ok() { SHM_OK } else { SHM_NO };
         with_deadline(&mut stream, self.deadline, |s| s.write_all(reply)).map_err(failed(
@@ -194,7 +194,7 @@ impl Setup<'_> {
         ))?;
         match accepted {
             Ok((seg, to_lower, from_lower)) => {
-                let link = ShmLink::new(seg, to_lower, from_lower, stream, false, self.min_pull)
+                let link = ShmLink::new(seg, to_lower, from_lower, stream, false, self.pulls)
                     .map_err(|e| Error::io("configuring a shared-memory link", e))?;
                 done.links.push((j, Box::new(link)));
             }
@@ -251,8 +251,8 @@ impl Setup<'_> {
             to_higher.map_err(|e| Error::new(ErrorKind::Bootstrap, e))?,
             from_higher.map_err(|e| Error::new(ErrorKind::Bootstrap, e))?,
         );
-        introduce(&seg, true, self.min_pull.is_some());
-        let link = ShmLink::new(seg, to_higher, from_higher, stream, true, self.min_pull)
+        introduce(&seg, true, self.pulls != PullPolicy::Off);
+        let link = ShmLink::new(seg, to_higher, from_higher, stream, true, self.pulls)
             .map_err(|e| Error::io("configuring a shared-memory link", e))?;
         done.links.push((j, Box::new(link)));
         Ok(())
@@ -274,7 +274,7 @@ fn side(seg: &Segment, off: usize) -> &SideInfo {
 /// there (always for the higher rank; for the lower rank once the higher answered), checks that
 /// this process can read the peer's memory and says so, so the peer may send large slices by
 /// pull descriptor. A failed check only costs speed: the rings carry everything. `pulls`: whether
-/// single-copy transfers are on ([`crate::transport::TransportTunables::shm_cma_min`]).
+/// single-copy transfers are on ([`crate::transport::TransportTunables::shm_pulls`]).
 fn introduce(seg: &Segment, lower: bool, pulls: bool) {
     let (mine, theirs) = if lower {
         (offsets::SIDE_LOWER, offsets::SIDE_HIGHER)
@@ -314,7 +314,7 @@ impl Setup<'_> {
         }
         // The lower rank's pid and probe address, for the peer's check (it cannot probe yet
         // itself).
-        introduce(&seg, true, self.min_pull.is_some());
+        introduce(&seg, true, self.pulls != PullPolicy::Off);
         Ok((seg, nonce))
     }
 

@@ -61,5 +61,6 @@ pub use init::init;
 pub use reduce::ReduceOp;
 pub use schedule::{Algo, Collective};
 pub use transport::rdma::RdmaConfig;
+pub use transport::shm::cma::PullPolicy;
 pub use transport::{host_key, hostname, TransportKind, TransportPolicy, TransportTunables};
 pub use tuning::Tuning;

@@ -77,8 +77,8 @@ fn traffic_of(kind: OpKind) -> Traffic {
             | Collective::Scatter { .. }
             | Collective::Gather { .. }
             | Collective::Barrier,
-        )
-        | OpKind::PointToPoint => Traffic::OneWay,
+        ) => Traffic::OneWay,
+        OpKind::PointToPoint => Traffic::Eager,
     }
 }
 

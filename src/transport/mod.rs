@@ -87,11 +87,13 @@ pub enum Traffic {
     Exchange,
     /// Both sides send at once and reduce what they receive as it arrives (all-reduce).
     ReducingExchange,
-    /// One side sends while the other receives into place (broadcast, scatter, gather,
-    /// send/recv).
+    /// One side sends while the other receives into place (broadcast, scatter, gather).
     OneWay,
     /// One side sends while the other reduces what arrives (reduce).
     ReducingOneWay,
+    /// A point-to-point send, which completes once the transport holds the message, whatever
+    /// the receiver is doing (as MPI's buffered sends): it must not wait for the receiver.
+    Eager,
 }
 
 /// Which transport carries the link to a peer.

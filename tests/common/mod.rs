@@ -106,6 +106,18 @@ pub fn try_with_tuning<R: Send + 'static>(
     tuning: Tuning,
     f: impl Fn(psyne::Result<Group>) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
+    try_with_options(size, wiring, timeout, tuning, |_| {}, f)
+}
+
+/// As [`try_with_tuning`], with `tweak` applied to every rank's options last.
+pub fn try_with_options<R: Send + 'static>(
+    size: usize,
+    wiring: Wiring,
+    timeout: Duration,
+    tuning: Tuning,
+    tweak: fn(&mut GroupOptions),
+    f: impl Fn(psyne::Result<Group>) -> R + Send + Sync + 'static,
+) -> Vec<R> {
     // Each group gets its own key prefix, which also keeps the shared-memory segment names of
     // tests running at the same time in this process apart.
     static GROUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -132,6 +144,7 @@ pub fn try_with_tuning<R: Send + 'static>(
                 if let Some(key) = wiring.fake_host(rank, size) {
                     opts.host_key = key;
                 }
+                tweak(&mut opts);
                 let store: Arc<dyn psyne::Store> = store;
                 f(Group::from_shared_store(store, opts))
             })

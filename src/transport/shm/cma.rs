@@ -82,6 +82,10 @@ impl PullPolicy {
 /// The slice lengths (`min..=max`) sent by pull descriptor under `policy` for messages of
 /// `traffic`, or `None` for none.
 ///
+/// A pulled slice counts as sent only once the receiver has pulled it, so a point-to-point send
+/// ([`Traffic::Eager`]) is never pulled, under any policy: it completes as soon as the ring holds
+/// it, and a program may send to a peer that is itself sending before it receives.
+///
 /// The default ([`PullPolicy::ByTraffic`]) follows what was measured on a 2-core host, 2 and 8
 /// ranks (`results/versus-openmpi`, and the ring against pulls alternated in one session): a pull
 /// is one copy, made by the receiver alone, while the ring is two copies that the two sides make
@@ -91,7 +95,8 @@ impl PullPolicy {
 ///   (1.2-1.9x faster from 256 KiB to 64 MiB);
 /// - when one side sends ([`Traffic::OneWay`]), the ring's two copies overlap and win once
 ///   messages leave the cache, but below that a pull has less to synchronise: pulls from 64 KiB to
-///   1 MiB (send/recv 1.5-1.9x faster there, 0.64-0.86x above);
+///   1 MiB (a ring shift of sends and receives 1.5-1.9x faster there, 0.64-0.86x above; broadcast
+///   1.2-1.6x faster at 256 KiB-1 MiB);
 /// - a receiver that reduces step by step (all-reduce, reduce) reads the ring into a window that
 ///   stays in the cache; pulled, it waited on the kernel copy before it could reduce: all-reduce
 ///   1.2x slower with pulls up to 512 KiB messages, 1.4x faster from 1 MiB; reduce slower at
@@ -99,12 +104,13 @@ impl PullPolicy {
 pub fn pull_window(policy: PullPolicy, traffic: Traffic) -> Option<(usize, usize)> {
     match policy {
         PullPolicy::Off => None,
+        _ if traffic == Traffic::Eager => None,
         PullPolicy::Every { min } => Some((min, usize::MAX)),
         PullPolicy::ByTraffic => match traffic {
             Traffic::Exchange => Some((DEFAULT_MIN_PULL, usize::MAX)),
             Traffic::ReducingExchange => Some((ONE_WAY_MAX_PULL, usize::MAX)),
             Traffic::OneWay => Some((DEFAULT_MIN_PULL, ONE_WAY_MAX_PULL)),
-            Traffic::ReducingOneWay => None,
+            Traffic::ReducingOneWay | Traffic::Eager => None,
         },
     }
 }
@@ -291,6 +297,10 @@ mod tests {
         ] {
             assert_eq!(pull_window(Off, t), None);
             assert_eq!(pull_window(Every { min: 9 }, t), Some((9, usize::MAX)));
+        }
+        // A point-to-point send completes without its receiver: never pulled.
+        for policy in [Off, Every { min: 1 }, ByTraffic] {
+            assert_eq!(pull_window(policy, Traffic::Eager), None);
         }
         let by = |t| pull_window(ByTraffic, t);
         assert_eq!(by(Traffic::Exchange), Some((64 << 10, usize::MAX)));

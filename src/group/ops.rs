@@ -158,9 +158,22 @@ pub(crate) fn all_gather_into<T: Element>(
     // The largest chunk's bytes, the same on every rank (which must choose the same algorithm).
     let largest = chunk_span(out.len(), core.size, 0).len() * std::mem::size_of::<T>();
     let algo = core.algo_for(coll, algo, largest)?;
+    let es = std::mem::size_of::<T>();
+    let at = mine.start * es;
     out[mine].copy_from_slice(local);
-    let n = out.len();
-    run(core, coll, algo, None, n, out)
+    let call = CollCall {
+        coll,
+        algo,
+        dtype: T::DTYPE,
+        op: None,
+        count: out.len(),
+    };
+    // This rank's chunk is sent from `local`, which holds the same bytes: see `with_mirror`.
+    let view =
+        WorkView::whole(bytemuck::cast_slice_mut(out)).with_mirror(bytemuck::cast_slice(local), at);
+    let ran = core.run_collective_on(call, view)?;
+    debug_assert!(ran, "a whole buffer fits every plan");
+    Ok(())
 }
 
 pub(crate) fn reduce_scatter_into<T: Element>(

@@ -25,7 +25,7 @@ impl WaitPolicy {
     /// `spin` (`PSY_SPIN_US`), with a few µs of pure polling unless the ranks on this host
     /// (`local_ranks`) outnumber its cores, when polling would only keep a peer off its core.
     pub fn new(spin: Duration, local_ranks: usize) -> WaitPolicy {
-        let poll = if local_ranks > online_cores() {
+        let poll = if oversubscribed(local_ranks) {
             Duration::ZERO
         } else {
             Duration::from_micros(3)
@@ -35,6 +35,11 @@ impl WaitPolicy {
             spin,
         }
     }
+}
+
+/// Whether `local_ranks` ranks on this host outnumber its online CPUs.
+pub(crate) fn oversubscribed(local_ranks: usize) -> bool {
+    local_ranks > online_cores()
 }
 
 /// The host's online CPUs (read once per process), not this process's affinity mask: a launcher

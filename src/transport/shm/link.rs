@@ -26,6 +26,8 @@ pub struct ShmLink {
     peer: NonNull<SideInfo>,
     /// Which slices go by pull descriptor ([`cma::pull_window`]).
     pulls: PullPolicy,
+    /// Whether this host runs more ranks than it has cores ([`cma::pull_window`]).
+    crowded: bool,
     /// The slice lengths (`min..=max`) sent by pull descriptor, when the peer can pull, for the
     /// traffic of the current call; `None`: none.
     pull_window: Option<(usize, usize)>,
@@ -66,7 +68,7 @@ impl ShmLink {
     /// A link sending on `tx` and receiving on `rx`, both inside `segment`; `lower` says whether
     /// this side is the pair's lower rank (it sends on ring A and uses the lower side info).
     /// Slices that `pulls` picks (for the traffic [`Link::set_traffic`] names, one-way until
-    /// then) go by pull descriptor when the peer can pull
+    /// then, and whether the host is `crowded`) go by pull descriptor when the peer can pull
     /// ([`crate::transport::TransportTunables::shm_pulls`]).
     pub(crate) fn new(
         segment: Segment,
@@ -75,6 +77,7 @@ impl ShmLink {
         liveness: TcpStream,
         lower: bool,
         pulls: PullPolicy,
+        crowded: bool,
     ) -> io::Result<ShmLink> {
         liveness.set_nonblocking(true)?;
         let (tx_at, rx_at, peer_at, own_at) = if lower {
@@ -118,7 +121,8 @@ impl ShmLink {
             rx_slot,
             peer,
             pulls,
-            pull_window: cma::pull_window(pulls, Traffic::OneWay),
+            crowded,
+            pull_window: cma::pull_window(pulls, Traffic::OneWay, crowded),
             peer_pulls: false,
             accepts_pulls,
             peer_pid: 0,
@@ -333,7 +337,7 @@ impl Link for ShmLink {
     }
 
     fn set_traffic(&mut self, traffic: Traffic) {
-        self.pull_window = cma::pull_window(self.pulls, traffic);
+        self.pull_window = cma::pull_window(self.pulls, traffic, self.crowded);
     }
 
     fn transport(&self) -> TransportKind {
@@ -391,8 +395,8 @@ mod tests {
         let pulls = PullPolicy::Every {
             min: cma::DEFAULT_MIN_PULL,
         };
-        let lower = ShmLink::new(lower_seg, a, b, c, true, pulls).expect("lower link");
-        let higher = ShmLink::new(higher_seg, b2, a2, s, false, pulls).expect("higher link");
+        let lower = ShmLink::new(lower_seg, a, b, c, true, pulls, false).expect("lower link");
+        let higher = ShmLink::new(higher_seg, b2, a2, s, false, pulls, false).expect("higher link");
         (lower, higher)
     }
 

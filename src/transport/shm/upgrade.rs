@@ -117,6 +117,8 @@ struct Setup<'a> {
     len: usize,
     /// Which slices go by pull descriptor ([`cma`]).
     pulls: PullPolicy,
+    /// Whether this host runs more ranks of the group than it has cores.
+    crowded: bool,
     /// When to give up.
     deadline: Instant,
 }
@@ -141,6 +143,7 @@ impl Setup<'_> {
             b_at,
             len,
             pulls: f.tunables.shm_pulls,
+            crowded: crate::wait::oversubscribed(local_ranks),
             deadline: f.deadline,
         }
     }
@@ -194,8 +197,16 @@ impl Setup<'_> {
         ))?;
         match accepted {
             Ok((seg, to_lower, from_lower)) => {
-                let link = ShmLink::new(seg, to_lower, from_lower, stream, false, self.pulls)
-                    .map_err(|e| Error::io("configuring a shared-memory link", e))?;
+                let link = ShmLink::new(
+                    seg,
+                    to_lower,
+                    from_lower,
+                    stream,
+                    false,
+                    self.pulls,
+                    self.crowded,
+                )
+                .map_err(|e| Error::io("configuring a shared-memory link", e))?;
                 done.links.push((j, Box::new(link)));
             }
             Err(e) if self.policy == TransportPolicy::Shm => {
@@ -252,8 +263,16 @@ impl Setup<'_> {
             from_higher.map_err(|e| Error::new(ErrorKind::Bootstrap, e))?,
         );
         introduce(&seg, true, self.pulls != PullPolicy::Off);
-        let link = ShmLink::new(seg, to_higher, from_higher, stream, true, self.pulls)
-            .map_err(|e| Error::io("configuring a shared-memory link", e))?;
+        let link = ShmLink::new(
+            seg,
+            to_higher,
+            from_higher,
+            stream,
+            true,
+            self.pulls,
+            self.crowded,
+        )
+        .map_err(|e| Error::io("configuring a shared-memory link", e))?;
         done.links.push((j, Box::new(link)));
         Ok(())
     }

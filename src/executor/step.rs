@@ -285,7 +285,17 @@ fn drive(
 ) -> Result<()> {
     let mut spinner = Spinner::new(ctx.wait);
     loop {
-        let sent = pump_sends(ctx, links, sends, recvs, buf)?;
+        let sent = match pump_sends(ctx, links, sends, recvs, buf) {
+            Ok(sent) => sent,
+            Err(e) if e.kind() == ErrorKind::PeerLost => {
+                // A peer that gave up closes its links, and a send it had still to pull then
+                // fails here; but it wrote why before it closed (a mismatch, say), and what it
+                // sent says more than the closed link: read what has arrived first.
+                pump_recvs(ctx, links, sends, recvs, buf, &mut mem, reducer)?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         let received = pump_recvs(ctx, links, sends, recvs, buf, &mut mem, reducer)?;
         if sends.iter().all(SendSt::complete) && recvs.iter().all(RecvSt::complete) {
             return Ok(());

@@ -259,7 +259,13 @@ impl Link for ShmLink {
             Some((min, max)) => bufs
                 .iter()
                 .position(|b| !b.is_empty() && b.len() >= min)
-                .filter(|&i| bufs[i].len() <= max && self.peer_pulls()),
+                .filter(|&i| {
+                    // Under a maximum, only a whole message is pulled: its slice comes right after
+                    // its header. A slice with nothing before it continues a message that the
+                    // ring has carried part of; pulling the rest would leave the sender idle.
+                    let whole = max == usize::MAX || bufs[..i].iter().any(|b| !b.is_empty());
+                    bufs[i].len() <= max && whole && self.peer_pulls()
+                }),
         };
         let inline = &bufs[..big.unwrap_or(bufs.len())];
         let want: usize = inline.iter().map(|b| b.len()).sum();
@@ -493,6 +499,34 @@ mod tests {
             lower.tx_slot().pending(0).map(|d| d.0),
             Some(4),
             "four descriptors"
+        );
+    }
+
+    #[test]
+    fn under_a_maximum_only_whole_messages_are_pulled_never_the_rest_of_one() {
+        let (mut lower, higher) = pair("window", true);
+        lower.pulls = PullPolicy::ByTraffic;
+        lower.set_traffic(Traffic::OneWay); // pulls 64 KiB to 1 MiB
+        let msgs: Vec<(Vec<u8>, Vec<u8>)> = messages()
+            .into_iter()
+            .filter(|(_, p)| p.len() == 3 << 20 || p.len() == 200_000)
+            .collect();
+        let expected: Vec<u8> = msgs
+            .iter()
+            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
+            .collect();
+        let (lower, got) = exchange(lower, higher, msgs);
+        assert!(
+            got == expected,
+            "the received stream differs from the sent one"
+        );
+        // The 3 MiB payload crossed the ring whole, though its last part was under 1 MiB once the
+        // ring had carried the rest; the 200,000-byte one was pulled.
+        assert_eq!(lower.tx.written(), (40 + (3 << 20) + 40) as u64);
+        assert_eq!(
+            lower.tx_slot().pending(0).map(|d| d.0),
+            Some(1),
+            "one descriptor"
         );
     }
 

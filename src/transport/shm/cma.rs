@@ -98,9 +98,9 @@ impl PullPolicy {
 ///   each core has its own copy to make either way and one copy beats two: pulls from 8 KiB
 ///   (1.3x faster at 16-64 KiB in all, 1.2-1.9x from 256 KiB to 64 MiB);
 /// - when one side sends ([`Traffic::OneWay`]), the ring's two copies overlap and win once
-///   messages leave the cache, but below that a pull has less to synchronise: pulls from 64 KiB to
-///   1 MiB (a ring shift of sends and receives 1.5-1.9x faster there, 0.64-0.86x above; broadcast
-///   1.2-1.6x faster at 256 KiB-1 MiB);
+///   messages leave the cache, but below that a pull has less to synchronise: whole messages of
+///   64 KiB to 1 MiB are pulled (broadcast at 256 KiB, scatter at 1 MiB: 0.60-0.62x the time;
+///   pulled from 4 MiB, a broadcast or gather was 1.1x slower, `results/shm-pulls`);
 /// - a receiver that reduces step by step (all-reduce, reduce) reads the ring into a window that
 ///   stays in the cache; pulled, it waited on the kernel copy before it could reduce: all-reduce
 ///   1.2x slower with pulls up to 512 KiB messages, 1.4x faster from 1 MiB; reduce slower at

@@ -456,6 +456,20 @@ mod tests {
         (tx, reader.join().expect("the reader panicked"))
     }
 
+    /// [`exchange`], checking that the receiver got every message whole and in order.
+    fn exchange_checked(tx: ShmLink, rx: ShmLink, msgs: Vec<(Vec<u8>, Vec<u8>)>) -> ShmLink {
+        let expected: Vec<u8> = msgs
+            .iter()
+            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
+            .collect();
+        let (tx, got) = exchange(tx, rx, msgs);
+        assert!(
+            got == expected,
+            "the received stream differs from the sent one"
+        );
+        tx
+    }
+
     fn messages() -> Vec<(Vec<u8>, Vec<u8>)> {
         [3 << 20, 10, 200_000, 0, 70_001, 1 << 20]
             .iter()
@@ -472,15 +486,7 @@ mod tests {
     fn large_payloads_are_pulled_and_only_headers_cross_the_ring() {
         let (lower, higher) = pair("pull", true);
         let msgs = messages();
-        let expected: Vec<u8> = msgs
-            .iter()
-            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
-            .collect();
-        let (lower, got) = exchange(lower, higher, msgs.clone());
-        assert!(
-            got == expected,
-            "the received stream differs from the sent one"
-        );
+        let lower = exchange_checked(lower, higher, msgs.clone());
         // Payloads of 64 KiB and more were pulled: only the headers and the 10-byte payload went
         // through the ring.
         let inline: usize = msgs
@@ -511,15 +517,7 @@ mod tests {
             .into_iter()
             .filter(|(_, p)| p.len() == 3 << 20 || p.len() == 200_000)
             .collect();
-        let expected: Vec<u8> = msgs
-            .iter()
-            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
-            .collect();
-        let (lower, got) = exchange(lower, higher, msgs);
-        assert!(
-            got == expected,
-            "the received stream differs from the sent one"
-        );
+        let lower = exchange_checked(lower, higher, msgs);
         // The 3 MiB payload crossed the ring whole, though its last part was under 1 MiB once the
         // ring had carried the rest; the 200,000-byte one was pulled.
         assert_eq!(lower.tx.written(), (40 + (3 << 20) + 40) as u64);
@@ -534,16 +532,9 @@ mod tests {
     fn without_permission_to_pull_everything_crosses_the_ring() {
         let (lower, higher) = pair("nopull", false);
         let msgs = messages();
-        let expected: Vec<u8> = msgs
-            .iter()
-            .flat_map(|(h, p)| [h.clone(), p.clone()].concat())
-            .collect();
-        let (lower, got) = exchange(lower, higher, msgs);
-        assert!(
-            got == expected,
-            "the received stream differs from the sent one"
-        );
-        assert_eq!(lower.tx.written(), expected.len() as u64);
+        let total: usize = msgs.iter().map(|(h, p)| h.len() + p.len()).sum();
+        let lower = exchange_checked(lower, higher, msgs);
+        assert_eq!(lower.tx.written(), total as u64);
         assert!(lower.tx_slot().pending(0).is_none());
     }
 }

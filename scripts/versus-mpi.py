@@ -223,10 +223,9 @@ REASONS = [
      "Both libraries move large messages between processes at memory speed: psyne by single-copy "
      "pull (the same kernel copy as Open MPI's CMA) where that was measured faster, else through "
      "its ring, whose two copies the two sides make at once. Most of these cells are ties within "
-     "the rounds' spread or close to it. Two are not: a reduce never pulls (its receiver reduces "
-     "as data arrives; pulled, it was slower from 1 MiB), though a pull was 1.15-1.3x faster at "
-     "64-256 KiB in an alternated A/B run, which is where reduce misses here (0.6-0.8): a window "
-     "for it is the next step. Gather in osu cadence (0.74-0.92 from 64 KiB) is not analysed."),
+     "the rounds' spread or close to it. Gather in osu cadence (0.74-0.92 from 64 KiB) is not "
+     "analysed. (The build of the 2026-11-25 report, d1d5d52, never pulled for a reduce, which "
+     "missed at 64-256 KiB there; since b7de473 a reduce pulls messages of 64-512 KiB.)"),
 ]
 
 

@@ -223,9 +223,8 @@ REASONS = [
      "Both libraries move large messages between processes at memory speed: psyne by single-copy "
      "pull (the same kernel copy as Open MPI's CMA) where that was measured faster, else through "
      "its ring, whose two copies the two sides make at once. Most of these cells are ties within "
-     "the rounds' spread or close to it. Gather in osu cadence (0.74-0.92 from 64 KiB) is not "
-     "analysed. (The build of the 2026-11-25 report, d1d5d52, never pulled for a reduce, which "
-     "missed at 64-256 KiB there; since b7de473 a reduce pulls messages of 64-512 KiB.)"),
+     "the rounds' spread or close to it. Gather and scatter in osu cadence (0.8-0.9 at 64 KiB-1 "
+     "MiB) and broadcast at 16 KiB (0.7-0.9) are not analysed."),
 ]
 
 

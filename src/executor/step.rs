@@ -68,8 +68,9 @@ impl Engine for Steps<'_> {
 /// The pattern of a call's messages, which a link may carry differently ([`Link::set_traffic`]).
 fn traffic_of(kind: OpKind) -> Traffic {
     match kind {
-        OpKind::Collective(Collective::AllToAll | Collective::AllGather)
-        | OpKind::Collective(Collective::ReduceScatter) => Traffic::Exchange,
+        OpKind::Collective(
+            Collective::AllToAll | Collective::AllGather | Collective::ReduceScatter,
+        ) => Traffic::Exchange,
         OpKind::Collective(Collective::AllReduce) => Traffic::ReducingExchange,
         OpKind::Collective(Collective::Reduce { .. }) => Traffic::ReducingOneWay,
         OpKind::Collective(

@@ -21,7 +21,8 @@ use std::ops::Range;
 /// reads take instead when it holds the range whole: the caller's input, which it has also copied
 /// into the buffer. A peer that pulls a send straight out of this process's memory then reads
 /// lines that no core has just written, instead of ones dirty in this core's cache (an all-gather
-/// of 1 MiB on 2 ranks: each pull 24 µs from the fresh copy, 13 µs from the input).
+/// of 1 MiB on 2 ranks took 72 µs from the fresh copy, 40 µs from the input, pulls on in both,
+/// measured by hand and not kept; `results/shm-pulls` has the session before and after: 75 → 44).
 pub(crate) struct WorkView<'a> {
     ro: &'a [u8],
     ro_at: usize,

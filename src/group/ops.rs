@@ -30,6 +30,22 @@ fn finish_avg<T: Element>(core: &Core, op: ReduceOp, out: &mut [T]) {
     }
 }
 
+/// The call of `coll` with `algo` and `op` on `count` elements of `T`.
+fn call_of<T: Element>(
+    coll: Collective,
+    algo: Algo,
+    op: Option<ReduceOp>,
+    count: usize,
+) -> CollCall {
+    CollCall {
+        coll,
+        algo,
+        dtype: T::DTYPE,
+        op,
+        count,
+    }
+}
+
 fn run<T: Element>(
     core: &Core,
     coll: Collective,
@@ -38,13 +54,7 @@ fn run<T: Element>(
     count: usize,
     work: &mut [T],
 ) -> Result<()> {
-    let call = CollCall {
-        coll,
-        algo,
-        dtype: T::DTYPE,
-        op,
-        count,
-    };
+    let call = call_of::<T>(coll, algo, op, count);
     core.run_collective(call, bytemuck::cast_slice_mut(work))
 }
 
@@ -72,14 +82,7 @@ fn run_direct<T: Element>(
         bytemuck::cast_slice_mut(out),
         out_at * es,
     );
-    let call = CollCall {
-        coll,
-        algo,
-        dtype: T::DTYPE,
-        op,
-        count,
-    };
-    core.run_collective_on(call, view)
+    core.run_collective_on(call_of::<T>(coll, algo, op, count), view)
 }
 
 fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
@@ -161,13 +164,7 @@ pub(crate) fn all_gather_into<T: Element>(
     let es = std::mem::size_of::<T>();
     let at = mine.start * es;
     out[mine].copy_from_slice(local);
-    let call = CollCall {
-        coll,
-        algo,
-        dtype: T::DTYPE,
-        op: None,
-        count: out.len(),
-    };
+    let call = call_of::<T>(coll, algo, None, out.len());
     // This rank's chunk is sent from `local`, which holds the same bytes: see `with_mirror`.
     let view =
         WorkView::whole(bytemuck::cast_slice_mut(out)).with_mirror(bytemuck::cast_slice(local), at);

@@ -44,9 +44,12 @@ pub const DEFAULT_MIN_PULL: usize = 64 << 10;
 pub const EXCHANGE_MIN_PULL: usize = 8 << 10;
 
 /// Under [`PullPolicy::ByTraffic`], the largest slice sent by pull descriptor when only one side
-/// of the pair is sending ([`Traffic::OneWay`]), and the smallest when both reduce while they
-/// exchange ([`Traffic::ReducingExchange`]).
+/// of the pair is sending ([`Traffic::OneWay`]).
 pub const ONE_WAY_MAX_PULL: usize = 1 << 20;
+
+/// Under [`PullPolicy::ByTraffic`], the smallest slice pulled when both sides reduce while they
+/// exchange ([`Traffic::ReducingExchange`]).
+pub const REDUCING_EXCHANGE_MIN_PULL: usize = 1 << 20;
 
 /// Under [`PullPolicy::ByTraffic`], the largest slice pulled for a reduce
 /// ([`Traffic::ReducingOneWay`]), whose smallest is [`DEFAULT_MIN_PULL`].
@@ -100,7 +103,7 @@ impl PullPolicy {
 /// at the same time, so
 /// - when both sides send at once ([`Traffic::Exchange`]: all-to-all, all-gather, reduce-scatter),
 ///   each core has its own copy to make either way and one copy beats two: pulls from 8 KiB
-///   (1.3x faster at 16-64 KiB in all, 1.2-1.9x from 256 KiB to 64 MiB);
+///   (`results/shm-pulls`: 0.72-0.80x the time at 16 KiB, 0.48-0.58x at 256 KiB-1 MiB);
 /// - when one side sends ([`Traffic::OneWay`]), the ring's two copies overlap and win once
 ///   messages leave the cache, but below that a pull has less to synchronise: whole messages of
 ///   64 KiB to 1 MiB are pulled (broadcast at 256 KiB, scatter at 1 MiB: 0.60-0.62x the time;
@@ -114,7 +117,8 @@ impl PullPolicy {
 /// On a `crowded` host (more ranks than cores) exchanges pull from 64 KiB only: a pulled send
 /// completes when its receiver has run the copy, which there waits for the receiver to be
 /// scheduled, while a send into the ring completes at once (8 ranks on 2 cores, all-gather of
-/// 64 KiB: 0.96x Open MPI's speed with pulls from 64 KiB, 0.40x with pulls from 8 KiB).
+/// 64 KiB: 0.96x Open MPI's speed with pulls from 64 KiB, 0.40x with pulls from 8 KiB, in two
+/// runs of `scripts/versus-mpi.sh` on 2026-11-25 that were not kept).
 pub fn pull_window(policy: PullPolicy, traffic: Traffic, crowded: bool) -> Option<(usize, usize)> {
     match policy {
         PullPolicy::Off => None,
@@ -123,7 +127,7 @@ pub fn pull_window(policy: PullPolicy, traffic: Traffic, crowded: bool) -> Optio
         PullPolicy::ByTraffic => match traffic {
             Traffic::Exchange if crowded => Some((DEFAULT_MIN_PULL, usize::MAX)),
             Traffic::Exchange => Some((EXCHANGE_MIN_PULL, usize::MAX)),
-            Traffic::ReducingExchange => Some((ONE_WAY_MAX_PULL, usize::MAX)),
+            Traffic::ReducingExchange => Some((REDUCING_EXCHANGE_MIN_PULL, usize::MAX)),
             Traffic::OneWay => Some((DEFAULT_MIN_PULL, ONE_WAY_MAX_PULL)),
             Traffic::ReducingOneWay => Some((DEFAULT_MIN_PULL, REDUCE_MAX_PULL)),
             Traffic::Eager => None,

@@ -11,6 +11,8 @@
 //! | `PSY_STORE` | `host:port` of the job's key-value store (served by psyrun) |
 //! | `PSY_JOB_ID` | a job identifier, unique per launch (names keys, logs, shared memory) |
 //! | `PSY_JOB_SECRET` | hex secret every connection proves knowledge of; never on a command line |
+//! | `PSY_RESTART_COUNT` | which attempt of the job this is: 0 first, then 1, 2, ... after each restart (`psyrun --max-restarts`) |
+//! | `PSY_MAX_RESTARTS` | how many restarts psyrun may still make in all (`--max-restarts`, default 0) |
 //! | `PSY_TIMEOUT` | seconds any single wait may last before it fails (default 300) |
 //! | `PSY_ALGO` | algorithm overrides, e.g. `allreduce:ring,broadcast:pipeline` (see [`crate::tuning`]) |
 //! | `PSY_TUNING` | the tuning file `psybench tune` wrote (default: `~/.config/psyne/tuning`, then `/etc/psyne/tuning`, if present; `off` for none; see [`crate::tuning::rules`]) |
@@ -26,7 +28,8 @@
 //! [`Tunables`] itself instead and pass its fields in [`crate::GroupOptions`].
 //!
 //! psyrun also sets the names PyTorch's `env://` rendezvous expects (`RANK`, `WORLD_SIZE`,
-//! `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) so torch programs run under psyrun
+//! `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`, and torchrun's
+//! `TORCHELASTIC_RESTART_COUNT` and `TORCHELASTIC_MAX_RESTARTS`) so torch programs run under psyrun
 //! unchanged. With only those set (torchrun, srun wrappers), rank 0 serves the store at
 //! `MASTER_ADDR:MASTER_PORT`. With nothing set, a program is a world of one.
 //!
@@ -88,6 +91,14 @@ pub const TORCH_NAMES: [&str; 6] = [
     "MASTER_PORT",
 ];
 
+/// `PSY_RESTART_COUNT`
+pub const RESTART_COUNT: &str = "PSY_RESTART_COUNT";
+/// `PSY_MAX_RESTARTS`
+pub const MAX_RESTARTS: &str = "PSY_MAX_RESTARTS";
+/// torchrun's names for the restart count and the most restarts, which psyrun also sets.
+pub const TORCHELASTIC_NAMES: [&str; 2] =
+    ["TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"];
+
 /// The default deadline of every wait.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -114,6 +125,10 @@ pub struct RankEnv {
     pub master_addr: String,
     /// `MASTER_PORT` for torch programs (a port psyne itself does not use).
     pub master_port: u16,
+    /// Which attempt of the job this is (0: the first; see `psyrun --max-restarts`).
+    pub restart_count: usize,
+    /// The most restarts the launcher makes.
+    pub max_restarts: usize,
 }
 
 impl RankEnv {
@@ -134,6 +149,10 @@ impl RankEnv {
             (TORCH_NAMES[3], self.local_size.to_string()),
             (TORCH_NAMES[4], self.master_addr.clone()),
             (TORCH_NAMES[5], self.master_port.to_string()),
+            (RESTART_COUNT, self.restart_count.to_string()),
+            (MAX_RESTARTS, self.max_restarts.to_string()),
+            (TORCHELASTIC_NAMES[0], self.restart_count.to_string()),
+            (TORCHELASTIC_NAMES[1], self.max_restarts.to_string()),
         ]
     }
 }
@@ -376,6 +395,8 @@ pub fn detect_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
             secret,
             master_addr: get(TORCH_NAMES[4]).unwrap_or_default(),
             master_port: parse_var(TORCH_NAMES[5], get)?.unwrap_or(0),
+            restart_count: parse_var(RESTART_COUNT, get)?.unwrap_or(0),
+            max_restarts: parse_var(MAX_RESTARTS, get)?.unwrap_or(0),
         }));
     }
     let rank: Option<usize> = parse_var(TORCH_NAMES[0], get)?;
@@ -507,6 +528,21 @@ pub fn timeout() -> Result<Duration> {
     timeout_with(&|name| std::env::var(name).ok())
 }
 
+/// Which attempt of the job this process belongs to: `PSY_RESTART_COUNT` (psyrun), else
+/// `TORCHELASTIC_RESTART_COUNT` (torchrun), else 0. A program that checkpoints reads it to know
+/// whether it is starting over after a failure.
+pub fn restart_count_with(get: &dyn Fn(&str) -> Option<String>) -> Result<usize> {
+    match parse_var(RESTART_COUNT, get)? {
+        Some(n) => Ok(n),
+        None => Ok(parse_var(TORCHELASTIC_NAMES[0], get)?.unwrap_or(0)),
+    }
+}
+
+/// [`restart_count_with`] on this process's environment.
+pub fn restart_count() -> Result<usize> {
+    restart_count_with(&|name| std::env::var(name).ok())
+}
+
 /// `PSY_SPIN_US`
 pub const SPIN_US: &str = "PSY_SPIN_US";
 
@@ -601,10 +637,27 @@ mod tests {
             secret: "00ff".into(),
             master_addr: "127.0.0.1".into(),
             master_port: 29500,
+            restart_count: 1,
+            max_restarts: 3,
         };
         let vars = want.to_vars();
         let pairs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
         assert_eq!(detect_with(&env(&pairs)).unwrap(), Launch::Psyrun(want));
+    }
+
+    #[test]
+    fn the_restart_count_comes_from_psyrun_or_torchrun() {
+        assert_eq!(restart_count_with(&env(&[])).unwrap(), 0);
+        let torch = [("TORCHELASTIC_RESTART_COUNT", "2")];
+        assert_eq!(restart_count_with(&env(&torch)).unwrap(), 2);
+        let both = [
+            ("TORCHELASTIC_RESTART_COUNT", "2"),
+            ("PSY_RESTART_COUNT", "1"),
+        ];
+        assert_eq!(restart_count_with(&env(&both)).unwrap(), 1, "psyrun's wins");
+        let bad = [("PSY_RESTART_COUNT", "x")];
+        let e = restart_count_with(&env(&bad)).unwrap_err().to_string();
+        assert!(e.contains("PSY_RESTART_COUNT"), "{e}");
     }
 
     #[test]

@@ -131,6 +131,13 @@ pub struct Cli {
         allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
 
+    /// When a rank fails, stop the job and start it again, up to N times (as torchrun's
+    /// --max-restarts). Each attempt gets a new job id, secret and store, and its ranks
+    /// PSY_RESTART_COUNT (and TORCHELASTIC_RESTART_COUNT) = 0, 1, ...; the exit code is the last
+    /// attempt's. A signal to psyrun or --timeout (which counts across attempts) ends it all.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub max_restarts: usize,
+
     /// Bind each rank to its own cores, to the NUMA node(s) or socket(s) of its cores, or not at
     /// all. Default: to cores when the host has enough for every rank, else none. Binding reads
     /// the machine's topology with hwloc (libhwloc15); `none` works without it.
@@ -326,9 +333,12 @@ pub fn reserved(name: &str) -> bool {
         c::STORE,
         c::JOB_ID,
         c::JOB_SECRET,
+        c::RESTART_COUNT,
+        c::MAX_RESTARTS,
     ]
     .contains(&name)
         || c::TORCH_NAMES.contains(&name)
+        || c::TORCHELASTIC_NAMES.contains(&name)
 }
 
 /// One program of the job and how its ranks run.
@@ -422,6 +432,11 @@ pub struct Launch {
     pub dry_run: bool,
     /// Hosts and how to reach them.
     pub remote: RemoteArgs,
+    /// `--max-restarts`: how many times a failed job is started again.
+    pub max_restarts: usize,
+    /// Which attempt this launch is: 0 as parsed; the restart loop ([`crate::restart`]) sets
+    /// 1, 2, ... on the copy it runs again. The ranks get it as `PSY_RESTART_COUNT`.
+    pub restart_count: usize,
 }
 
 impl Launch {
@@ -531,6 +546,8 @@ impl Launch {
                 heartbeat_timeout: cli.heartbeat_timeout,
                 check: cli.check,
             },
+            max_restarts: cli.max_restarts,
+            restart_count: 0,
         };
         let world = launch.world_size();
         if let Some(max) = launch.show_ranks.as_ref().and_then(RankList::max) {
@@ -581,6 +598,8 @@ impl From<Options> for Launch {
             binding: BindingRequest::default(),
             dry_run: false,
             remote: RemoteArgs::default(),
+            max_restarts: 0,
+            restart_count: 0,
         }
     }
 }

@@ -116,7 +116,7 @@ pub fn describe_local(plan: &JobPlan, launch: &Launch) -> String {
             dir.display()
         ));
     }
-    let envs = job::rank_envs(&plan.placements(), &placeholder_job());
+    let envs = job::rank_envs(&plan.placements(), &placeholder_job(launch));
     for (r, env) in plan.ranks.iter().zip(&envs) {
         listing
             .ranks
@@ -126,13 +126,15 @@ pub fn describe_local(plan: &JobPlan, launch: &Launch) -> String {
 }
 
 /// The job's shared values as a dry run shows them: placeholders for what is chosen at launch.
-fn placeholder_job() -> JobInfo {
+fn placeholder_job(launch: &Launch) -> JobInfo {
     JobInfo {
         job_id: "<job-id>".into(),
         secret_hex: "<secret>".into(),
         store: format!("{}:<port>", job::LOCAL_ADDR),
         master_addr: job::LOCAL_ADDR.to_string(),
         master_port: 0,
+        restart_count: launch.restart_count,
+        max_restarts: launch.max_restarts,
     }
 }
 

@@ -26,6 +26,10 @@ pub struct JobInfo {
     pub master_addr: String,
     /// `MASTER_PORT`: a free port, not the store's.
     pub master_port: u16,
+    /// Which attempt of the job this is (`PSY_RESTART_COUNT`).
+    pub restart_count: usize,
+    /// `--max-restarts` (`PSY_MAX_RESTARTS`).
+    pub max_restarts: usize,
 }
 
 /// A fresh job id: `psy-<psyrun's pid>-<8 random hex digits>`.
@@ -114,6 +118,8 @@ pub fn rank_env(p: &Placement, world_size: usize, job: &JobInfo) -> RankEnv {
         secret: job.secret_hex.clone(),
         master_addr: job.master_addr.clone(),
         master_port: job.master_port,
+        restart_count: job.restart_count,
+        max_restarts: job.max_restarts,
     }
 }
 
@@ -130,6 +136,8 @@ mod tests {
             store: "127.0.0.1:4000".into(),
             master_addr: "127.0.0.1".into(),
             master_port: 4001,
+            restart_count: 2,
+            max_restarts: 3,
         };
         let envs = rank_envs(&place(&[HostSlots::local(3)], 3).unwrap(), &job);
         assert_eq!(envs.len(), 3);
@@ -151,6 +159,9 @@ mod tests {
             let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
             assert_eq!(get("RANK"), get("PSY_RANK"));
             assert_eq!(get("LOCAL_WORLD_SIZE"), get("PSY_LOCAL_SIZE"));
+            assert_eq!(get("PSY_RESTART_COUNT").as_deref(), Some("2"));
+            assert_eq!(get("TORCHELASTIC_RESTART_COUNT").as_deref(), Some("2"));
+            assert_eq!(get("TORCHELASTIC_MAX_RESTARTS").as_deref(), Some("3"));
         }
     }
 

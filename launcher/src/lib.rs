@@ -23,6 +23,7 @@
 //! | [`spawn`] | starting a rank (bound, in its own process group, with a parent-death signal) and watching its output and end; signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
 //! | [`supervise`] | waiting for ranks, signals and deadlines; stopping the job (SIGTERM, grace, SIGKILL) |
+//! | [`restart`] | `--max-restarts`: running a failed job again, each attempt a new generation |
 //! | [`remote`] | jobs on several hosts: SSH, the agent, its protocol, the preflight |
 //! | [`quote`] | shell quoting of programs, arguments and values |
 //! | [`exit`] | the exit-code table |
@@ -50,6 +51,7 @@ pub mod plan;
 pub mod program;
 pub mod quote;
 pub mod remote;
+pub mod restart;
 pub mod spawn;
 pub mod supervise;
 pub mod textfile;
@@ -111,7 +113,11 @@ fn run_here(launch: &Launch) -> u8 {
             dry_run::print(&plan.describe(launch));
             return Ok(None);
         }
-        run_plan(launch, &plan, stdio_console()?).map(Some)
+        let console = stdio_console()?;
+        restart::run(launch, &console, |attempt| {
+            run_plan(attempt, &plan, console.clone())
+        })
+        .map(Some)
     });
     match result {
         Ok(Some(outcome)) => outcome.exit_code(),
@@ -143,7 +149,10 @@ fn run_on_hosts(launch: &Launch, hosts: &hosts::HostList, settings: &PreflightSe
         dry_run::print(&dry_run::describe_hosts(launch, hosts, settings));
         return exit::SUCCESS;
     }
-    match remote::launch::run(launch, hosts, settings, console) {
+    let outcome = restart::run(launch, &console, |attempt| {
+        remote::launch::run(attempt, hosts, settings, console.clone())
+    });
+    match outcome {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => report(&e),
     }

@@ -29,7 +29,7 @@ use std::time::Instant;
 /// started, after stopping the ones that were.
 pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Result<Outcome, Error> {
     let mut files = output::open_output_files(launch.output_dir.as_deref(), plan.ranks.len())?;
-    let (store, info) = serve_job(&console)?;
+    let (store, info) = serve_job(launch, &console)?;
     if launch.binding.report {
         for line in plan.binding_report() {
             console.message(&line);
@@ -79,8 +79,8 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
 }
 
 /// Generates the job's secret and id, serves its store on loopback and picks the torch master
-/// port: what every rank is told.
-fn serve_job(console: &Arc<Console>) -> Result<(StoreServer, JobInfo), Error> {
+/// port: what every rank is told. Each attempt of a restarted job gets its own.
+fn serve_job(launch: &Launch, console: &Arc<Console>) -> Result<(StoreServer, JobInfo), Error> {
     let secret = Secret::generate()?;
     let store = job::serve_store(job::LOCAL_ADDR, &secret, console)?;
     let master_port = job::free_port(job::LOCAL_ADDR, &[store.addr().port()])
@@ -91,6 +91,8 @@ fn serve_job(console: &Arc<Console>) -> Result<(StoreServer, JobInfo), Error> {
         store: store.addr().to_string(),
         master_addr: job::LOCAL_ADDR.to_string(),
         master_port,
+        restart_count: launch.restart_count,
+        max_restarts: launch.max_restarts,
     };
     Ok((store, info))
 }

@@ -22,7 +22,11 @@
 //! (calls all_reduce with a different count than the others), `stranger` (first tries the job's
 //! store with a wrong secret, which must be refused without harming the job), `hang` (sleeps),
 //! `sigkill-during` (kills itself while every rank is in a series of 64 MiB all-reduces). In these
-//! modes each rank first prints `rank R: job JOB_ID`.
+//! modes each rank first prints `rank R: job JOB_ID`. `--fault-attempts N` plays the fault only
+//! in the first N attempts of a job psyrun restarts (`PSY_RESTART_COUNT` below N); a later
+//! attempt prints `rank R: attempt A: first collective at T` (T: microseconds since the Unix
+//! epoch) after one all-reduce, then checks every collective. A rank killing itself prints
+//! `rank R: killing itself at T` first: the two times give how long a restart takes.
 
 use psyne::conformance::{self, Mismatch};
 use psyne::ReduceOp;
@@ -61,6 +65,8 @@ struct Args {
     counts: Option<Vec<usize>>,
     seed: u64,
     fault: Option<(String, usize)>,
+    /// Play the fault only in attempts below this (`--fault-attempts`).
+    fault_attempts: Option<usize>,
     backend: Backend,
 }
 
@@ -69,6 +75,7 @@ fn parse() -> Result<Args, String> {
         counts: None,
         seed: 1,
         fault: None,
+        fault_attempts: None,
         backend: Backend::Native,
     };
     let mut it = std::env::args().skip(1);
@@ -99,6 +106,13 @@ fn parse() -> Result<Args, String> {
                     rank.parse()
                         .map_err(|_| "--fault KIND:RANK needs a rank number")?,
                 ));
+            }
+            "--fault-attempts" => {
+                a.fault_attempts = Some(
+                    value()?
+                        .parse()
+                        .map_err(|_| "--fault-attempts takes a number".to_string())?,
+                )
             }
             "--backend" => a.backend = Backend::parse(&value()?)?,
             "-h" | "--help" => {
@@ -161,7 +175,14 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
         return ExitCode::from(2);
     }
     if let Some((kind, r)) = &args.fault {
-        return play_fault(&group, kind, *r);
+        let attempt = psyne::contract::restart_count().unwrap_or(0);
+        if !matches!(args.fault_attempts, Some(n) if attempt >= n) {
+            return play_fault(&group, kind, *r);
+        }
+        if let Err(e) = first_collective(&group, attempt) {
+            eprintln!("psyne-check: rank {rank}: {e}");
+            return ExitCode::from(2);
+        }
     }
     let counts = args
         .counts
@@ -215,6 +236,30 @@ fn play_fault(group: &psyne::Group, kind: &str, faulty: usize) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Microseconds since the Unix epoch, to compare times printed by different processes.
+fn unix_micros() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// A restarted attempt's first collective: one small all-reduce, then the time it finished.
+fn first_collective(group: &psyne::Group, attempt: usize) -> psyne::Result<()> {
+    let mut one = [1.0f32];
+    group.all_reduce(&mut one, ReduceOp::Sum)?;
+    println!(
+        "rank {}: job {}",
+        group.rank(),
+        std::env::var("PSY_JOB_ID").unwrap_or_default()
+    );
+    println!(
+        "rank {}: attempt {attempt}: first collective at {}",
+        group.rank(),
+        unix_micros()
+    );
+    Ok(())
 }
 
 /// Prints the outcome of a check on this rank and returns the exit status it calls for.
@@ -466,8 +511,9 @@ mod mpi_backends {
 fn large_all_reduces(group: &psyne::Group, die: bool) -> ExitCode {
     let rank = group.rank();
     if die {
-        std::thread::spawn(|| {
+        std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(50));
+            println!("rank {rank}: killing itself at {}", unix_micros());
             // SAFETY: raising a signal on this process has no memory-safety preconditions.
             unsafe {
                 libc::raise(libc::SIGKILL);

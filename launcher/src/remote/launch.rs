@@ -252,6 +252,8 @@ impl RemoteJob<'_> {
             store: SocketAddr::new(store_ip, contract.store_port).to_string(),
             master_addr: contract.master_addr.clone(),
             master_port: contract.master_port,
+            restart_count: self.launch.restart_count,
+            max_restarts: self.launch.max_restarts,
         };
         job::rank_env(p, self.launch.world_size(), &info)
     }

@@ -270,3 +270,109 @@ fn help_lists_every_flag() {
         assert!(text.contains(flag), "`{flag}` missing from:\n{text}");
     }
 }
+
+/// The value of `KEY` in process `pid`'s environment, if it can be read.
+fn environ_var(pid: i32, key: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let kv = std::str::from_utf8(kv).ok()?;
+        kv.strip_prefix(key)?.strip_prefix('=').map(str::to_string)
+    })
+}
+
+/// The summary's `final train loss L, test accuracy A% (C/N)`.
+fn final_result(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| {
+            l.split_once("; final train loss ")
+                .map(|(_, r)| r.to_string())
+        })
+        .unwrap_or_else(|| panic!("no summary in:\n{stdout}"))
+}
+
+#[test]
+fn a_rank_killed_mid_training_restarts_from_the_checkpoint_and_ends_as_an_uninterrupted_run() {
+    const ARGS: [&str; 4] = ["--epochs", "8", "--hidden", "512"];
+    let reference = run_train(2, &ARGS);
+    assert_eq!(reference.code(), Some(0), "{}", context(&reference));
+
+    let dir = TempDir::new("train-restart");
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        "2",
+        "--max-restarts",
+        "2",
+        "--grace",
+        "2",
+        "--timeout",
+        "170",
+    ])
+    .arg("train")
+    .args(ARGS)
+    .arg("--checkpoint")
+    .arg(&ckpt)
+    .arg("--check")
+    .env("PATH", "/usr/bin:/bin")
+    .env("PSY_TIMEOUT", "120");
+    let job = Job::start(cmd, &dir);
+    eventually(LIMIT, "epoch 3 of the first attempt", || {
+        job.stdout.text().contains("epoch 3/8")
+    });
+    let rank1 = children(job.pid())
+        .into_iter()
+        .find(|&p| environ_var(p, "PSY_RANK").as_deref() == Some("1"))
+        .expect("rank 1 among psyrun's children");
+    // SAFETY: kill takes plain integers; rank1 is a child of the psyrun this test started, alive
+    // a moment ago (it is not reaped until psyrun waits for it, so the pid is not reused).
+    assert_eq!(unsafe { libc::kill(rank1, libc::SIGKILL) }, 0);
+    let done = job.wait(LIMIT);
+    let ctx = context(&done);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    assert!(
+        done.stderr.contains(&format!(
+            "attempt 1 failed: rank 1 (pid {rank1}) killed by signal 9"
+        )),
+        "{ctx}"
+    );
+    let resumed: usize = done
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.split(" after epoch ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("the second attempt says where it resumes: {ctx}"));
+    // Epoch lines of the first attempt: those before the second attempt's header.
+    let first = done
+        .stdout
+        .split("train: digits")
+        .nth(1)
+        .unwrap_or_default();
+    let reached = first.lines().filter(|l| l.starts_with("epoch ")).count();
+    assert!(
+        (3..8).contains(&resumed),
+        "resumed after epoch {resumed}: {ctx}"
+    );
+    assert_eq!(
+        final_result(&done.stdout),
+        final_result(&reference.stdout),
+        "the same final loss and test accuracy as without the failure: {ctx}"
+    );
+    assert!(done.stdout.contains("check: OK"), "{ctx}");
+    assert!(resumed <= reached, "{ctx}");
+    eprintln!(
+        "killed rank 1 once epoch 3 was printed; the first attempt printed {reached} epochs, the \
+         second resumed after epoch {resumed}: {} whole epochs repeated, plus the part of epoch {} \
+         done before the kill",
+        reached - resumed,
+        reached + 1
+    );
+}

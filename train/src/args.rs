@@ -78,6 +78,17 @@ pub struct Args {
     /// Print only the summary (and --check's verdict), not the per-epoch lines.
     #[arg(long)]
     pub quiet: bool,
+
+    /// Save the training state to DIR/train.ckpt after every --checkpoint-every epochs (rank 0
+    /// writes it atomically), and go on from it when a run starts and finds it: under `psyrun
+    /// --max-restarts N` a job that loses a rank restarts from its last checkpoint. DIR must
+    /// exist. Synchronous training only (not with --sync-every above 1).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<std::path::PathBuf>,
+
+    /// Epochs between checkpoints (the last epoch is always saved).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub checkpoint_every: usize,
 }
 
 /// A validated configuration.
@@ -105,6 +116,17 @@ pub struct Config {
     pub check: bool,
     /// No per-epoch lines.
     pub quiet: bool,
+    /// Where checkpoints go, if anywhere.
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// Epochs between checkpoints, at least 1.
+    pub checkpoint_every: usize,
+}
+
+/// The FNV-1a hash of `bytes`: the fingerprints', and the checkpoint file's check.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    })
 }
 
 /// The largest `--hidden` accepted (a 1 GiB model is not what this program is for).
@@ -142,6 +164,22 @@ impl Args {
         if self.sync_every == 0 {
             return bad("--sync-every must be at least 1 (1: average gradients every step; K > 1: local SGD averaging parameters every K steps)".into());
         }
+        if self.checkpoint_every == 0 {
+            return bad(
+                "--checkpoint-every must be at least 1 (epochs between checkpoints)".into(),
+            );
+        }
+        if let Some(dir) = &self.checkpoint {
+            if self.sync_every > 1 {
+                return bad(format!("--checkpoint works with synchronous training only: with --sync-every {} the ranks' parameters differ between averagings, and one rank's copy would not restart the same run; drop one of the two", self.sync_every));
+            }
+            if !dir.is_dir() {
+                return bad(format!(
+                    "--checkpoint {}: no such directory; create it first (mkdir -p)",
+                    dir.display()
+                ));
+            }
+        }
         Ok(Config {
             epochs: self.epochs,
             lr: self.lr,
@@ -154,11 +192,25 @@ impl Args {
             sync_every: self.sync_every,
             check: self.check,
             quiet: self.quiet,
+            checkpoint: self.checkpoint,
+            checkpoint_every: self.checkpoint_every,
         })
     }
 }
 
 impl Config {
+    /// [`Config::fingerprint`] and the checkpoint settings: what the ranks compare when the job
+    /// starts (every rank must take part in the same checkpoint collectives).
+    pub fn run_fingerprint(&self) -> u64 {
+        let text = format!(
+            "{} {} {}",
+            self.fingerprint(),
+            self.checkpoint.is_some(),
+            self.checkpoint_every
+        );
+        fnv1a(text.as_bytes())
+    }
+
     /// A fingerprint of everything that must agree between ranks (FNV-1a of the settings), so a
     /// job whose ranks were started with different arguments stops with an error.
     pub fn fingerprint(&self) -> u64 {
@@ -174,9 +226,7 @@ impl Config {
             self.sync_every,
             self.check
         );
-        text.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
-        })
+        fnv1a(text.as_bytes())
     }
 }
 

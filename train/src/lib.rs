@@ -14,6 +14,9 @@
 //! - `--sync-every K > 1` is local SGD instead: each rank steps on its own shard and parameters are
 //!   averaged every K steps and at the end.
 //! - Per-epoch metrics are gathered to rank 0, which prints one line per epoch.
+//! - `--checkpoint DIR` saves the state after every `--checkpoint-every` epochs (rank 0, atomically)
+//!   and goes on from it when the run starts again, as `psyrun --max-restarts` does after a
+//!   failure ([`checkpoint`]); the rest of the run is then the one an uninterrupted run makes.
 //! - `--check` verifies afterwards that the parameters are bitwise identical on every rank (with a
 //!   collective) and that the loss curve matches a single-process run ([`trainer::train`] without a
 //!   group) within [`args::LOSS_RTOL`].
@@ -23,6 +26,7 @@
 
 pub mod args;
 pub mod buckets;
+pub mod checkpoint;
 pub mod data;
 pub mod model;
 pub mod rng;
@@ -84,7 +88,7 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
     let (rank, size) = (group.rank(), group.size());
 
     // Every rank must train the same model the same way.
-    let fp = cfg.fingerprint();
+    let fp = cfg.run_fingerprint();
     let mut fps = [fp, u64::MAX - fp];
     group
         .all_reduce(&mut fps, psyne::ReduceOp::Min)
@@ -99,15 +103,43 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
     if rank == 0 {
         println!("{}", header(&cfg, &group, train_set.len(), test_set.len()));
     }
+    let resume = resume_point(&cfg, &group)?;
+    let resumed_epochs = resume.epochs_done;
     let start = Instant::now();
-    let outcome = trainer::train(&cfg, &train_set, &test_set, Some(&group), |r| {
+    let data = (&train_set, &test_set);
+    let outcome = trainer::train_from(&cfg, data, Some(&group), resume, |reports, params| {
+        let Some(r) = reports.last() else {
+            return Ok(());
+        };
         if !cfg.quiet {
             println!("{r}");
         }
+        match &cfg.checkpoint {
+            Some(dir) if r.epoch % cfg.checkpoint_every == 0 || r.epoch == cfg.epochs => {
+                checkpoint::save(
+                    dir,
+                    &checkpoint::Checkpoint {
+                        fingerprint: cfg.fingerprint(),
+                        epochs_done: r.epoch,
+                        params: params.to_vec(),
+                        reports: reports.to_vec(),
+                    },
+                )
+            }
+            _ => Ok(()),
+        }
     })?;
     let seconds = start.elapsed().as_secs_f64();
+    if resumed_epochs == cfg.epochs && rank == 0 {
+        println!("train: every epoch was done already (the checkpoint holds all {}); nothing left to train", cfg.epochs);
+    }
     if let Some(last) = outcome.epochs.last() {
-        let steps: usize = outcome.epochs.iter().map(|r| r.steps).sum();
+        let steps: usize = outcome
+            .epochs
+            .iter()
+            .skip(resumed_epochs)
+            .map(|r| r.steps)
+            .sum();
         println!(
             "train: {} epochs on {size} rank{} in {seconds:.3} s ({:.3} ms per step); final train loss {:.4}, test accuracy {:.2}% ({}/{})",
             cfg.epochs,
@@ -177,6 +209,65 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
         println!("check: {}", if ok { "OK" } else { "FAILED" });
     }
     Ok(ok)
+}
+
+/// Where training starts: rank 0 reads `--checkpoint`'s file, if there is one, and tells every
+/// rank how many epochs it holds (or that it could not be used: every rank then stops with the
+/// error rank 0 prints); the parameters follow with the initial broadcast.
+fn resume_point(cfg: &Config, group: &psyne::Group) -> Result<trainer::Resume, Error> {
+    let Some(dir) = &cfg.checkpoint else {
+        return Ok(trainer::Resume::default());
+    };
+    let rank = group.rank();
+    let loaded = if rank == 0 {
+        checkpoint::load(dir, cfg.fingerprint())
+    } else {
+        Ok(None)
+    };
+    // Past any epoch count: rank 0 could not use the checkpoint, for bad arguments or not.
+    const REFUSED_USAGE: u64 = u64::MAX;
+    const REFUSED_DATA: u64 = u64::MAX - 1;
+    let mut done = [match &loaded {
+        Ok(Some(c)) => c.epochs_done as u64,
+        Ok(None) => 0,
+        Err(Error::Usage(_)) => REFUSED_USAGE,
+        Err(_) => REFUSED_DATA,
+    }];
+    group
+        .broadcast(&mut done, 0)
+        .ctx(|| "telling every rank where the checkpoint starts".into())?;
+    let loaded = loaded?;
+    if done[0] >= REFUSED_DATA {
+        let why = format!(
+            "rank {rank}: rank 0 could not use the checkpoint in {} (its error says why)",
+            dir.display()
+        );
+        return Err(if done[0] == REFUSED_USAGE {
+            Error::Usage(why)
+        } else {
+            Error::Data(why)
+        });
+    }
+    let epochs_done = done[0] as usize;
+    if rank == 0 && epochs_done > 0 {
+        println!(
+            "train: resuming from {} after epoch {epochs_done} of {} (attempt {} of the job)",
+            checkpoint::file(dir).display(),
+            cfg.epochs,
+            psyne::contract::restart_count().unwrap_or(0) + 1
+        );
+    }
+    Ok(match loaded {
+        Some(c) => trainer::Resume {
+            epochs_done,
+            params: Some(c.params),
+            reports: c.reports,
+        },
+        None => trainer::Resume {
+            epochs_done,
+            ..trainer::Resume::default()
+        },
+    })
 }
 
 /// The first line rank 0 prints: data, model, job and how gradients travel.

@@ -277,12 +277,53 @@ pub fn train(
     group: Option<&Group>,
     mut on_epoch: impl FnMut(&EpochReport),
 ) -> Result<Outcome, Error> {
+    train_from(
+        cfg,
+        (train, test),
+        group,
+        Resume::default(),
+        |reports, _| {
+            if let Some(r) = reports.last() {
+                on_epoch(r);
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Where a run starts: from the beginning, or after the epochs of a checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// Epochs already done (every rank knows this).
+    pub epochs_done: usize,
+    /// The parameters after them (rank 0; the others get them from its broadcast).
+    pub params: Option<Vec<f32>>,
+    /// Their reports (rank 0).
+    pub reports: Vec<EpochReport>,
+}
+
+/// [`train`] from `resume`'s state, on `(train, test)`. After each epoch, `on_epoch` gets (on rank 0)
+/// every report so far, the new one last, and the parameters: what a checkpoint keeps.
+pub fn train_from(
+    cfg: &Config,
+    (train, test): (&Dataset, &Dataset),
+    group: Option<&Group>,
+    resume: Resume,
+    mut on_epoch: impl FnMut(&[EpochReport], &[f32]) -> Result<(), Error>,
+) -> Result<Outcome, Error> {
     let (rank, size) = group.map_or((0, 1), |g| (g.rank(), g.size()));
     let shape = shape(cfg);
-    let mut params = if rank == 0 {
-        shape.init(&mut Rng::stream(cfg.seed, u64::MAX))
-    } else {
-        vec![0.0; shape.len()]
+    let mut params = match (rank, resume.params) {
+        (0, Some(saved)) if saved.len() == shape.len() => saved,
+        (0, Some(saved)) => {
+            return Err(Error::Data(format!(
+                "the checkpoint holds {} parameters where this model has {}",
+                saved.len(),
+                shape.len()
+            )))
+        }
+        (0, None) => shape.init(&mut Rng::stream(cfg.seed, u64::MAX)),
+        _ => vec![0.0; shape.len()],
     };
     if let Some(g) = group {
         g.broadcast(&mut params, 0)
@@ -297,9 +338,9 @@ pub fn train(
     let mut order: Vec<usize> = (0..train.len()).collect();
     let steps = train.len().div_ceil(cfg.batch);
     let mut since_sync = 0;
-    let mut reports = Vec::new();
+    let mut reports = resume.reports;
 
-    for epoch in 1..=cfg.epochs {
+    for epoch in resume.epochs_done + 1..=cfg.epochs {
         let epoch_start = Instant::now();
         order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
         Rng::stream(cfg.seed, epoch as u64).shuffle(&mut order);
@@ -387,8 +428,8 @@ pub fn train(
                 &ranks,
                 epoch_start.elapsed().as_secs_f64(),
             );
-            on_epoch(&r);
             reports.push(r);
+            on_epoch(&reports, &params)?;
         }
     }
     Ok(Outcome {

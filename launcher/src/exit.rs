@@ -12,7 +12,8 @@
 //! | `128+N` ([`SIGNALED_BASE`]` + N`) | the first failing rank was killed by signal N (`137`: SIGKILL), or psyrun received signal N and stopped the job (`129` SIGHUP, `130` SIGINT, `143` SIGTERM) |
 //!
 //! Ranks that psyrun itself stopped (after another rank failed, a signal, or the timeout) never
-//! count as failures: the code is that of the first cause.
+//! count as failures: the code is that of the first cause. With `--max-restarts` it is the last
+//! attempt's ([`crate::restart`]).
 
 /// Every rank exited with code 0.
 pub const SUCCESS: u8 = 0;
@@ -53,7 +54,8 @@ Exit codes:
   128+N    the first failing rank was killed by signal N (137: SIGKILL), or psyrun
            got signal N and stopped the job (129 SIGHUP, 130 SIGINT, 143 SIGTERM)
 
-Ranks psyrun stopped itself never count as failures. Each rank runs in its own
+With --max-restarts the code is the last attempt's. Ranks psyrun stopped itself
+never count as failures. Each rank runs in its own
 process group: on a failure, a signal or the timeout psyrun sends SIGTERM to
 every group, waits --grace seconds, then sends SIGKILL (a second Ctrl-C skips
 the wait). Ranks also die if psyrun is killed.";

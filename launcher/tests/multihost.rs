@@ -133,6 +133,54 @@ fn eight_ranks_on_four_hosts_run_every_collective_right() {
 }
 
 #[test]
+fn a_rank_killed_on_one_host_restarts_the_job_on_every_host() {
+    let Some(c) = Cluster::up(4, "restart") else {
+        return;
+    };
+    let dir = TempDir::new("mh-restart");
+    let done = common::run(
+        c.psyrun(
+            &dir,
+            &[
+                "-H",
+                FOUR_HOSTS,
+                "-n",
+                "8",
+                "--max-restarts",
+                "1",
+                "--grace",
+                "2",
+                "--tag-output",
+                psyne_check(),
+                "--fault",
+                "sigkill-during:5",
+                "--fault-attempts",
+                "1",
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    assert!(
+        done.stderr.contains("attempt 1 failed: rank 5")
+            && done
+                .stderr
+                .contains("attempt 2 (PSY_RESTART_COUNT=1): succeeded"),
+        "{}",
+        done.stderr
+    );
+    for rank in 0..8 {
+        let host = rank / 2 + 1;
+        let line = format!("[psyh{host}][{rank}] rank {rank}/8: every collective");
+        assert!(
+            done.stdout.contains(&line),
+            "missing {line:?} in:\n{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
 fn ranks_run_on_their_hosts_with_the_contract_and_bindings_match_proc() {
     let Some(c) = Cluster::up(2, "bind") else {
         return;

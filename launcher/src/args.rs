@@ -138,6 +138,12 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "0")]
     pub max_restarts: usize,
 
+    /// What a rank's failure does to the others: stop them (the default), or continue: the
+    /// failure is named and the others go on (a psyne program can shrink its group and finish
+    /// without the lost rank); the exit code is then the last ranks'.
+    #[arg(long, value_name = "WHAT", value_enum, default_value = "stop")]
+    pub on_failure: OnFailure,
+
     /// Bind each rank to its own cores, to the NUMA node(s) or socket(s) of its cores, or not at
     /// all. Default: to cores when the host has enough for every rank, else none. Binding reads
     /// the machine's topology with hwloc (libhwloc15); `none` works without it.
@@ -176,6 +182,16 @@ pub struct Cli {
         trailing_var_arg = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// `--on-failure`: what a rank's failure does to the rest of the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnFailure {
+    /// Stop every other rank (SIGTERM, `--grace`, SIGKILL) and exit with the failure's code.
+    #[default]
+    Stop,
+    /// Name the failure and let the others go on; the job ends when every rank has.
+    Continue,
 }
 
 /// Where a job's hosts come from and how psyrun reaches them (all empty for a local job).
@@ -434,6 +450,8 @@ pub struct Launch {
     pub remote: RemoteArgs,
     /// `--max-restarts`: how many times a failed job is started again.
     pub max_restarts: usize,
+    /// `--on-failure`.
+    pub on_failure: OnFailure,
     /// Which attempt this launch is: 0 as parsed; the restart loop ([`crate::restart`]) sets
     /// 1, 2, ... on the copy it runs again. The ranks get it as `PSY_RESTART_COUNT`.
     pub restart_count: usize,
@@ -547,6 +565,7 @@ impl Launch {
                 check: cli.check,
             },
             max_restarts: cli.max_restarts,
+            on_failure: cli.on_failure,
             restart_count: 0,
         };
         let world = launch.world_size();
@@ -599,6 +618,7 @@ impl From<Options> for Launch {
             dry_run: false,
             remote: RemoteArgs::default(),
             max_restarts: 0,
+            on_failure: OnFailure::Stop,
             restart_count: 0,
         }
     }

@@ -3,7 +3,7 @@
 //! tear down (kill what is left in their process groups, drain their output, remove the shared
 //! memory they left). A [`Watchdog`] kills the ranks' process groups if psyrun dies first.
 
-use crate::args::Launch;
+use crate::args::{Launch, OnFailure};
 use crate::job::{self, JobInfo};
 use crate::losses::LossReports;
 use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
@@ -48,6 +48,9 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         launch.timeout,
         events_rx,
     );
+    if launch.on_failure == OnFailure::Continue {
+        supervisor = supervisor.going_on_after_failures();
+    }
     if let Ok(secret) = Secret::from_hex(&info.secret_hex) {
         let losses = LossReports::new(&info.store, secret, &info.job_id);
         supervisor = supervisor.with_losses(losses.into_lost_by());

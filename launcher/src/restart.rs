@@ -29,24 +29,6 @@ pub fn restartable(cause: &Cause) -> bool {
     }
 }
 
-/// What ended an attempt, in a few words: `rank 2 (pid 41) killed by signal 9 (SIGKILL)`.
-pub fn describe(cause: &Cause) -> String {
-    match cause {
-        Cause::RankFailed {
-            rank,
-            pid,
-            termination,
-        } => format!("rank {rank} (pid {pid}) {}", termination.describe()),
-        Cause::Lost { rank, pid, by, .. } => {
-            format!("rank {rank} (pid {pid}) was lost by rank {by}")
-        }
-        Cause::HostLost { host, why } => format!("host {host} was lost ({why})"),
-        Cause::Signal(sig) => format!("psyrun received signal {sig}"),
-        Cause::Timeout(after) => format!("--timeout expired after {after:?}"),
-        Cause::LaunchFailed => "the ranks could not be started".into(),
-    }
-}
-
 /// One attempt's end, for the summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptEnd {
@@ -132,14 +114,14 @@ pub fn run(
             summarise(console, &ends, launch.max_restarts);
             return Ok(Outcome {
                 cause: Some(Cause::Signal(sig)),
-                ranks: outcome.ranks,
+                ..outcome
             });
         }
         if this.restart_count == launch.max_restarts {
             console.message(&format!(
                 "attempt {} failed: {}; no restarts left (--max-restarts {})",
                 ends.len(),
-                describe(cause),
+                cause.describe(),
                 launch.max_restarts
             ));
             summarise(console, &ends, launch.max_restarts);
@@ -150,7 +132,7 @@ pub fn run(
             "attempt {} failed: {}; starting the job again (restart {} of {}; a new job id, \
              secret and store)",
             ends.len(),
-            describe(cause),
+            cause.describe(),
             this.restart_count,
             launch.max_restarts
         ));
@@ -159,7 +141,7 @@ pub fn run(
             summarise(console, &ends, launch.max_restarts);
             return Ok(Outcome {
                 cause: Some(Cause::Signal(sig)),
-                ranks: outcome.ranks,
+                ..outcome
             });
         }
     }
@@ -188,7 +170,7 @@ pub fn summary(ends: &[AttemptEnd], max_restarts: usize) -> Vec<String> {
     for (i, end) in ends.iter().enumerate() {
         let how = match &end.cause {
             None => "succeeded".to_string(),
-            Some(c) => describe(c),
+            Some(c) => c.describe(),
         };
         lines.push(format!(
             "  attempt {} (PSY_RESTART_COUNT={i}): {how}, after {:.2} s",

@@ -121,6 +121,24 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// What happened, in a few words: `rank 2 (pid 41) killed by signal 9 (SIGKILL)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Cause::RankFailed {
+                rank,
+                pid,
+                termination,
+            } => format!("rank {rank} (pid {pid}) {}", termination.describe()),
+            Cause::Lost { rank, pid, by, .. } => {
+                format!("rank {rank} (pid {pid}) was lost by rank {by}")
+            }
+            Cause::HostLost { host, why } => format!("host {host} was lost ({why})"),
+            Cause::Signal(sig) => format!("psyrun received signal {sig}"),
+            Cause::Timeout(after) => format!("--timeout expired after {after:?}"),
+            Cause::LaunchFailed => "the ranks could not be started".into(),
+        }
+    }
+
     /// The exit code for this cause (see [`crate::exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -156,6 +174,8 @@ pub struct Outcome {
     pub cause: Option<Cause>,
     /// Every rank that was started, in rank order.
     pub ranks: Vec<RankReport>,
+    /// Failures the job went on after (`--on-failure continue`), in order.
+    pub tolerated: Vec<Cause>,
 }
 
 impl RankReport {
@@ -242,6 +262,10 @@ pub struct Supervisor<'c, S: Stopper> {
     phase: Phase,
     /// Which rank a rank reported losing, if it did (see [`Supervisor::with_losses`]).
     losses: Option<LostBy<'c>>,
+    /// `--on-failure continue`: a rank that fails while others run is reported, not fatal.
+    go_on: bool,
+    /// The failures gone on from, in order.
+    tolerated: Vec<Cause>,
 }
 
 /// Reads which rank (if any) a rank reported losing when its call failed.
@@ -297,7 +321,18 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             cause: None,
             phase: Phase::Running,
             losses: None,
+            go_on: false,
+            tolerated: Vec::new(),
         }
+    }
+
+    /// `--on-failure continue`: a rank that fails (or a host lost) while other ranks still run
+    /// is named and left out, and the others go on (they may shrink their groups and finish
+    /// without it: [`psyne::Group::shrink`]). The failure of the last ranks running is the
+    /// job's, as without this; a signal or the timeout stops everything as always.
+    pub fn going_on_after_failures(mut self) -> Self {
+        self.go_on = true;
+        self
     }
 
     /// Reads what failed ranks report losing (`lost_by(rank)`), so that a rank that exited
@@ -426,9 +461,19 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         if let Phase::Settling { first, .. } = self.phase {
             self.blame_settled(first);
         }
+        if !self.tolerated.is_empty() {
+            let what: Vec<String> = self.tolerated.iter().map(Cause::describe).collect();
+            self.console.message(&format!(
+                "the job went on after {} failure{}: {}",
+                what.len(),
+                if what.len() == 1 { "" } else { "s" },
+                what.join("; ")
+            ));
+        }
         Outcome {
             cause: self.cause,
             ranks: self.ranks,
+            tolerated: self.tolerated,
         }
     }
 
@@ -442,6 +487,9 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         if !failed {
             return;
         }
+        if self.go_on && self.phase == Phase::Running {
+            return self.tolerate_or_blame(i);
+        }
         match self.phase {
             Phase::Running | Phase::Settling { .. } if by_signal => self.blame(i),
             Phase::Running => {
@@ -452,6 +500,29 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             }
             _ => {}
         }
+    }
+
+    /// `--on-failure continue`: the `i`th rank failed; the job goes on if others still run,
+    /// else this failure is the job's.
+    fn tolerate_or_blame(&mut self, i: usize) {
+        let left = self.running().count();
+        if left == 0 {
+            return self.blame(i);
+        }
+        let Some(termination) = self.ranks[i].termination.clone() else {
+            return;
+        };
+        let (rank, pid, name) = (self.ranks[i].rank, self.ranks[i].pid, self.ranks[i].name());
+        self.console.message(&format!(
+            "rank {name} {}; the other {} go on without it (--on-failure continue)",
+            termination.describe(),
+            count(left)
+        ));
+        self.tolerated.push(Cause::RankFailed {
+            rank,
+            pid,
+            termination,
+        });
     }
 
     /// Whether a cause may still be recorded (the job is not being stopped yet).
@@ -554,6 +625,19 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             }
         }
         if lost.is_empty() || !self.accepting_causes() {
+            return;
+        }
+        if self.go_on && self.phase == Phase::Running && self.running().next().is_some() {
+            self.console.message(&format!(
+                "lost the link to host {host} ({why}) with {} running there; the other {} go \
+                 on without them (--on-failure continue)",
+                count(lost.len()),
+                count(self.running().count())
+            ));
+            self.tolerated.push(Cause::HostLost {
+                host: host.to_string(),
+                why: why.to_string(),
+            });
             return;
         }
         let stopping = self.stopping_the_others();
@@ -794,6 +878,69 @@ mod tests {
         }
         let outcome = sup.run();
         (outcome, setup)
+    }
+
+    /// `n` ranks supervised with `--on-failure continue`, after the events `before` sends.
+    fn go_on(n: usize, before: impl FnOnce(&Sender<Event>)) -> (Outcome, Setup) {
+        let err = Text::default();
+        let console = Console::new(Box::new(Text::default()), Box::new(err.clone()));
+        let (tx, rx) = channel();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let fake = Fake {
+            sent: sent.clone(),
+            events: tx.clone(),
+            obey: (0..n).collect(),
+        };
+        before(&tx);
+        let setup = Setup {
+            err,
+            console,
+            sent,
+            tx,
+        };
+        let mut sup = Supervisor::new(&setup.console, fake, Duration::from_secs(1), None, rx)
+            .going_on_after_failures();
+        for r in 0..n {
+            sup.add_rank(r, 1000 + r as u32);
+        }
+        let outcome = sup.run();
+        (outcome, setup)
+    }
+
+    #[test]
+    fn going_on_a_failure_is_named_and_the_survivors_decide_the_code() {
+        let killed = |rank| Event::Exited {
+            rank,
+            termination: Termination::Signaled(libc::SIGKILL),
+        };
+        let (out, setup) = go_on(3, |tx| {
+            tx.send(killed(1)).unwrap();
+            tx.send(exited(0, 0)).unwrap();
+            tx.send(exited(2, 0)).unwrap();
+        });
+        assert_eq!(out.exit_code(), 0, "the survivors finished");
+        assert_eq!(out.tolerated.len(), 1);
+        assert!(setup.sent.lock().unwrap().is_empty(), "nobody was stopped");
+        let err = setup.err.get();
+        assert!(
+            err.contains("rank 1 (pid 1001) killed by signal 9 (SIGKILL); the other 2 ranks go on")
+                && err.contains("the job went on after 1 failure"),
+            "{err}"
+        );
+        // The last rank running fails: that failure is the job's.
+        let (out, _) = go_on(3, |tx| {
+            tx.send(killed(1)).unwrap();
+            tx.send(exited(0, 0)).unwrap();
+            tx.send(exited(2, 3)).unwrap();
+        });
+        assert_eq!(out.exit_code(), 3);
+        // A signal to psyrun still stops everyone.
+        let (out, setup) = go_on(2, |tx| {
+            tx.send(killed(1)).unwrap();
+            tx.send(Event::Signal(libc::SIGTERM)).unwrap();
+        });
+        assert_eq!(out.exit_code(), 143);
+        assert!(setup.sent.lock().unwrap().contains(&(0, libc::SIGTERM)));
     }
 
     fn exited(rank: usize, code: i32) -> Event {

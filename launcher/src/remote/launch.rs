@@ -488,6 +488,9 @@ impl RemoteJob<'_> {
         if let Some(losses) = losses {
             supervisor = supervisor.with_losses(losses.into_lost_by());
         }
+        if launch.on_failure == crate::args::OnFailure::Continue {
+            supervisor = supervisor.going_on_after_failures();
+        }
         for (rank, pid) in router.pids.iter().enumerate() {
             if let Some(pid) = pid {
                 supervisor.add_rank_on(rank, *pid, Some(self.names[self.host_of[rank]].clone()));

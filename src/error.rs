@@ -25,6 +25,9 @@ pub enum ErrorKind {
     Io,
     /// This group failed earlier; every later call returns that first error.
     Aborted,
+    /// A rank revoked the group ([`crate::Group::revoke`]): its pending and later calls fail,
+    /// on every rank, until the survivors [`crate::Group::shrink`] it.
+    Revoked,
 }
 
 /// The error returned by every fallible psyne call.

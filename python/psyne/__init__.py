@@ -43,6 +43,7 @@ from ._errors import (
     IoError,
     MismatchError,
     PeerLostError,
+    RevokedError,
     TimeoutError,
 )
 

@@ -20,6 +20,7 @@ __all__ = [
     "PeerLostError",
     "IoError",
     "AbortedError",
+    "RevokedError",
 ]
 
 
@@ -83,3 +84,10 @@ class AbortedError(Error):
     """This group failed earlier; every later call raises this, naming the first error."""
 
     kind = "Aborted"
+
+
+class RevokedError(Error):
+    """A rank revoked the group: its pending and later calls fail on every rank until the
+    survivors shrink it."""
+
+    kind = "Revoked"

@@ -494,6 +494,11 @@ class _StoreAdapter:
     def add(self, key: str, delta: int) -> int:
         return int(self._store.add(key, delta))
 
+    def set_once(self, key: str, value: bytes) -> bytes:
+        # compare_set with an empty expected value sets a missing key, atomically, and returns
+        # what the key holds afterwards.
+        return bytes(self._store.compare_set(key, b"", value))
+
 
 def _bind_ip() -> str:
     """``PSY_ADDR``, else the address of this host's interface towards ``MASTER_ADDR`` (loopback

@@ -33,6 +33,7 @@ fn class_name(kind: psyne::ErrorKind) -> &'static str {
         K::PeerLost => "PeerLostError",
         K::Io => "IoError",
         K::Aborted => "AbortedError",
+        K::Revoked => "RevokedError",
     }
 }
 
@@ -476,7 +477,8 @@ impl NativeWork {
 }
 
 /// A psyne [`Store`] over a Python object with `set(key: str, value: bytes)`, `get(key: str,
-/// timeout: float) -> bytes` (raising on timeout) and `add(key: str, delta: int) -> int`: how
+/// timeout: float) -> bytes` (raising on timeout), `add(key: str, delta: int) -> int` and
+/// `set_once(key: str, value: bytes) -> bytes` (atomic: the value held afterwards): how
 /// the torch backend forms a group through the store torch gives it.
 struct PyStore {
     adapter: Py<PyAny>,
@@ -521,6 +523,20 @@ impl Store for PyStore {
                 .extract::<i64>(py)
         })
         .map_err(|e| store_err("add", e))
+    }
+
+    fn set_once(&self, key: &str, value: &[u8]) -> psyne::Result<Vec<u8>> {
+        Python::attach(|py| {
+            self.adapter
+                .call_method1(py, "set_once", (key, PyBytes::new(py, value)))?
+                .extract::<Vec<u8>>(py)
+        })
+        .map_err(|e| store_err("set_once", e))
+    }
+
+    /// A Python store has no connection psyne can watch: the key just keeps `value`.
+    fn set_ephemeral(&self, key: &str, value: &[u8], _when_gone: &[u8]) -> psyne::Result<()> {
+        self.set(key, value)
     }
 }
 

@@ -82,6 +82,21 @@ impl Store for MemoryStore {
         self.changed.notify_all();
         Ok(new)
     }
+
+    fn set_once(&self, key: &str, value: &[u8]) -> Result<Vec<u8>> {
+        let mut map = self.lock()?;
+        let held = map
+            .entry(key.to_string())
+            .or_insert_with(|| value.to_vec())
+            .clone();
+        self.changed.notify_all();
+        Ok(held)
+    }
+
+    /// In one process there is no connection to end: `key` keeps `value`.
+    fn set_ephemeral(&self, key: &str, value: &[u8], _when_gone: &[u8]) -> Result<()> {
+        self.set(key, value)
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +118,8 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Timeout);
         assert_eq!(s.add("n", 2).unwrap(), 2);
         assert_eq!(s.add("n", 3).unwrap(), 5);
+        assert_eq!(s.set_once("once", b"first").unwrap(), b"first");
+        assert_eq!(s.set_once("once", b"second").unwrap(), b"first");
+        assert_eq!(s.get("once", Instant::now()).unwrap(), b"first");
     }
 }

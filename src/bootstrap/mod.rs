@@ -22,6 +22,16 @@ pub trait Store: Send + Sync {
     fn get(&self, key: &str, deadline: Instant) -> Result<Vec<u8>>;
     /// Adds `delta` to the integer at `key` (missing counts as 0) and returns the new value.
     fn add(&self, key: &str, delta: i64) -> Result<i64>;
+    /// Sets `key` to `value` unless it is set already, in one atomic step, and returns the value
+    /// `key` holds afterwards: `value` for the first caller, the first caller's value for every
+    /// later one. What ranks agree through ([`crate::Group::agree`]).
+    fn set_once(&self, key: &str, value: &[u8]) -> Result<Vec<u8>>;
+    /// Sets `key` to `value` for as long as this client is connected; when its connection ends
+    /// (the process exited or died), the store sets `key` to `when_gone`. How ranks learn that a
+    /// peer is gone without a link to it. A store without connections (in memory, or one whose
+    /// protocol cannot do this) just sets `value`: a peer's death is then noticed only through
+    /// the deadline.
+    fn set_ephemeral(&self, key: &str, value: &[u8], when_gone: &[u8]) -> Result<()>;
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
@@ -33,5 +43,11 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
         (**self).add(key, delta)
+    }
+    fn set_once(&self, key: &str, value: &[u8]) -> Result<Vec<u8>> {
+        (**self).set_once(key, value)
+    }
+    fn set_ephemeral(&self, key: &str, value: &[u8], when_gone: &[u8]) -> Result<()> {
+        (**self).set_ephemeral(key, value, when_gone)
     }
 }

@@ -3,7 +3,12 @@
 //!
 //! Wire format, after the [`crate::auth`] handshake. Request: `op: u8`, `key_len: u32`, key,
 //! `val_len: u32`, value (little endian). `op` is 1 set, 2 get (value: the wait in ms as u64),
-//! 3 add (value: i64). Reply: `status: u8` (0 ok, 1 timed out, 2 error), `len: u32`, payload.
+//! 3 add (value: i64), 4 set once (replies with the value held), 5 set while connected (value:
+//! `len: u32`, the value, then the value for when the connection ends). Reply: `status: u8`
+//! (0 ok, 1 timed out, 2 error), `len: u32`, payload.
+//!
+//! The server answers each client on a thread of its own, and when a client's connection ends
+//! it sets every key that client set with op 5 to its value for when the client is gone.
 
 use super::{MemoryStore, Store};
 use crate::auth::{self, Secret};
@@ -18,6 +23,8 @@ use std::time::{Duration, Instant};
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
 const OP_ADD: u8 = 3;
+const OP_SET_ONCE: u8 = 4;
+const OP_SET_EPHEMERAL: u8 = 5;
 const MAX_FIELD: u32 = 64 << 20;
 
 /// Serves a store on a TCP port until dropped.
@@ -128,18 +135,46 @@ fn accept_loop(
     }
 }
 
-/// Answers the requests of one client that proved the secret, until it leaves.
+/// Answers the requests of one client that proved the secret, until it leaves; then sets the
+/// keys it held while connected to their values for when it is gone.
 fn serve(mut stream: TcpStream, table: &MemoryStore) {
-    while let Ok((op, key, val)) = read_request(&mut stream) {
-        let reply = match handle(table, op, &key, &val) {
+    let mut held: Vec<(String, Vec<u8>)> = Vec::new();
+    serve_requests(&mut stream, table, &mut held);
+    for (key, gone) in held {
+        let _ = table.set(&key, &gone);
+    }
+}
+
+fn serve_requests(stream: &mut TcpStream, table: &MemoryStore, held: &mut Vec<(String, Vec<u8>)>) {
+    while let Ok((op, key, val)) = read_request(stream) {
+        let result = if op == OP_SET_EPHEMERAL {
+            split_ephemeral(&val).and_then(|(value, gone)| {
+                held.retain(|(k, _)| *k != key);
+                held.push((key.clone(), gone.to_vec()));
+                table.set(&key, value).map(|_| Vec::new())
+            })
+        } else {
+            handle(table, op, &key, &val)
+        };
+        let reply = match result {
             Ok(data) => (0u8, data),
             Err(e) if e.kind() == ErrorKind::Timeout => (1, e.message().as_bytes().to_vec()),
             Err(e) => (2, e.message().as_bytes().to_vec()),
         };
-        if write_frame(&mut stream, reply.0, &[&reply.1]).is_err() {
+        if write_frame(stream, reply.0, &[&reply.1]).is_err() {
             return;
         }
     }
+}
+
+/// Op 5's value: the value while connected, then the one for when the client is gone.
+fn split_ephemeral(val: &[u8]) -> Result<(&[u8], &[u8])> {
+    let bad = || Error::invalid("bad set-while-connected request");
+    let (len, rest) = val.split_first_chunk::<4>().ok_or_else(bad)?;
+    let len = u32::from_le_bytes(*len) as usize;
+    (len <= rest.len())
+        .then(|| rest.split_at(len))
+        .ok_or_else(bad)
 }
 
 fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>> {
@@ -159,6 +194,7 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>>
             );
             table.add(key, d).map(|v| v.to_le_bytes().to_vec())
         }
+        OP_SET_ONCE => table.set_once(key, val),
         _ => Err(Error::invalid(format!("unknown store op {op}"))),
     }
 }
@@ -320,6 +356,21 @@ impl Store for TcpStore {
             Error::new(ErrorKind::Bootstrap, "malformed add reply from the store")
         })?))
     }
+
+    fn set_once(&self, key: &str, value: &[u8]) -> Result<Vec<u8>> {
+        self.call(OP_SET_ONCE, key, value, Duration::ZERO)
+    }
+
+    fn set_ephemeral(&self, key: &str, value: &[u8], when_gone: &[u8]) -> Result<()> {
+        let len = u32::try_from(value.len())
+            .map_err(|_| Error::invalid("a store value of 4 GiB or more"))?;
+        let mut val = Vec::with_capacity(4 + value.len() + when_gone.len());
+        val.extend_from_slice(&len.to_le_bytes());
+        val.extend_from_slice(value);
+        val.extend_from_slice(when_gone);
+        self.call(OP_SET_EPHEMERAL, key, &val, Duration::ZERO)
+            .map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +397,30 @@ mod tests {
         assert_eq!(stranger.err().map(|e| e.kind()), Some(ErrorKind::Auth));
         // The store still serves its own clients after the stranger.
         assert_eq!(a.add("c", 1).unwrap(), 5);
+    }
+
+    #[test]
+    fn set_once_keeps_the_first_value_and_ephemeral_keys_change_when_their_client_leaves() {
+        let secret = Secret::generate().unwrap();
+        let server = StoreServer::bind("127.0.0.1:0", secret.clone()).unwrap();
+        let addr = server.addr().to_string();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let a = TcpStore::connect(&addr, &secret, deadline).unwrap();
+        let b = TcpStore::connect(&addr, &secret, deadline).unwrap();
+        assert_eq!(a.set_once("d", b"a's").unwrap(), b"a's");
+        assert_eq!(b.set_once("d", b"b's").unwrap(), b"a's");
+        b.set_ephemeral("alive/b", b"1", b"0").unwrap();
+        assert_eq!(a.get("alive/b", deadline).unwrap(), b"1");
+        drop(b);
+        let mut now = a.get("alive/b", deadline).unwrap();
+        while now == b"1" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+            now = a.get("alive/b", deadline).unwrap();
+        }
+        assert_eq!(
+            now, b"0",
+            "the key says b is gone once its connection ended"
+        );
     }
 
     #[test]

@@ -206,7 +206,7 @@ fn kind_tag(kind: OpKind) -> (u8, u32) {
     }
 }
 
-const ERROR_KINDS: [ErrorKind; 9] = [
+const ERROR_KINDS: [ErrorKind; 10] = [
     ErrorKind::InvalidArgument,
     ErrorKind::Config,
     ErrorKind::Bootstrap,
@@ -216,6 +216,7 @@ const ERROR_KINDS: [ErrorKind; 9] = [
     ErrorKind::PeerLost,
     ErrorKind::Io,
     ErrorKind::Aborted,
+    ErrorKind::Revoked,
 ];
 
 /// Encodes a data header.

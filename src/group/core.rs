@@ -249,6 +249,27 @@ impl Core {
         result
     }
 
+    /// Revokes the group (see [`super::Group::revoke`]): unless a call failed already (which
+    /// aborted the links then), tells every peer, through each link, that this rank revoked it,
+    /// and refuses every later call. Waits for a call of this rank in flight on another thread
+    /// to end first (calls hold the links).
+    pub(crate) fn revoke(&self) -> Result<()> {
+        let mut comm = self.lock()?;
+        let wire = &mut comm.wire;
+        if wire.poisoned.is_none() {
+            let err = Error::new(
+                ErrorKind::Revoked,
+                format!(
+                    "rank {} revoked the group; shrink it (Group::shrink) to go on",
+                    self.rank
+                ),
+            );
+            abort_links(&mut wire.links, &err, self.timeout);
+            wire.poisoned = Some(err);
+        }
+        Ok(())
+    }
+
     /// Records from now on the peer each failed call lost, in the job's store (see
     /// [`super::losses`]).
     pub(crate) fn report_losses_to(&self, report: super::losses::LossReport) {

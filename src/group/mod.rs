@@ -1,6 +1,7 @@
 //! [`Group`]: the ranks of a job and the collectives they call together.
 
 mod core;
+mod ft;
 pub(crate) mod losses;
 mod nonblocking;
 mod ops;
@@ -137,8 +138,31 @@ impl Group {
         options: GroupOptions,
         server: Option<StoreServer>,
     ) -> Result<Group> {
+        let deadline = Instant::now() + options.timeout;
+        Group::forming_with_store(store, options, server, deadline)
+    }
+
+    /// [`Group::from_shared_store`], forming by `deadline` (the group's calls keep
+    /// `options.timeout`): how [`Group::shrink`] gives a new group a shorter time to form.
+    pub(crate) fn from_shared_store_until(
+        store: Arc<dyn Store>,
+        options: GroupOptions,
+        deadline: Instant,
+    ) -> Result<Group> {
+        Group::forming_with_store(store, options, None, deadline)
+    }
+
+    /// Forms the group and keeps the store (for [`Group::split`], [`Group::agree`] and
+    /// [`Group::shrink`]), with this rank's key that says it is alive ([`ft`]).
+    fn forming_with_store(
+        store: Arc<dyn Store>,
+        options: GroupOptions,
+        server: Option<StoreServer>,
+        deadline: Instant,
+    ) -> Result<Group> {
         let template = options.clone();
-        let mut group = Group::from_store_serving(&*store, options, server)?;
+        let mut group = Group::from_store_until(&*store, options, server, deadline)?;
+        ft::register(&*store, &template.prefix, template.rank)?;
         group.splitter = Some(Arc::new(split::Splitter::new(store, template)));
         Ok(group)
     }
@@ -148,13 +172,22 @@ impl Group {
         options: GroupOptions,
         server: Option<StoreServer>,
     ) -> Result<Group> {
+        let deadline = Instant::now() + options.timeout;
+        Group::from_store_until(store, options, server, deadline)
+    }
+
+    fn from_store_until(
+        store: &dyn Store,
+        options: GroupOptions,
+        server: Option<StoreServer>,
+        deadline: Instant,
+    ) -> Result<Group> {
         let (rank, size) = (options.rank, options.size);
         if size == 0 || rank >= size {
             return Err(crate::Error::invalid(format!(
                 "rank {rank} is not inside a group of {size}"
             )));
         }
-        let deadline = Instant::now() + options.timeout;
         // Exchange addresses (the TCP mesh), then, for each peer, the first transport in the
         // table that can connect the pair turns its stream into the link.
         let mesh = connect_mesh(store, mesh_options(&options, deadline))?;

@@ -13,6 +13,8 @@ pub(crate) struct Splitter {
     /// Splits so far: every rank splits in the same order, so the same number names the same
     /// split everywhere.
     count: AtomicU64,
+    /// Agreements and shrink attempts so far ([`super::ft`]), counted the same way.
+    rounds: AtomicU64,
 }
 
 /// For each rank: its position in its subgroup and the subgroup's size, from every rank's
@@ -39,7 +41,28 @@ impl Splitter {
             store,
             template,
             count: AtomicU64::new(0),
+            rounds: AtomicU64::new(0),
         }
+    }
+
+    /// The options the group was formed with.
+    pub(crate) fn template(&self) -> &GroupOptions {
+        &self.template
+    }
+
+    /// The store the group was formed through.
+    pub(crate) fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    /// The same, shared.
+    pub(crate) fn store_arc(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// The number of this rank's next agreement or shrink attempt.
+    pub(crate) fn next_round(&self) -> u64 {
+        self.rounds.fetch_add(1, Ordering::SeqCst)
     }
 
     /// Forms this rank's subgroup given every rank's `(color, key)`.

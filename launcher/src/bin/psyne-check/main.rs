@@ -15,6 +15,11 @@
 //! (`psyne::mpi::native_group`) and checks everything. Every backend first checks that the world
 //! has the size the launcher announced.
 //!
+//! `--shrink-trial SEED [--second-failure]` (under `psyrun --on-failure continue`) kills one
+//! rank, or two, at a random point and checks that the survivors' shrunk group gets every
+//! collective right (see `shrink.rs`); `--revoke-trial` has rank 0 revoke the group while the
+//! others wait in a collective, which must fail with `Revoked`, then all shrink it.
+//!
 //! Exit status: 0 all results right, 1 a wrong result, 2 a communication error or bad usage.
 //!
 //! `--fault KIND:RANK` is a test hook that makes rank RANK misbehave, for the launcher's failure
@@ -27,6 +32,8 @@
 //! attempt prints `rank R: attempt A: first collective at T` (T: microseconds since the Unix
 //! epoch) after one all-reduce, then checks every collective. A rank killing itself prints
 //! `rank R: killing itself at T` first: the two times give how long a restart takes.
+
+mod shrink;
 
 use psyne::conformance::{self, Mismatch};
 use psyne::ReduceOp;
@@ -67,6 +74,12 @@ struct Args {
     fault: Option<(String, usize)>,
     /// Play the fault only in attempts below this (`--fault-attempts`).
     fault_attempts: Option<usize>,
+    /// `--shrink-trial SEED`.
+    shrink_trial: Option<u64>,
+    /// `--second-failure`.
+    second_failure: bool,
+    /// `--revoke-trial`.
+    revoke_trial: bool,
     backend: Backend,
 }
 
@@ -76,6 +89,9 @@ fn parse() -> Result<Args, String> {
         seed: 1,
         fault: None,
         fault_attempts: None,
+        shrink_trial: None,
+        second_failure: false,
+        revoke_trial: false,
         backend: Backend::Native,
     };
     let mut it = std::env::args().skip(1);
@@ -114,6 +130,15 @@ fn parse() -> Result<Args, String> {
                         .map_err(|_| "--fault-attempts takes a number".to_string())?,
                 )
             }
+            "--shrink-trial" => {
+                a.shrink_trial = Some(
+                    value()?
+                        .parse()
+                        .map_err(|_| "--shrink-trial takes a seed (a number)".to_string())?,
+                )
+            }
+            "--second-failure" => a.second_failure = true,
+            "--revoke-trial" => a.revoke_trial = true,
             "--backend" => a.backend = Backend::parse(&value()?)?,
             "-h" | "--help" => {
                 println!("usage: psyne-check [--backend native|mpi|native-over-mpi] [--counts 0,1,1001] [--seed N]\nRuns every collective x op x type and compares with the sequential oracle.");
@@ -141,6 +166,8 @@ fn main() -> ExitCode {
     if cfg!(feature = "mpi")
         && args.backend == Backend::Native
         && args.fault.is_none()
+        && args.shrink_trial.is_none()
+        && !args.revoke_trial
         && foreign.as_ref().is_some_and(|f| f.mpi)
     {
         args.backend = Backend::NativeOverMpi;
@@ -173,6 +200,12 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
     if let Err(e) = check_world_size(rank, size, launcher_world_size()) {
         eprintln!("psyne-check: {e}");
         return ExitCode::from(2);
+    }
+    if args.revoke_trial {
+        return shrink::revoke_trial(&group);
+    }
+    if let Some(seed) = args.shrink_trial {
+        return shrink::run(&group, seed, args.second_failure);
     }
     if let Some((kind, r)) = &args.fault {
         let attempt = psyne::contract::restart_count().unwrap_or(0);

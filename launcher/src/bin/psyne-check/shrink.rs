@@ -1,0 +1,216 @@
+//! `psyne-check --shrink-trial SEED [--second-failure]`: one trial of going on after a failure,
+//! for `launcher/tests/shrink.rs` (run under `psyrun --on-failure continue`).
+//!
+//! Every rank runs a loop of all-reduces of varying sizes, each checked against its oracle;
+//! rank `SEED % size` SIGKILLs itself from a helper thread after a delay drawn from SEED (0 to
+//! 30 ms), so it dies at a random point of a collective. The survivors' calls fail; each revokes
+//! the group, shrinks it, and checks every collective × op × type on the new group against the
+//! oracle. With `--second-failure`, the next rank after the victim also dies, at a random point
+//! (0 to 3 ms) after it starts recovering: inside the agreement or the shrink.
+//!
+//! Each survivor prints `rank R: shrunk to S ranks as rank R2: ...` with the conformance verdict;
+//! the victims print `rank R: killing itself ...` first.
+
+use psyne::{conformance, Group, ReduceOp};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How long the loop may run before the trial counts as broken (the victim should be dead).
+const LOOP_LIMIT: Duration = Duration::from_secs(20);
+
+/// A small deterministic generator (splitmix64), so a seed names a whole trial.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Kills this process from a helper thread after `delay`, saying so first.
+fn die_after(rank: usize, delay: Duration, when: &'static str) {
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        println!("rank {rank}: killing itself {when} after {delay:?}");
+        // SAFETY: raising a signal on this process has no memory-safety preconditions.
+        unsafe {
+            libc::raise(libc::SIGKILL);
+        }
+    });
+}
+
+/// Runs the loop until a call fails (the victim died); an error if none did in time or a result
+/// was wrong.
+fn loop_until_failure(group: &Group, draw: &mut Draw) -> Result<psyne::Error, String> {
+    let (rank, size) = (group.rank(), group.size());
+    let start = Instant::now();
+    let mut i = 0u64;
+    while start.elapsed() < LOOP_LIMIT {
+        let n = 1 + draw.below(1 << 16) as usize;
+        let mut buf: Vec<f64> = (0..n).map(|k| (rank * 1000 + k % 997) as f64).collect();
+        if let Err(e) = group.all_reduce(&mut buf, ReduceOp::Sum) {
+            return Ok(e);
+        }
+        let ranks_sum = (size * (size - 1) / 2 * 1000) as f64;
+        if let Some(k) = (0..n).find(|&k| buf[k] != ranks_sum + (size * (k % 997)) as f64) {
+            return Err(format!(
+                "rank {rank}: all-reduce {i} of {n} elements is wrong at {k}: {}",
+                buf[k]
+            ));
+        }
+        i += 1;
+    }
+    Err(format!(
+        "rank {rank}: no call failed within {LOOP_LIMIT:?}; the victim did not die"
+    ))
+}
+
+/// The trial (see the module docs); the exit status of a survivor.
+pub fn run(group: &Group, seed: u64, second_failure: bool) -> ExitCode {
+    let (rank, size) = (group.rank(), group.size());
+    let mut draw = Draw(seed);
+    let victim = (seed % size as u64) as usize;
+    let second = (victim + 1) % size;
+    println!(
+        "rank {rank}: job {}",
+        std::env::var("PSY_JOB_ID").unwrap_or_default()
+    );
+    let delay = Duration::from_micros(draw.below(30_000));
+    if rank == victim {
+        die_after(rank, delay, "in the loop");
+    }
+    let failure = match loop_until_failure(group, &mut draw) {
+        Ok(e) => e,
+        Err(why) => {
+            eprintln!("psyne-check: {why}");
+            return ExitCode::from(1);
+        }
+    };
+    println!(
+        "rank {rank}: the loop failed: {:?}: {failure}",
+        failure.kind()
+    );
+    if second_failure && rank == second {
+        die_after(
+            rank,
+            Duration::from_micros(draw.below(3_000)),
+            "while recovering",
+        );
+    }
+    // Recover until a shrunk group gets through the whole check: a rank that dies after a
+    // shrink completed is a new failure, met by shrinking again, as a program would.
+    let mut current = group.clone();
+    for round in 1..=3 {
+        let began = Instant::now();
+        let smaller = match current.revoke().and_then(|()| current.shrink()) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("psyne-check: rank {rank}: shrink failed: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let took = began.elapsed();
+        let counts = conformance::default_counts(smaller.size());
+        match conformance::check_all_types(&smaller, &counts, seed) {
+            Ok(bad) if bad.is_empty() => {
+                if let Err(why) = agreements_hold(&smaller) {
+                    eprintln!("psyne-check: rank {rank}: {why}");
+                    return ExitCode::from(1);
+                }
+                println!(
+                    "rank {rank}: shrunk to {} ranks as rank {} in {:.1} ms (shrink {round}): every collective x op x type matches the oracle",
+                    smaller.size(),
+                    smaller.rank(),
+                    took.as_secs_f64() * 1e3
+                );
+                return ExitCode::SUCCESS;
+            }
+            Ok(bad) => {
+                for m in bad.iter().take(10) {
+                    println!(
+                        "rank {rank}: WRONG {m} (shrunk to {} ranks)",
+                        smaller.size()
+                    );
+                }
+                return ExitCode::from(1);
+            }
+            Err(e) => {
+                println!(
+                    "rank {rank}: the group shrunk to {} ranks failed too ({:?}: {e}); shrinking again",
+                    smaller.size(),
+                    e.kind()
+                );
+                current = smaller;
+            }
+        }
+    }
+    eprintln!("psyne-check: rank {rank}: still failing after 3 shrinks");
+    ExitCode::from(2)
+}
+
+/// On a healthy group, agreements are the AND of the flags and find nobody gone.
+fn agreements_hold(g: &Group) -> Result<(), String> {
+    let mixed = g.agree(g.rank() != 0).map_err(|e| e.to_string())?;
+    let all = g.agree(true).map_err(|e| e.to_string())?;
+    if mixed != (g.size() == 1, vec![]) || all != (true, vec![]) {
+        return Err(format!(
+            "agree on the shrunk group gave {mixed:?} and {all:?}, not (false, []) and (true, [])"
+        ));
+    }
+    Ok(())
+}
+
+/// `--revoke-trial`: rank 0 revokes the group while the others wait in an all-reduce for it;
+/// they must fail with `Revoked`; then all shrink (nobody is gone: same size) and the new group
+/// gets an all-reduce right.
+pub fn revoke_trial(group: &Group) -> ExitCode {
+    let (rank, size) = (group.rank(), group.size());
+    let outcome = if rank == 0 {
+        std::thread::sleep(Duration::from_millis(50));
+        group.revoke().map(|()| "revoked it".to_string())
+    } else {
+        let mut x = vec![1.0f32; 1000];
+        match group.all_reduce(&mut x, ReduceOp::Sum) {
+            Ok(()) => Err(psyne::Error::invalid(
+                "the all-reduce succeeded on a revoked group",
+            )),
+            Err(e) if e.kind() == psyne::ErrorKind::Revoked => Ok(format!("got {:?}", e.kind())),
+            Err(e) => Err(e),
+        }
+    };
+    let said = match outcome {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("psyne-check: rank {rank}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let checked = group.shrink().and_then(|g| {
+        let mut x = vec![(g.rank() + 1) as f64; 333];
+        g.all_reduce(&mut x, ReduceOp::Sum)?;
+        let want = (g.size() * (g.size() + 1) / 2) as f64;
+        Ok((g.size(), x.iter().all(|&v| v == want)))
+    });
+    match checked {
+        Ok((n, true)) if n == size => {
+            println!("rank {rank}: {said}; shrunk to {n} ranks, all-reduce right");
+            ExitCode::SUCCESS
+        }
+        Ok((n, right)) => {
+            eprintln!("psyne-check: rank {rank}: shrunk to {n} ranks (of {size}), all-reduce right: {right}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("psyne-check: rank {rank}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Going on after a failure inside the library, with real processes under `psyrun --on-failure
+//! continue`: a rank SIGKILLed at a random point of a collective loop, then the survivors revoke,
+//! agree and shrink, and their new group gets every collective × op × type right (checked against
+//! the oracle) and agrees as it should; a second rank dying while they recover; a rank revoking
+//! the group under the others' feet. Nothing is left in /dev/shm.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+
+fn check_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"))
+}
+
+/// Files in /dev/shm whose names carry job `job`'s prefix.
+fn segments_of(job: &str) -> Vec<String> {
+    let prefix = psyne::internal::job_prefix(job);
+    let prefix = prefix.trim_start_matches('/').to_string();
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs one `--shrink-trial` of `n` ranks over `transport`; returns psyrun's result.
+fn trial(n: usize, transport: &str, seed: u64, second: bool) -> Done {
+    let dir = TempDir::new(&format!("shrink-{transport}-{seed}"));
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        &n.to_string(),
+        "--on-failure",
+        "continue",
+        "--grace",
+        "2",
+    ])
+    .arg(check_bin())
+    .args(["--shrink-trial", &seed.to_string()])
+    .env("PSY_TRANSPORT", transport)
+    .env("PSY_TIMEOUT", "30");
+    if second {
+        cmd.arg("--second-failure");
+    }
+    run(cmd, &dir)
+}
+
+/// The trial ended well: exit 0, `survivors` ranks each checked a group of that size, the
+/// failures were named, and the job left no shared memory.
+fn assert_survived(done: &Done, survivors: usize, what: &str) {
+    let ctx = format!("{what}\nstdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    let good = format!("shrunk to {survivors} ranks as rank");
+    let ok: Vec<&str> = done
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&good) && l.contains("every collective x op x type matches"))
+        .collect();
+    assert_eq!(ok.len(), survivors, "{ctx}");
+    let killed = done.stderr.matches("killed by signal 9 (SIGKILL)").count();
+    assert!(killed >= 1, "{ctx}");
+    assert!(
+        done.stderr
+            .contains("go on without it (--on-failure continue)"),
+        "{ctx}"
+    );
+    let job = done
+        .stdout
+        .lines()
+        .find_map(|l| l.split(": job ").nth(1))
+        .expect("ranks print their job id")
+        .trim()
+        .to_string();
+    let left = segments_of(&job);
+    assert!(
+        left.is_empty(),
+        "segments left in /dev/shm: {left:?}\n{ctx}"
+    );
+}
+
+fn many_trials(transport: &str) {
+    let mut slowest = 0f64;
+    for seed in 0..25 {
+        let done = trial(4, transport, seed, false);
+        assert_survived(&done, 3, &format!("{transport} seed {seed}"));
+        for ms in done.stdout.lines().filter_map(|l| {
+            l.split(" in ")
+                .nth(1)?
+                .split(" ms")
+                .next()?
+                .parse::<f64>()
+                .ok()
+        }) {
+            slowest = slowest.max(ms);
+        }
+    }
+    eprintln!("{transport}: 25 trials; slowest revoke + shrink {slowest:.1} ms");
+}
+
+#[test]
+fn a_rank_killed_at_random_in_shm_collectives_leaves_three_that_shrink_and_check_out() {
+    many_trials("shm");
+}
+
+#[test]
+fn a_rank_killed_at_random_in_tcp_collectives_leaves_three_that_shrink_and_check_out() {
+    many_trials("tcp");
+}
+
+#[test]
+fn a_second_rank_dying_while_the_others_recover_is_left_out_too() {
+    for (i, transport) in ["shm", "tcp"].iter().cycle().take(8).enumerate() {
+        let seed = 100 + i as u64;
+        let done = trial(5, transport, seed, true);
+        assert_survived(&done, 3, &format!("{transport} seed {seed}"));
+        assert!(
+            done.stdout.contains("killing itself while recovering"),
+            "{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
+fn a_revoked_group_fails_every_waiting_rank_and_shrinks_to_the_same_ranks() {
+    for transport in ["shm", "tcp"] {
+        let dir = TempDir::new(&format!("revoke-{transport}"));
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", "3", "--grace", "2"])
+            .arg(check_bin())
+            .arg("--revoke-trial")
+            .env("PSY_TRANSPORT", transport)
+            .env("PSY_TIMEOUT", "30");
+        let done = run(cmd, &dir);
+        assert_eq!(
+            done.code(),
+            Some(0),
+            "{transport}\n{}\n{}",
+            done.stdout,
+            done.stderr
+        );
+        assert_eq!(
+            done.stdout
+                .matches("got Revoked; shrunk to 3 ranks")
+                .count(),
+            2
+        );
+        assert_eq!(
+            done.stdout.matches("revoked it; shrunk to 3 ranks").count(),
+            1
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! Going on after a rank fails: [`Group::revoke`], [`Group::agree`] and [`Group::shrink`], as
+//! ULFM's `MPIX_Comm_revoke`, `MPIX_Comm_agree` and `MPIX_Comm_shrink` (and NCCL's
+//! `ncclCommRevoke`/`ncclCommShrink`) define them, over the group's store.
+//!
+//! - **Who is gone.** Every rank of a group formed with its store kept (`psyne::init()`,
+//!   [`Group::from_shared_store`], [`Group::split`]) holds a key `PREFIX/alive/RANK` in the store
+//!   for as long as its connection to the store lives ([`Store::set_ephemeral`]): when the
+//!   process dies, however it dies, the store (psyrun's) sets the key to `gone`. That, not the
+//!   group's links (which a failed call has already aborted), is how the survivors tell a dead
+//!   rank from a slow one.
+//! - **Agreement.** Each survivor votes under `PREFIX/ftN/vote/RANK`, then waits until every
+//!   rank has voted or is gone; it proposes the AND of the votes it saw and the ranks it found
+//!   gone, and the first proposal written to `PREFIX/ftN/decision` ([`Store::set_once`]) is
+//!   every rank's answer, so all survivors get the same one even when another rank dies during
+//!   the agreement. `N` counts the rank's agreements: every survivor makes the same ones, in
+//!   the same order.
+//! - **Shrink.** The survivors agree on who is gone, form a new group of the rest (ranks
+//!   renumbered densely in the old order) through the store, and agree again that every one of
+//!   them formed it; if one did not (another rank died meanwhile), all drop it and start over.
+//!
+//! Where this differs from ULFM: the new group gets new links (the old ones were aborted by the
+//! failure); a rank that stays silent past the group's timeout without dying is counted as failed
+//! (and gets an error if it votes later); the store is the one point every survivor needs (psyrun
+//! serves it; under torchrun rank 0 does, so rank 0's death ends the job); an agreement costs a
+//! store round trip per rank polled, so its time grows with the group (fine for tens of ranks).
+
+use super::{Group, GroupOptions};
+use crate::bootstrap::Store;
+use crate::error::{Error, ErrorKind, Result};
+use std::time::{Duration, Instant};
+
+/// What a live rank's key holds, and what the store writes there when it is gone.
+const ALIVE: &[u8] = b"alive";
+const GONE: &[u8] = b"gone";
+
+/// How long a shrink first gives the new group to form before the survivors check whether
+/// everyone did (a rank that died while it formed holds the others up this long); doubled at
+/// each new try, up to the group's timeout.
+const FIRST_FORMING_BUDGET: Duration = Duration::from_millis(500);
+
+fn alive_key(prefix: &str, rank: usize) -> String {
+    format!("{prefix}/alive/{rank}")
+}
+
+/// Records in `store` that `rank` of the group `prefix` is alive while its connection lives.
+pub(crate) fn register(store: &dyn Store, prefix: &str, rank: usize) -> Result<()> {
+    store.set_ephemeral(&alive_key(prefix, rank), ALIVE, GONE)
+}
+
+/// Whether `rank` is known to be gone (false if it is alive or never registered).
+fn is_gone(store: &dyn Store, prefix: &str, rank: usize) -> Result<bool> {
+    match store.get(&alive_key(prefix, rank), Instant::now()) {
+        Ok(v) => Ok(v == GONE),
+        Err(e) if e.kind() == ErrorKind::Timeout => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A decision as the store holds it: the flag, then each failed rank as a u32 (little endian).
+fn encode(flag: bool, failed: &[usize]) -> Vec<u8> {
+    let mut out = vec![u8::from(flag)];
+    for &r in failed {
+        out.extend_from_slice(&(r as u32).to_le_bytes());
+    }
+    out
+}
+
+fn decode(bytes: &[u8]) -> Option<(bool, Vec<usize>)> {
+    let (flag, rest) = bytes.split_first()?;
+    if rest.len() % 4 != 0 {
+        return None;
+    }
+    let failed = rest
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize)
+        .collect();
+    Some((*flag == 1, failed))
+}
+
+/// One agreement among the ranks of group `prefix` of `size`, this rank voting `flag`.
+pub(crate) struct Agreement<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) prefix: &'a str,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    /// Which of this rank's agreements it is.
+    pub(crate) round: u64,
+    pub(crate) deadline: Instant,
+}
+
+impl Agreement<'_> {
+    /// Votes `flag` and returns the decision: the AND of the votes of the ranks that voted, and
+    /// the ranks that did not because they are gone (sorted).
+    pub(crate) fn run(&self, flag: bool) -> Result<(bool, Vec<usize>)> {
+        let base = format!("{}/ft{}", self.prefix, self.round);
+        self.store
+            .set(&format!("{base}/vote/{}", self.rank), &[u8::from(flag)])?;
+        let mut votes: Vec<Option<bool>> = vec![None; self.size];
+        let mut gone = vec![false; self.size];
+        let mut pause = Duration::from_micros(100);
+        loop {
+            for j in 0..self.size {
+                if votes[j].is_some() || gone[j] {
+                    continue;
+                }
+                match self.store.get(&format!("{base}/vote/{j}"), Instant::now()) {
+                    Ok(v) => votes[j] = Some(v.first() == Some(&1)),
+                    Err(e) if e.kind() == ErrorKind::Timeout => {
+                        gone[j] = is_gone(self.store, self.prefix, j)?;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let waiting = (0..self.size).filter(|&j| votes[j].is_none() && !gone[j]);
+            if waiting.clone().next().is_none() {
+                break;
+            }
+            if Instant::now() >= self.deadline {
+                // Silent past the deadline: counted as failed, as a failure detector would.
+                let silent: Vec<usize> = waiting.collect();
+                for &j in &silent {
+                    gone[j] = true;
+                }
+                break;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+        let all = votes.iter().flatten().all(|&v| v);
+        let failed: Vec<usize> = (0..self.size).filter(|&j| gone[j]).collect();
+        let decided = self
+            .store
+            .set_once(&format!("{base}/decision"), &encode(all, &failed))?;
+        let (flag, failed) = decode(&decided).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                format!(
+                    "agreement {}: the store holds a malformed decision",
+                    self.round
+                ),
+            )
+        })?;
+        if failed.contains(&self.rank) {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "agreement {} on rank {}: the other ranks counted this rank as failed (it did \
+                     not vote before their deadline, PSY_TIMEOUT); it is not part of what they \
+                     decided",
+                    self.round, self.rank
+                ),
+            ));
+        }
+        Ok((flag, failed))
+    }
+}
+
+/// The new group's place of this rank: its rank among the survivors, and their number.
+fn survivor_rank(rank: usize, size: usize, failed: &[usize]) -> (usize, usize) {
+    let before = (0..rank).filter(|r| !failed.contains(r)).count();
+    (before, size - failed.len())
+}
+
+impl Group {
+    /// What [`Group::agree`] and [`Group::shrink`] need: the store and options the group was
+    /// formed with.
+    fn kept(&self, what: &str) -> Result<&super::split::Splitter> {
+        self.splitter.as_deref().ok_or_else(|| {
+            Error::invalid(format!(
+                "{what}: this group was formed without keeping its store (Group::from_store); form \
+                 it with psyne::init() or Group::from_shared_store"
+            ))
+        })
+    }
+
+    /// Revokes the group, as `MPIX_Comm_revoke`: every later call on it fails, on this rank and,
+    /// as soon as they hear from this one, on every other (with [`ErrorKind::Revoked`]), so that
+    /// no survivor stays blocked in a collective that a failed or departed rank will not join.
+    /// A call that failed already did the same (its error went to every peer), so after a
+    /// failure this only makes sure. Then [`Group::shrink`] to go on.
+    pub fn revoke(&self) -> Result<()> {
+        self.core.revoke()
+    }
+
+    /// A fault-tolerant agreement, as `MPIX_Comm_agree`: every live rank of the group calls it
+    /// (after a failure, after [`Group::revoke`]; it does not use the group's links), and every
+    /// one gets the same answer: the AND of the `flag`s of the ranks that voted, and the ranks
+    /// that are gone (died, or silent past the group's timeout), sorted. It completes even if
+    /// ranks die during it. A rank the others counted as failed gets an error instead.
+    pub fn agree(&self, flag: bool) -> Result<(bool, Vec<usize>)> {
+        let kept = self.kept("agree")?;
+        let options = kept.template();
+        Agreement {
+            store: kept.store(),
+            prefix: &options.prefix,
+            rank: self.rank(),
+            size: self.size(),
+            round: kept.next_round(),
+            deadline: Instant::now() + options.timeout,
+        }
+        .run(flag)
+    }
+
+    /// The survivors' new group, as `MPIX_Comm_shrink`: every live rank calls it after a
+    /// failure; they agree on who is gone and form a group of the others, renumbered densely in
+    /// their old order, over new links (shared memory and TCP as `PSY_TRANSPORT` says), which
+    /// runs every collective at once. If another rank dies while it forms, the survivors agree
+    /// on that too and form it again without it.
+    pub fn shrink(&self) -> Result<Group> {
+        let kept = self.kept("shrink")?;
+        let template = kept.template();
+        let until = Instant::now() + template.timeout;
+        let mut budget = FIRST_FORMING_BUDGET.min(template.timeout);
+        loop {
+            let (_, failed) = self.agree(true)?;
+            let (rank, size) = survivor_rank(self.rank(), self.size(), &failed);
+            let attempt = kept.next_round();
+            let options = GroupOptions {
+                rank,
+                size,
+                prefix: format!("{}/shrink{attempt}", template.prefix),
+                ..template.clone()
+            };
+            let forming_until = until.min(Instant::now() + budget);
+            let formed = Group::from_shared_store_until(kept.store_arc(), options, forming_until);
+            let (all_formed, failed_now) = self.agree(formed.is_ok())?;
+            if all_formed && failed_now == failed {
+                return formed;
+            }
+            if Instant::now() >= until {
+                return Err(formed.err().unwrap_or_else(|| {
+                    Error::new(
+                        ErrorKind::Timeout,
+                        "shrink: ranks kept failing while the new group formed; gave up at the \
+                         group's deadline (PSY_TIMEOUT)",
+                    )
+                }));
+            }
+            budget = (budget * 2).min(template.timeout);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_round_trip_and_survivors_renumber_in_order() {
+        assert_eq!(decode(&encode(true, &[1, 7])), Some((true, vec![1, 7])));
+        assert_eq!(decode(&encode(false, &[])), Some((false, vec![])));
+        assert_eq!(decode(&[1, 2, 3]), None);
+        assert_eq!(survivor_rank(0, 5, &[1, 3]), (0, 3));
+        assert_eq!(survivor_rank(2, 5, &[1, 3]), (1, 3));
+        assert_eq!(survivor_rank(4, 5, &[1, 3]), (2, 3));
+    }
+}

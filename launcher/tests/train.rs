@@ -376,3 +376,73 @@ fn a_rank_killed_mid_training_restarts_from_the_checkpoint_and_ends_as_an_uninte
         reached + 1
     );
 }
+
+/// The summary's test accuracy, in percent.
+fn accuracy(stdout: &str) -> f64 {
+    final_result(stdout)
+        .split("test accuracy ")
+        .nth(1)
+        .and_then(|r| r.split('%').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no accuracy in:\n{stdout}"))
+}
+
+/// How far `--elastic`'s final test accuracy may be from an uninterrupted run's, in percentage
+/// points (the README states it): the survivors repeat or skip the step the rank was lost in.
+const ELASTIC_TOLERANCE: f64 = 3.0;
+
+#[test]
+fn with_elastic_the_survivors_of_a_killed_rank_shrink_and_finish_near_the_uninterrupted_accuracy() {
+    const ARGS: [&str; 4] = ["--epochs", "8", "--hidden", "512"];
+    let reference = run_train(4, &ARGS);
+    assert_eq!(reference.code(), Some(0), "{}", context(&reference));
+
+    let dir = TempDir::new("train-elastic");
+    let mut cmd = psyrun(&dir);
+    cmd.args([
+        "-n",
+        "4",
+        "--on-failure",
+        "continue",
+        "--grace",
+        "2",
+        "--timeout",
+        "170",
+    ])
+    .arg("train")
+    .args(ARGS)
+    .args(["--elastic", "--check"])
+    .env("PATH", "/usr/bin:/bin")
+    .env("PSY_TIMEOUT", "60");
+    let job = Job::start(cmd, &dir);
+    eventually(LIMIT, "epoch 3", || job.stdout.text().contains("epoch 3/8"));
+    let rank2 = children(job.pid())
+        .into_iter()
+        .find(|&p| environ_var(p, "PSY_RANK").as_deref() == Some("2"))
+        .expect("rank 2 among psyrun's children");
+    // SAFETY: kill takes plain integers; rank2 is an unreaped child of the psyrun this test
+    // started, so the pid is not reused.
+    assert_eq!(unsafe { libc::kill(rank2, libc::SIGKILL) }, 0);
+    let done = job.wait(LIMIT);
+    let ctx = context(&done);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    assert!(done.stdout.contains("train: lost 1 rank ("), "{ctx}");
+    assert!(done.stdout.contains("; 3 go on from epoch "), "{ctx}");
+    assert!(
+        done.stdout
+            .contains("epochs on 3 ranks (started on 4; 1 lost, 1 shrink)"),
+        "{ctx}"
+    );
+    assert!(
+        done.stdout
+            .contains("check: parameters bitwise identical on all 3 ranks"),
+        "{ctx}"
+    );
+    assert!(done.stdout.contains("check: OK"), "{ctx}");
+    let (got, want) = (accuracy(&done.stdout), accuracy(&reference.stdout));
+    assert!(
+        (got - want).abs() <= ELASTIC_TOLERANCE,
+        "elastic {got}% vs uninterrupted {want}%: {ctx}"
+    );
+    eprintln!("elastic: test accuracy {got}% after losing rank 2 during epoch 3 or 4; uninterrupted {want}%");
+}

@@ -89,6 +89,12 @@ pub struct Args {
     /// Epochs between checkpoints (the last epoch is always saved).
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub checkpoint_every: usize,
+
+    /// Go on when a rank dies: the survivors revoke the group, shrink it, take the new rank 0's
+    /// parameters and place, and finish with the same global batch split over the ranks left.
+    /// Run under `psyrun --on-failure continue`, so that psyrun lets them.
+    #[arg(long)]
+    pub elastic: bool,
 }
 
 /// A validated configuration.
@@ -120,6 +126,8 @@ pub struct Config {
     pub checkpoint: Option<std::path::PathBuf>,
     /// Epochs between checkpoints, at least 1.
     pub checkpoint_every: usize,
+    /// Shrink and go on when a rank is lost.
+    pub elastic: bool,
 }
 
 /// The FNV-1a hash of `bytes`: the fingerprints', and the checkpoint file's check.
@@ -194,6 +202,7 @@ impl Args {
             quiet: self.quiet,
             checkpoint: self.checkpoint,
             checkpoint_every: self.checkpoint_every,
+            elastic: self.elastic,
         })
     }
 }
@@ -203,10 +212,11 @@ impl Config {
     /// starts (every rank must take part in the same checkpoint collectives).
     pub fn run_fingerprint(&self) -> u64 {
         let text = format!(
-            "{} {} {}",
+            "{} {} {} {}",
             self.fingerprint(),
             self.checkpoint.is_some(),
-            self.checkpoint_every
+            self.checkpoint_every,
+            self.elastic
         );
         fnv1a(text.as_bytes())
     }

@@ -99,7 +99,6 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
         )));
     }
 
-    let shape = trainer::shape(&cfg);
     if rank == 0 {
         println!("{}", header(&cfg, &group, train_set.len(), test_set.len()));
     }
@@ -130,32 +129,71 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
         }
     })?;
     let seconds = start.elapsed().as_secs_f64();
-    if resumed_epochs == cfg.epochs && rank == 0 {
-        println!("train: every epoch was done already (the checkpoint holds all {}); nothing left to train", cfg.epochs);
-    }
-    if let Some(last) = outcome.epochs.last() {
-        let steps: usize = outcome
-            .epochs
-            .iter()
-            .skip(resumed_epochs)
-            .map(|r| r.steps)
-            .sum();
-        println!(
-            "train: {} epochs on {size} rank{} in {seconds:.3} s ({:.3} ms per step); final train loss {:.4}, test accuracy {:.2}% ({}/{})",
-            cfg.epochs,
-            if size == 1 { "" } else { "s" },
-            1e3 * seconds / steps.max(1) as f64,
-            last.train_loss,
-            100.0 * last.test_acc,
-            last.test_correct,
-            last.test_samples
-        );
+    // After --elastic lost ranks, the survivors' group is the job now.
+    let group = outcome.group.clone().unwrap_or(group);
+    if group.rank() == 0 {
+        print_summary(&cfg, &outcome, resumed_epochs, seconds, size, group.size());
     }
     if !cfg.check {
         return Ok(true);
     }
+    finish_checks(&cfg, &group, &outcome, data)
+}
 
-    let differing = trainer::differing_parameters(&group, &outcome.params)?;
+/// Rank 0's last line: epochs, ranks, time, final loss and accuracy.
+fn print_summary(
+    cfg: &Config,
+    outcome: &trainer::Outcome,
+    resumed_epochs: usize,
+    seconds: f64,
+    started_with: usize,
+    size: usize,
+) {
+    if resumed_epochs == cfg.epochs {
+        println!("train: every epoch was done already (the checkpoint holds all {}); nothing left to train", cfg.epochs);
+    }
+    let Some(last) = outcome.epochs.last() else {
+        return;
+    };
+    let steps: usize = outcome
+        .epochs
+        .iter()
+        .skip(resumed_epochs)
+        .map(|r| r.steps)
+        .sum();
+    let lost = if size < started_with {
+        format!(
+            " (started on {started_with}; {} lost, {} shrink{})",
+            started_with - size,
+            outcome.shrinks,
+            if outcome.shrinks == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "train: {} epochs on {size} rank{}{lost} in {seconds:.3} s ({:.3} ms per step); final train loss {:.4}, test accuracy {:.2}% ({}/{})",
+        cfg.epochs,
+        if size == 1 { "" } else { "s" },
+        1e3 * seconds / steps.max(1) as f64,
+        last.train_loss,
+        100.0 * last.test_acc,
+        last.test_correct,
+        last.test_samples
+    );
+}
+
+/// `--check`: the parameters bitwise identical on every rank of `group`, and (on rank 0) the loss
+/// curve against a 1-rank run; every rank returns rank 0's verdict.
+fn finish_checks(
+    cfg: &Config,
+    group: &psyne::Group,
+    outcome: &trainer::Outcome,
+    (train_set, test_set): (&data::Dataset, &data::Dataset),
+) -> Result<bool, Error> {
+    let (rank, size) = (group.rank(), group.size());
+    let shape = trainer::shape(cfg);
+    let differing = trainer::differing_parameters(group, &outcome.params)?;
     let identical = differing == 0;
     let mut ok = identical;
     if rank == 0 {
@@ -175,12 +213,16 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
                 "check: loss curve not compared: with --sync-every {} (local SGD) the ranks step on their own shards, which a 1-rank run does not reproduce; only the parameters were checked",
                 cfg.sync_every
             );
+        } else if outcome.shrinks > 0 {
+            println!(
+                "check: loss curve not compared: the run lost ranks and repeated or skipped the step they were lost in, which a 1-rank run does not do; only the parameters were checked"
+            );
         } else {
-            let reference = trainer::train(&cfg, &train_set, &test_set, None, |_| {})?;
+            let reference = trainer::train(cfg, train_set, test_set, None, |_| {})?;
             let curve = |o: &trainer::Outcome| -> Vec<f64> {
                 o.epochs.iter().map(|r| r.train_loss).collect()
             };
-            let (worst, at) = trainer::curve_difference(&curve(&outcome), &curve(&reference));
+            let (worst, at) = trainer::curve_difference(&curve(outcome), &curve(&reference));
             let matches = worst <= args::LOSS_RTOL;
             println!(
                 "check: loss curve vs a 1-rank run of global batch {} in this process: largest relative difference {worst:.2e} (epoch {at}; tolerance {:.0e}): {}",
@@ -189,7 +231,7 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
                 if matches { "OK" } else { "FAILED" }
             );
             if !matches {
-                for (i, (a, b)) in curve(&outcome).iter().zip(curve(&reference)).enumerate() {
+                for (i, (a, b)) in curve(outcome).iter().zip(curve(&reference)).enumerate() {
                     println!(
                         "check:   epoch {}: {size} ranks {a:.8}, 1 rank {b:.8}",
                         i + 1

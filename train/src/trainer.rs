@@ -67,12 +67,16 @@ impl fmt::Display for EpochReport {
 }
 
 /// The result of training on one rank.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Outcome {
     /// This rank's final parameters.
     pub params: Vec<f32>,
-    /// One report per epoch on rank 0 (and in the reference run); empty on the other ranks.
+    /// One report per epoch (every rank has them; `on_epoch` sees them on rank 0).
     pub epochs: Vec<EpochReport>,
+    /// How many times `--elastic` shrank the group after losing ranks.
+    pub shrinks: usize,
+    /// The group training ended in: the one it started with, or the survivors' after a shrink.
+    pub group: Option<Group>,
 }
 
 /// The model's shape for `cfg`.
@@ -304,14 +308,20 @@ pub struct Resume {
 
 /// [`train`] from `resume`'s state, on `(train, test)`. After each epoch, `on_epoch` gets (on rank 0)
 /// every report so far, the new one last, and the parameters: what a checkpoint keeps.
+///
+/// With `cfg.elastic`, a collective that fails because a rank is gone does not end the run: the
+/// survivors revoke the group, shrink it ([`Group::shrink`]), take the new rank 0's parameters
+/// and place in the run (a survivor may be a step ahead of another), and go on with the same
+/// global batch split over the ranks left. [`Outcome::group`] is then the group they finished in.
 pub fn train_from(
     cfg: &Config,
-    (train, test): (&Dataset, &Dataset),
+    data: (&Dataset, &Dataset),
     group: Option<&Group>,
     resume: Resume,
     mut on_epoch: impl FnMut(&[EpochReport], &[f32]) -> Result<(), Error>,
 ) -> Result<Outcome, Error> {
-    let (rank, size) = group.map_or((0, 1), |g| (g.rank(), g.size()));
+    let mut group = group.cloned();
+    let rank = group.as_ref().map_or(0, Group::rank);
     let shape = shape(cfg);
     let mut params = match (rank, resume.params) {
         (0, Some(saved)) if saved.len() == shape.len() => saved,
@@ -325,117 +335,231 @@ pub fn train_from(
         (0, None) => shape.init(&mut Rng::stream(cfg.seed, u64::MAX)),
         _ => vec![0.0; shape.len()],
     };
-    if let Some(g) = group {
+    if let Some(g) = &group {
         g.broadcast(&mut params, 0)
             .ctx(|| "broadcasting the initial weights from rank 0".to_string())?;
     }
-    let plan = bucket_plan(cfg);
-    let local_sgd = cfg.sync_every > 1;
-    let mut exchange = group.map(|g| Exchange::new(g, &plan, cfg.overlap));
-    let mut grads = vec![0.0f32; shape.len()];
-    let mut scratch = Scratch::default();
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    let mut order: Vec<usize> = (0..train.len()).collect();
-    let steps = train.len().div_ceil(cfg.batch);
-    let mut since_sync = 0;
+    let mut at = Position {
+        epoch: resume.epochs_done + 1,
+        step: 0,
+        since_sync: 0,
+        mine: Counters::default(),
+        epoch_start: Instant::now(),
+    };
     let mut reports = resume.reports;
-
-    for epoch in resume.epochs_done + 1..=cfg.epochs {
-        let epoch_start = Instant::now();
-        order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
-        Rng::stream(cfg.seed, epoch as u64).shuffle(&mut order);
-        let mut mine = Counters::default();
-        for (step, batch) in order.chunks(cfg.batch).enumerate() {
-            let lr = learning_rate(cfg.lr, (epoch - 1) * steps + step, cfg.epochs * steps);
-            let shard = &batch[chunk_span(batch.len(), size, rank)];
-            train.gather_into(shard, &mut x, &mut y);
-            let start = Instant::now();
-            let mut blocked = Duration::ZERO;
-            let score = model::forward(&shape, &params, &x, &y, &mut scratch);
-            match (&mut exchange, local_sgd) {
-                (Some(ex), false) => {
-                    ex.start_step(epoch, step);
-                    model::backward(
-                        &shape,
-                        &params,
-                        &x,
-                        &y,
-                        &mut scratch,
-                        &mut grads,
-                        &mut |t, g| ex.tensor_ready(t, g),
-                    )?;
-                    ex.finish(&mut grads)?;
-                    blocked = ex.blocked;
-                    model::sgd(&mut params, &grads, lr / batch.len() as f32);
+    let mut work = Scratchpad::new(shape.len(), data.0.len());
+    let mut shrinks = 0;
+    while at.epoch <= cfg.epochs {
+        let done = run_epoch(cfg, data, group.as_ref(), &mut params, &mut at, &mut work);
+        let failure = match done {
+            Ok(ranks) => {
+                let r = report(
+                    at.epoch,
+                    cfg.epochs,
+                    &ranks,
+                    at.epoch_start.elapsed().as_secs_f64(),
+                );
+                reports.push(r);
+                if group.as_ref().map_or(0, Group::rank) == 0 {
+                    on_epoch(&reports, &params)?;
                 }
-                _ => {
-                    // One process on the whole batch, or local SGD on this rank's shard.
-                    model::backward(
-                        &shape,
-                        &params,
-                        &x,
-                        &y,
-                        &mut scratch,
-                        &mut grads,
-                        &mut |_, _| Ok::<(), Error>(()),
-                    )?;
-                    if !y.is_empty() {
-                        model::sgd(&mut params, &grads, lr / y.len() as f32);
-                    }
-                }
+                at.next_epoch();
+                continue;
             }
-            if let (Some(g), true) = (group, local_sgd) {
-                since_sync += 1;
-                let last = epoch == cfg.epochs && step + 1 == steps;
-                if since_sync == cfg.sync_every || last {
-                    let t = Instant::now();
-                    g.all_reduce(&mut params, ReduceOp::Avg).ctx(|| {
-                        format!(
-                            "averaging the parameters (local SGD) in epoch {epoch}, step {}",
-                            step + 1
-                        )
-                    })?;
-                    blocked += t.elapsed();
-                    since_sync = 0;
-                }
-            }
-            let took = start.elapsed();
-            mine.loss += score.loss;
-            mine.correct += score.correct as f64;
-            mine.samples += y.len() as f64;
-            mine.compute += took.saturating_sub(blocked).as_secs_f64();
-            mine.comm += blocked.as_secs_f64();
-            mine.steps += 1.0;
-        }
-        let span = chunk_span(test.len(), size, rank);
-        mine.test_samples = span.len() as f64;
-        mine.test_correct =
-            model::evaluate(&shape, &params, test, span, &mut scratch).correct as f64;
-        let all = match group {
-            Some(g) => g
-                .gather(&mine.to_array(), COUNTERS * size, 0)
-                .ctx(|| format!("gathering the metrics of epoch {epoch} to rank 0"))?,
-            None => mine.to_array().to_vec(),
+            Err(e) => e,
         };
-        if rank == 0 {
-            let ranks: Vec<Counters> = all
-                .chunks_exact(COUNTERS)
-                .map(Counters::from_slice)
-                .collect();
-            let r = report(
-                epoch,
-                cfg.epochs,
-                &ranks,
-                epoch_start.elapsed().as_secs_f64(),
-            );
-            reports.push(r);
-            on_epoch(&reports, &params)?;
+        match (&group, cfg.elastic && lost_a_rank(&failure)) {
+            (Some(g), true) => {
+                group = Some(recover(g, &failure, &mut params, &mut at)?);
+                shrinks += 1;
+            }
+            _ => return Err(failure),
         }
     }
     Ok(Outcome {
         params,
         epochs: reports,
+        shrinks,
+        group,
     })
+}
+
+/// Where a run is, and what this rank has counted of the current epoch.
+struct Position {
+    /// 1-based.
+    epoch: usize,
+    /// The next step of the epoch, 0-based.
+    step: usize,
+    /// Steps since the parameters were last averaged (local SGD).
+    since_sync: usize,
+    mine: Counters,
+    epoch_start: Instant,
+}
+
+impl Position {
+    fn next_epoch(&mut self) {
+        self.epoch += 1;
+        self.step = 0;
+        self.mine = Counters::default();
+        self.epoch_start = Instant::now();
+    }
+}
+
+/// Memory the steps reuse.
+struct Scratchpad {
+    grads: Vec<f32>,
+    scratch: Scratch,
+    x: Vec<f32>,
+    y: Vec<u8>,
+    order: Vec<usize>,
+}
+
+impl Scratchpad {
+    fn new(params: usize, samples: usize) -> Scratchpad {
+        Scratchpad {
+            grads: vec![0.0; params],
+            scratch: Scratch::default(),
+            x: Vec::new(),
+            y: Vec::new(),
+            order: (0..samples).collect(),
+        }
+    }
+}
+
+/// Whether `e` is a collective that failed because a rank is gone (or aborted the group for
+/// that reason): what `--elastic` recovers from.
+fn lost_a_rank(e: &Error) -> bool {
+    use psyne::ErrorKind as K;
+    matches!(e, Error::Psyne { source, .. }
+        if matches!(source.kind(), K::PeerLost | K::Aborted | K::Revoked | K::Timeout))
+}
+
+/// `--elastic` after `failure`: revokes `old`, shrinks it, and makes every survivor take the new
+/// rank 0's parameters and place in the run. Returns the new group.
+fn recover(
+    old: &Group,
+    failure: &Error,
+    params: &mut [f32],
+    at: &mut Position,
+) -> Result<Group, Error> {
+    let began = Instant::now();
+    let _ = old.revoke();
+    let g = old
+        .shrink()
+        .ctx(|| format!("recovering from a lost rank ({failure})"))?;
+    let mut place = [at.epoch as u64, at.step as u64, at.since_sync as u64];
+    g.broadcast(&mut place, 0)
+        .ctx(|| "recovering: sharing the new rank 0's place in the run".to_string())?;
+    g.broadcast(params, 0)
+        .ctx(|| "recovering: sharing the new rank 0's parameters".to_string())?;
+    if place[0] as usize != at.epoch {
+        at.mine = Counters::default();
+        at.epoch_start = Instant::now();
+    }
+    (at.epoch, at.step, at.since_sync) = (place[0] as usize, place[1] as usize, place[2] as usize);
+    if g.rank() == 0 {
+        println!(
+            "train: lost {} rank{} ({failure}); {} go on from epoch {}, step {} (revoke and shrink took {:.1} ms)",
+            old.size() - g.size(),
+            if old.size() - g.size() == 1 { "" } else { "s" },
+            g.size(),
+            at.epoch,
+            at.step + 1,
+            began.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    Ok(g)
+}
+
+/// Runs the rest of epoch `at.epoch` from step `at.step` over `group` (or alone), then scores the
+/// test set and returns every rank's counters (all-gathered: every rank keeps the reports, so a
+/// survivor that becomes rank 0 after a shrink has them).
+fn run_epoch(
+    cfg: &Config,
+    (train, test): (&Dataset, &Dataset),
+    group: Option<&Group>,
+    params: &mut [f32],
+    at: &mut Position,
+    w: &mut Scratchpad,
+) -> Result<Vec<Counters>, Error> {
+    let (rank, size) = group.map_or((0, 1), |g| (g.rank(), g.size()));
+    let shape = shape(cfg);
+    let plan = bucket_plan(cfg);
+    let local_sgd = cfg.sync_every > 1;
+    let mut exchange = group.map(|g| Exchange::new(g, &plan, cfg.overlap));
+    let steps = train.len().div_ceil(cfg.batch);
+    let epoch = at.epoch;
+    w.order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
+    Rng::stream(cfg.seed, epoch as u64).shuffle(&mut w.order);
+    while at.step < steps {
+        let step = at.step;
+        let batch = &w.order[step * cfg.batch..((step + 1) * cfg.batch).min(train.len())];
+        let lr = learning_rate(cfg.lr, (epoch - 1) * steps + step, cfg.epochs * steps);
+        let shard = &batch[chunk_span(batch.len(), size, rank)];
+        train.gather_into(shard, &mut w.x, &mut w.y);
+        let start = Instant::now();
+        let mut blocked = Duration::ZERO;
+        let (x, y, grads, scratch) = (&w.x, &w.y, &mut w.grads, &mut w.scratch);
+        let score = model::forward(&shape, params, x, y, scratch);
+        match (&mut exchange, local_sgd) {
+            (Some(ex), false) => {
+                ex.start_step(epoch, step);
+                model::backward(&shape, params, x, y, scratch, grads, &mut |t, g| {
+                    ex.tensor_ready(t, g)
+                })?;
+                ex.finish(grads)?;
+                blocked = ex.blocked;
+                model::sgd(params, grads, lr / batch.len() as f32);
+            }
+            _ => {
+                // One process on the whole batch, or local SGD on this rank's shard.
+                model::backward(&shape, params, x, y, scratch, grads, &mut |_, _| {
+                    Ok::<(), Error>(())
+                })?;
+                if !y.is_empty() {
+                    model::sgd(params, grads, lr / y.len() as f32);
+                }
+            }
+        }
+        if let (Some(g), true) = (group, local_sgd) {
+            at.since_sync += 1;
+            let last = epoch == cfg.epochs && step + 1 == steps;
+            if at.since_sync == cfg.sync_every || last {
+                let t = Instant::now();
+                g.all_reduce(params, ReduceOp::Avg).ctx(|| {
+                    format!(
+                        "averaging the parameters (local SGD) in epoch {epoch}, step {}",
+                        step + 1
+                    )
+                })?;
+                blocked += t.elapsed();
+                at.since_sync = 0;
+            }
+        }
+        let took = start.elapsed();
+        let mine = &mut at.mine;
+        mine.loss += score.loss;
+        mine.correct += score.correct as f64;
+        mine.samples += y.len() as f64;
+        mine.compute += took.saturating_sub(blocked).as_secs_f64();
+        mine.comm += blocked.as_secs_f64();
+        mine.steps += 1.0;
+        at.step += 1;
+    }
+    let span = chunk_span(test.len(), size, rank);
+    let mut mine = at.mine;
+    mine.test_samples = span.len() as f64;
+    mine.test_correct = model::evaluate(&shape, params, test, span, &mut w.scratch).correct as f64;
+    let all = match group {
+        Some(g) => g
+            .all_gather(&mine.to_array())
+            .ctx(|| format!("all-gathering the metrics of epoch {epoch}"))?,
+        None => mine.to_array().to_vec(),
+    };
+    Ok(all
+        .chunks_exact(COUNTERS)
+        .map(Counters::from_slice)
+        .collect())
 }
 
 /// The learning rate of step `t` (0-based) of `total`: `peak` decayed to 0 along a half cosine,
@@ -585,7 +709,8 @@ mod tests {
             }
             let (worst, _) = curve_difference(&losses(&results[0].0), &losses(&reference));
             assert!(worst < crate::args::LOSS_RTOL, "{flags:?}: {worst}");
-            assert!(results[1].0.epochs.is_empty());
+            // Every rank keeps the reports (a survivor of a shrink may become rank 0).
+            assert_eq!(losses(&results[1].0), losses(&results[0].0), "{flags:?}");
         }
     }
 

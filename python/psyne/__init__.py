@@ -28,7 +28,7 @@ torch.distributed backend is :mod:`psyne.torch`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -231,6 +231,26 @@ class Group:
         ``key`` (then rank); a rank passing None joins none and gets None. Every rank calls it."""
         n = self._n.split(color, key)
         return None if n is None else Group(n)
+
+    # -- going on after a failure (ULFM's revoke, agree, shrink) -----------------------------------
+
+    def revoke(self) -> None:
+        """Like ``MPIX_Comm_revoke``: every later call on this group fails, on this rank and on every
+        other (:class:`RevokedError`), so no survivor stays blocked in a collective a failed rank
+        will not join. Then :meth:`shrink`."""
+        self._n.revoke()
+
+    def agree(self, flag: bool) -> Tuple[bool, List[int]]:
+        """Like ``MPIX_Comm_agree``: every live rank calls it, and all get the same answer: the AND
+        of their ``flag`` values and the sorted ranks that are gone. It completes even if ranks die
+        during it."""
+        ok, gone = self._n.agree(bool(flag))
+        return bool(ok), list(gone)
+
+    def shrink(self) -> "Group":
+        """Like ``MPIX_Comm_shrink``: the survivors' new group (ranks renumbered in their old
+        order), ready for every collective. Every live rank calls it after a failure."""
+        return Group(self._n.shrink())
 
     # -- the collectives: each builds (code, buffers, args) and runs it blocking or queued --------
 
@@ -517,3 +537,5 @@ def init_from_store(
 def generate_secret() -> str:
     """A new random job secret, hex, for :func:`init_from_store`."""
     return _native.generate_secret()
+
+from . import elastic  # noqa: E402  (after Group: elastic's State wraps it)

@@ -347,6 +347,27 @@ impl NativeGroup {
         .map_err(to_py)
     }
 
+    /// `MPIX_Comm_revoke`: every later call on the group fails, here and on every peer.
+    fn revoke(&self, py: Python<'_>) -> PyResult<()> {
+        let group = self.group.clone();
+        py.detach(move || group.revoke()).map_err(to_py)
+    }
+
+    /// `MPIX_Comm_agree`: (the AND of the live ranks' flags, the ranks gone), the same on
+    /// every survivor.
+    fn agree(&self, py: Python<'_>, flag: bool) -> PyResult<(bool, Vec<usize>)> {
+        let group = self.group.clone();
+        py.detach(move || group.agree(flag)).map_err(to_py)
+    }
+
+    /// `MPIX_Comm_shrink`: the survivors' new group.
+    fn shrink(&self, py: Python<'_>) -> PyResult<NativeGroup> {
+        let group = self.group.clone();
+        py.detach(move || group.shrink())
+            .map(NativeGroup::new)
+            .map_err(to_py)
+    }
+
     /// Runs one collective on raw buffers, blocking, GIL released. Called by psyne/__init__.py
     /// only, which checks the buffers first.
     #[allow(clippy::too_many_arguments)]

@@ -40,15 +40,18 @@ def shm_segments() -> set:
         return set()
 
 
-def launch(n: int, script: str, *args: str, timeout: float = 120, env: dict = None) -> subprocess.CompletedProcess:
-    """Runs ``workers/<script>`` on ``n`` ranks under psyrun; returns the finished process."""
+def launch(
+    n: int, script: str, *args: str, timeout: float = 120, env: dict = None, flags: tuple = ()
+) -> subprocess.CompletedProcess:
+    """Runs ``workers/<script>`` on ``n`` ranks under psyrun (with psyrun's ``flags``); returns the
+    finished process."""
     e = dict(os.environ)
     e.setdefault("PSY_TIMEOUT", "60")
     e.pop("RANK", None)
     e.pop("WORLD_SIZE", None)
     if env:
         e.update(env)
-    cmd = [PSYRUN, "-n", str(n), sys.executable, str(WORKERS / script), *args]
+    cmd = [PSYRUN, "-n", str(n), *flags, sys.executable, str(WORKERS / script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, cwd=str(HERE))
 
 

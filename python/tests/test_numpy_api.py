@@ -86,3 +86,21 @@ def test_dlpack_objects_are_used_in_place():
     assert t.tolist() == [7.0] * 5
     with pytest.raises(ValueError, match="contiguous"):
         g.all_reduce(torch.zeros(4, 4).t())
+
+
+def test_elastic_state_recovers_a_loop_after_a_rank_dies():
+    p = launch(4, "elastic_state.py", flags=("--on-failure", "continue"))
+    check(p, 3, "OK elastic")
+    assert "go on without it (--on-failure continue)" in p.stderr, p.stderr
+
+
+def test_restart_count_reads_psyrun_then_torchrun(monkeypatch):
+    import psyne
+
+    monkeypatch.delenv("PSY_RESTART_COUNT", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    assert psyne.elastic.restart_count() == 0
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "2")
+    assert psyne.elastic.restart_count() == 2
+    monkeypatch.setenv("PSY_RESTART_COUNT", "1")
+    assert psyne.elastic.restart_count() == 1

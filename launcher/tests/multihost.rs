@@ -181,6 +181,58 @@ fn a_rank_killed_on_one_host_restarts_the_job_on_every_host() {
 }
 
 #[test]
+fn with_on_failure_continue_the_ranks_of_other_hosts_shrink_past_a_lost_host() {
+    let Some(c) = Cluster::up(4, "lostcont") else {
+        return;
+    };
+    let dir = TempDir::new("mh-lostcont");
+    let args = [
+        "-H",
+        FOUR_HOSTS,
+        "-n",
+        "8",
+        "--on-failure",
+        "continue",
+        "--heartbeat-timeout",
+        "3",
+        "--grace",
+        "1",
+        "-x",
+        "PSY_TIMEOUT=30",
+        "--tag-output",
+        psyne_check(),
+        "--shrink-trial",
+        "7",
+        "--no-victim",
+    ];
+    let job = Job::start(c.psyrun(&dir, &args), &dir);
+    eventually(Duration::from_secs(60), "every rank in its loop", || {
+        job.stdout.text().matches(": job ").count() == 8
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    for pid in c.sshd_pids(3) {
+        // SAFETY: kill takes plain integers; these are the sshd processes of our own test host
+        // (its pid file and the sshd children under it).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let done = job.wait(Duration::from_secs(90));
+    let ctx = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    assert!(
+        done.stderr.contains("lost the link to host psyh3")
+            && done
+                .stderr
+                .contains("go on without them (--on-failure continue)"),
+        "{ctx}"
+    );
+    for rank in [0, 1, 2, 3, 6, 7] {
+        let host = rank / 2 + 1;
+        let line = format!("[psyh{host}][{rank}] rank {rank}: shrunk to 6 ranks as rank");
+        assert!(done.stdout.contains(&line), "missing {line:?}: {ctx}");
+    }
+}
+
+#[test]
 fn ranks_run_on_their_hosts_with_the_contract_and_bindings_match_proc() {
     let Some(c) = Cluster::up(2, "bind") else {
         return;

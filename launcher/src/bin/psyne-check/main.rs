@@ -78,6 +78,8 @@ struct Args {
     shrink_trial: Option<u64>,
     /// `--second-failure`.
     second_failure: bool,
+    /// `--no-victim`.
+    no_victim: bool,
     /// `--revoke-trial`.
     revoke_trial: bool,
     backend: Backend,
@@ -91,6 +93,7 @@ fn parse() -> Result<Args, String> {
         fault_attempts: None,
         shrink_trial: None,
         second_failure: false,
+        no_victim: false,
         revoke_trial: false,
         backend: Backend::Native,
     };
@@ -138,6 +141,7 @@ fn parse() -> Result<Args, String> {
                 )
             }
             "--second-failure" => a.second_failure = true,
+            "--no-victim" => a.no_victim = true,
             "--revoke-trial" => a.revoke_trial = true,
             "--backend" => a.backend = Backend::parse(&value()?)?,
             "-h" | "--help" => {
@@ -205,7 +209,12 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
         return shrink::revoke_trial(&group);
     }
     if let Some(seed) = args.shrink_trial {
-        return shrink::run(&group, seed, args.second_failure);
+        let trial = shrink::Trial {
+            seed,
+            victim: !args.no_victim,
+            second_failure: args.second_failure,
+        };
+        return shrink::run(&group, &trial);
     }
     if let Some((kind, r)) = &args.fault {
         let attempt = psyne::contract::restart_count().unwrap_or(0);

@@ -1,11 +1,12 @@
-//! `psyne-check --shrink-trial SEED [--second-failure]`: one trial of going on after a failure,
-//! for `launcher/tests/shrink.rs` (run under `psyrun --on-failure continue`).
+//! `psyne-check --shrink-trial SEED [--second-failure] [--no-victim]`: one trial of going on after
+//! a failure, for `launcher/tests/shrink.rs` (run under `psyrun --on-failure continue`).
 //!
 //! Every rank runs a loop of all-reduces of varying sizes, each checked against its oracle;
 //! rank `SEED % size` SIGKILLs itself from a helper thread after a delay drawn from SEED (0 to
 //! 30 ms), so it dies at a random point of a collective. The survivors' calls fail; each revokes
 //! the group, shrinks it, and checks every collective × op × type on the new group against the
-//! oracle. With `--second-failure`, the next rank after the victim also dies, at a random point
+//! oracle. With `--no-victim` nobody kills itself: the loop runs until something outside (a host
+//! cut off) makes a call fail. With `--second-failure`, the next rank after the victim also dies, at a random point
 //! (0 to 3 ms) after it starts recovering: inside the agreement or the shrink.
 //!
 //! Each survivor prints `rank R: shrunk to S ranks as rank R2: ...` with the conformance verdict;
@@ -73,8 +74,20 @@ fn loop_until_failure(group: &Group, draw: &mut Draw) -> Result<psyne::Error, St
     ))
 }
 
+/// What a trial kills.
+pub struct Trial {
+    /// Draws the victim, the moments and the sizes.
+    pub seed: u64,
+    /// A rank kills itself in the loop (`--no-victim`: no, the failure comes from outside,
+    /// say a host cut off).
+    pub victim: bool,
+    /// The next rank dies while the others recover (`--second-failure`).
+    pub second_failure: bool,
+}
+
 /// The trial (see the module docs); the exit status of a survivor.
-pub fn run(group: &Group, seed: u64, second_failure: bool) -> ExitCode {
+pub fn run(group: &Group, trial: &Trial) -> ExitCode {
+    let (seed, second_failure) = (trial.seed, trial.second_failure);
     let (rank, size) = (group.rank(), group.size());
     let mut draw = Draw(seed);
     let victim = (seed % size as u64) as usize;
@@ -84,7 +97,7 @@ pub fn run(group: &Group, seed: u64, second_failure: bool) -> ExitCode {
         std::env::var("PSY_JOB_ID").unwrap_or_default()
     );
     let delay = Duration::from_micros(draw.below(30_000));
-    if rank == victim {
+    if trial.victim && rank == victim {
         die_after(rank, delay, "in the loop");
     }
     let failure = match loop_until_failure(group, &mut draw) {

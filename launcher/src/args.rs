@@ -144,6 +144,12 @@ pub struct Cli {
     #[arg(long, value_name = "WHAT", value_enum, default_value = "stop")]
     pub on_failure: OnFailure,
 
+    /// With --max-restarts across hosts: leave a host out of the next attempts once it has
+    /// failed in two (a rank there failed or was lost, or the host was), if the other hosts'
+    /// slots (-H a:N or a hostfile's slots=N) still hold every rank.
+    #[arg(long)]
+    pub exclude_failed_hosts: bool,
+
     /// Bind each rank to its own cores, to the NUMA node(s) or socket(s) of its cores, or not at
     /// all. Default: to cores when the host has enough for every rank, else none. Binding reads
     /// the machine's topology with hwloc (libhwloc15); `none` works without it.
@@ -452,6 +458,8 @@ pub struct Launch {
     pub max_restarts: usize,
     /// `--on-failure`.
     pub on_failure: OnFailure,
+    /// `--exclude-failed-hosts`.
+    pub exclude_failed_hosts: bool,
     /// Which attempt this launch is: 0 as parsed; the restart loop ([`crate::restart`]) sets
     /// 1, 2, ... on the copy it runs again. The ranks get it as `PSY_RESTART_COUNT`.
     pub restart_count: usize,
@@ -566,6 +574,7 @@ impl Launch {
             },
             max_restarts: cli.max_restarts,
             on_failure: cli.on_failure,
+            exclude_failed_hosts: cli.exclude_failed_hosts,
             restart_count: 0,
         };
         let world = launch.world_size();
@@ -619,6 +628,7 @@ impl From<Options> for Launch {
             remote: RemoteArgs::default(),
             max_restarts: 0,
             on_failure: OnFailure::Stop,
+            exclude_failed_hosts: false,
             restart_count: 0,
         }
     }

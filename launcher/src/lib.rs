@@ -149,8 +149,15 @@ fn run_on_hosts(launch: &Launch, hosts: &hosts::HostList, settings: &PreflightSe
         dry_run::print(&dry_run::describe_hosts(launch, hosts, settings));
         return exit::SUCCESS;
     }
+    let mut failures = restart::HostFailures::new(hosts.clone());
     let outcome = restart::run(launch, &console, |attempt| {
-        remote::launch::run(attempt, hosts, settings, console.clone())
+        let outcome = remote::launch::run(attempt, failures.hosts(), settings, console.clone())?;
+        if launch.exclude_failed_hosts {
+            if let Some(said) = failures.record(&outcome, launch.world_size()) {
+                console.message(&said);
+            }
+        }
+        Ok(outcome)
     });
     match outcome {
         Ok(outcome) => outcome.exit_code(),

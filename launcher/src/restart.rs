@@ -12,11 +12,16 @@
 //! program not found fails the same way every time). psyrun says before each new attempt what
 //! ended the last one, and at the end, if any attempt failed, prints a summary: every attempt,
 //! what ended it, how long it ran, and the time lost. The exit code is the last attempt's.
+//!
+//! Across hosts, `--exclude-failed-hosts` leaves a host out of the next attempts once it has
+//! failed in two ([`HostFailures`]), if the other hosts' slots still hold the job.
 
 use crate::args::Launch;
+use crate::hosts::HostList;
 use crate::output::Console;
 use crate::supervise::{Cause, Outcome, STOP_SIGNALS};
 use crate::Error;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +31,78 @@ pub fn restartable(cause: &Cause) -> bool {
     match cause {
         Cause::RankFailed { .. } | Cause::Lost { .. } | Cause::HostLost { .. } => true,
         Cause::Signal(_) | Cause::Timeout(_) | Cause::LaunchFailed => false,
+    }
+}
+
+/// The host an attempt's failure happened on, if it ended with one: a lost host, or the host
+/// of the rank that failed or was lost.
+pub fn failed_host(outcome: &Outcome) -> Option<String> {
+    let on_rank = |rank: usize| {
+        outcome
+            .ranks
+            .iter()
+            .find(|r| r.rank == rank)
+            .and_then(|r| r.host.clone())
+    };
+    match outcome.cause.as_ref()? {
+        Cause::HostLost { host, .. } => Some(host.clone()),
+        Cause::RankFailed { rank, .. } | Cause::Lost { rank, .. } => on_rank(*rank),
+        Cause::Signal(_) | Cause::Timeout(_) | Cause::LaunchFailed => None,
+    }
+}
+
+/// `--exclude-failed-hosts`: which hosts have failed in how many attempts, and the hosts the
+/// next attempt runs on.
+#[derive(Debug, Clone)]
+pub struct HostFailures {
+    counts: BTreeMap<String, usize>,
+    hosts: HostList,
+}
+
+/// Failures after which a host is left out.
+const FAILURES_TO_LEAVE_OUT: usize = 2;
+
+impl HostFailures {
+    /// Starts with every host of `hosts`.
+    pub fn new(hosts: HostList) -> HostFailures {
+        HostFailures {
+            counts: BTreeMap::new(),
+            hosts,
+        }
+    }
+
+    /// The hosts the next attempt runs on.
+    pub fn hosts(&self) -> &HostList {
+        &self.hosts
+    }
+
+    /// Counts the failure of the attempt that ended with `outcome`, and leaves its host out of
+    /// the next attempts when it has failed twice and the others' known slots hold `world`
+    /// ranks. Returns what to tell the user, if anything changed or could not.
+    pub fn record(&mut self, outcome: &Outcome, world: usize) -> Option<String> {
+        let host = failed_host(outcome)?;
+        let n = self.counts.entry(host.clone()).or_insert(0);
+        *n += 1;
+        if *n < FAILURES_TO_LEAVE_OUT || !self.hosts.iter().any(|h| h.name == host) {
+            return None;
+        }
+        let rest = self.hosts.without(&host);
+        let slots: Option<usize> = rest.iter().map(|h| h.slots).sum();
+        match slots {
+            Some(s) if s >= world => {
+                self.hosts = rest;
+                Some(format!(
+                    "host {host} failed in {n} attempts; leaving it out of the next ones                      (--exclude-failed-hosts): the other {} hosts' {s} slots hold the {world} ranks",
+                    self.hosts.len()
+                ))
+            }
+            Some(s) => Some(format!(
+                "host {host} failed in {n} attempts, but the other hosts have {s} slots for                  {world} ranks; keeping it"
+            )),
+            None => Some(format!(
+                "host {host} failed in {n} attempts, but not every other host has a slot count                  (-H NAME:N or slots=N) to tell whether they hold the {world} ranks; keeping it"
+            )),
+        }
     }
 }
 
@@ -213,6 +290,52 @@ mod tests {
         assert!(!restartable(&Cause::Signal(libc::SIGINT)));
         assert!(!restartable(&Cause::Timeout(Duration::from_secs(1))));
         assert!(!restartable(&Cause::LaunchFailed));
+    }
+
+    fn outcome_on(host: &str, rank: usize) -> Outcome {
+        use crate::supervise::RankReport;
+        Outcome {
+            cause: Some(failed(rank)),
+            ranks: (0..4)
+                .map(|r| RankReport {
+                    rank: r,
+                    pid: 100 + r as u32,
+                    termination: None,
+                    stopped: false,
+                    host: Some(if r == rank { host.into() } else { "a".into() }),
+                })
+                .collect(),
+            tolerated: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_host_failing_twice_is_left_out_when_the_others_hold_the_job() {
+        use crate::hosts::Host;
+        let slots = |name: &str, n| Host {
+            slots: Some(n),
+            ..Host::new(name)
+        };
+        let list = HostList::from_hosts([slots("a", 2), slots("b", 2), slots("c", 2)]).unwrap();
+        let mut f = HostFailures::new(list.clone());
+        assert_eq!(f.record(&outcome_on("c", 3), 4), None, "once is not enough");
+        let said = f.record(&outcome_on("c", 3), 4).unwrap();
+        assert!(said.contains("leaving it out"), "{said}");
+        assert_eq!(f.hosts().len(), 2);
+        // Too few slots left: kept, saying why.
+        let mut f = HostFailures::new(list);
+        f.record(&outcome_on("c", 3), 6);
+        let said = f.record(&outcome_on("c", 3), 6).unwrap();
+        assert!(said.contains("keeping it"), "{said}");
+        assert_eq!(f.hosts().len(), 3);
+        // Unknown slots: kept.
+        let unknown = HostList::from_hosts([Host::new("a"), Host::new("c")]).unwrap();
+        let mut f = HostFailures::new(unknown);
+        f.record(&outcome_on("c", 1), 1);
+        assert!(f
+            .record(&outcome_on("c", 1), 1)
+            .unwrap()
+            .contains("slot count"));
     }
 
     #[test]

@@ -233,6 +233,57 @@ fn with_on_failure_continue_the_ranks_of_other_hosts_shrink_past_a_lost_host() {
 }
 
 #[test]
+fn a_host_that_fails_twice_is_left_out_of_the_next_attempt() {
+    let Some(c) = Cluster::up(4, "exclude") else {
+        return;
+    };
+    let dir = TempDir::new("mh-exclude");
+    let hostfile = dir.script(
+        "hosts",
+        "psyh1 slots=2\npsyh2 slots=2\npsyh3 slots=2\npsyh4 slots=2\n",
+        0o644,
+    );
+    let body = r#"h=$(hostname); echo "rank=$PSY_RANK host=$h attempt=$PSY_RESTART_COUNT"; [ "$h" = psyh3 ] && exit 5; exit 0"#;
+    let done = common::run(
+        c.psyrun(
+            &dir,
+            &[
+                "--hostfile",
+                &hostfile.display().to_string(),
+                "-n",
+                "6",
+                "--max-restarts",
+                "3",
+                "--exclude-failed-hosts",
+                "--grace",
+                "1",
+                "sh",
+                "-c",
+                body,
+            ],
+        ),
+        &dir,
+    );
+    let ctx = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    assert!(
+        done.stderr
+            .contains("host psyh3 failed in 2 attempts; leaving it out of the next ones"),
+        "{ctx}"
+    );
+    assert!(
+        done.stderr.contains("3 attempts, 2 restarts of at most 3:"),
+        "{ctx}"
+    );
+    // The third attempt ran ranks 4 and 5 on psyh4 instead.
+    for rank in [4, 5] {
+        let line = format!("rank={rank} host=psyh4 attempt=2");
+        assert!(done.stdout.contains(&line), "missing {line:?}: {ctx}");
+    }
+    assert!(!done.stdout.contains("host=psyh3 attempt=2"), "{ctx}");
+}
+
+#[test]
 fn ranks_run_on_their_hosts_with_the_contract_and_bindings_match_proc() {
     let Some(c) = Cluster::up(2, "bind") else {
         return;

@@ -182,6 +182,13 @@ impl HostList {
     pub fn is_empty(&self) -> bool {
         self.hosts.is_empty()
     }
+
+    /// The list without the host called `name` (unchanged if there is none).
+    pub fn without(&self, name: &str) -> HostList {
+        let kept = self.hosts.iter().filter(|h| h.name != name).cloned();
+        // Every host of a valid list is distinct, so nothing can fail to merge.
+        HostList::from_hosts(kept).unwrap_or_default()
+    }
 }
 
 impl<'a> IntoIterator for &'a HostList {

@@ -155,3 +155,37 @@ fn a_revoked_group_fails_every_waiting_rank_and_shrinks_to_the_same_ranks() {
         );
     }
 }
+
+#[test]
+fn revoking_a_group_revokes_its_subgroups_so_nobody_waits_for_a_recovering_peer() {
+    for transport in ["shm", "tcp"] {
+        let dir = TempDir::new(&format!("split-revoke-{transport}"));
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", "4", "--on-failure", "continue", "--grace", "2"])
+            .arg(check_bin())
+            .arg("--split-revoke-trial")
+            .env("PSY_TRANSPORT", transport)
+            .env("PSY_TIMEOUT", "30");
+        let done = run(cmd, &dir);
+        let ctx = format!("{transport}\n{}\n{}", done.stdout, done.stderr);
+        assert_eq!(done.code(), Some(0), "{ctx}");
+        let waited: f64 = done
+            .stdout
+            .split("its subgroup's all-reduce failed with Revoked after ")
+            .nth(1)
+            .and_then(|r| r.split(" ms").next())
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("rank 0 did not get Revoked: {ctx}"));
+        assert!(
+            waited < 5000.0,
+            "rank 0 waited {waited} ms, not far from PSY_TIMEOUT: {ctx}"
+        );
+        assert_eq!(
+            done.stdout
+                .matches("shrunk to 3 ranks, all-reduce right")
+                .count(),
+            3,
+            "{ctx}"
+        );
+    }
+}

@@ -178,7 +178,14 @@ impl Group {
     /// no survivor stays blocked in a collective that a failed or departed rank will not join.
     /// A call that failed already did the same (its error went to every peer), so after a
     /// failure this only makes sure. Then [`Group::shrink`] to go on.
+    ///
+    /// Subgroups split from this group ([`Group::split`]) are revoked with it, and theirs in
+    /// turn: a rank waiting in a subgroup for a peer that is busy recovering this group is not
+    /// left blocked until its deadline.
     pub fn revoke(&self) -> Result<()> {
+        if let Some(splitter) = &self.splitter {
+            splitter.revoke_subgroups();
+        }
         self.core.revoke()
     }
 

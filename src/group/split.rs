@@ -1,10 +1,11 @@
 //! [`crate::Group::split`]: subgroups formed through the parent's store, with their own links.
 
+use super::core::Core;
 use super::{Group, GroupOptions};
 use crate::bootstrap::Store;
 use crate::error::Result;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// What a group keeps to form subgroups: the store it was formed through and its options.
 pub(crate) struct Splitter {
@@ -15,6 +16,15 @@ pub(crate) struct Splitter {
     count: AtomicU64,
     /// Agreements and shrink attempts so far ([`super::ft`]), counted the same way.
     rounds: AtomicU64,
+    /// The subgroups split from the group, as long as they live: revoking the group revokes
+    /// them ([`Splitter::revoke_subgroups`]).
+    subgroups: Mutex<Vec<Subgroup>>,
+}
+
+/// A subgroup split from a group, held weakly (dropping it is the program's business).
+struct Subgroup {
+    core: Weak<Core>,
+    splitter: Weak<Splitter>,
 }
 
 /// For each rank: its position in its subgroup and the subgroup's size, from every rank's
@@ -42,6 +52,22 @@ impl Splitter {
             template,
             count: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
+            subgroups: Mutex::default(),
+        }
+    }
+
+    /// Revokes every live subgroup split from the group, and theirs in turn (see
+    /// [`Group::revoke`]).
+    pub(crate) fn revoke_subgroups(&self) {
+        let subgroups =
+            std::mem::take(&mut *self.subgroups.lock().unwrap_or_else(|p| p.into_inner()));
+        for sub in subgroups {
+            if let Some(core) = sub.core.upgrade() {
+                let _ = core.revoke();
+            }
+            if let Some(splitter) = sub.splitter.upgrade() {
+                splitter.revoke_subgroups();
+            }
         }
     }
 
@@ -78,9 +104,15 @@ impl Splitter {
             prefix: format!("{}/split{n}/{color}", self.template.prefix),
             ..self.template.clone()
         };
-        Group::from_shared_store(self.store.clone(), options)
-            .map(Some)
-            .map_err(|e| e.context(format!("forming subgroup {color} of split {n}")))
+        let sub = Group::from_shared_store(self.store.clone(), options)
+            .map_err(|e| e.context(format!("forming subgroup {color} of split {n}")))?;
+        let mut subgroups = self.subgroups.lock().unwrap_or_else(|p| p.into_inner());
+        subgroups.retain(|s| s.core.strong_count() > 0);
+        subgroups.push(Subgroup {
+            core: Arc::downgrade(&sub.core),
+            splitter: sub.splitter.as_ref().map_or_else(Weak::new, Arc::downgrade),
+        });
+        Ok(Some(sub))
     }
 }
 

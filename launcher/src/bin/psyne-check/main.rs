@@ -18,7 +18,8 @@
 //! `--shrink-trial SEED [--second-failure]` (under `psyrun --on-failure continue`) kills one
 //! rank, or two, at a random point and checks that the survivors' shrunk group gets every
 //! collective right (see `shrink.rs`); `--revoke-trial` has rank 0 revoke the group while the
-//! others wait in a collective, which must fail with `Revoked`, then all shrink it.
+//! others wait in a collective, which must fail with `Revoked`, then all shrink it;
+//! `--split-revoke-trial` checks that revoking a group revokes its subgroups.
 //!
 //! Exit status: 0 all results right, 1 a wrong result, 2 a communication error or bad usage.
 //!
@@ -82,6 +83,8 @@ struct Args {
     no_victim: bool,
     /// `--revoke-trial`.
     revoke_trial: bool,
+    /// `--split-revoke-trial`.
+    split_revoke_trial: bool,
     backend: Backend,
 }
 
@@ -95,6 +98,7 @@ fn parse() -> Result<Args, String> {
         second_failure: false,
         no_victim: false,
         revoke_trial: false,
+        split_revoke_trial: false,
         backend: Backend::Native,
     };
     let mut it = std::env::args().skip(1);
@@ -143,6 +147,7 @@ fn parse() -> Result<Args, String> {
             "--second-failure" => a.second_failure = true,
             "--no-victim" => a.no_victim = true,
             "--revoke-trial" => a.revoke_trial = true,
+            "--split-revoke-trial" => a.split_revoke_trial = true,
             "--backend" => a.backend = Backend::parse(&value()?)?,
             "-h" | "--help" => {
                 println!("usage: psyne-check [--backend native|mpi|native-over-mpi] [--counts 0,1,1001] [--seed N]\nRuns every collective x op x type and compares with the sequential oracle.");
@@ -172,6 +177,7 @@ fn main() -> ExitCode {
         && args.fault.is_none()
         && args.shrink_trial.is_none()
         && !args.revoke_trial
+        && !args.split_revoke_trial
         && foreign.as_ref().is_some_and(|f| f.mpi)
     {
         args.backend = Backend::NativeOverMpi;
@@ -207,6 +213,9 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
     }
     if args.revoke_trial {
         return shrink::revoke_trial(&group);
+    }
+    if args.split_revoke_trial {
+        return shrink::split_revoke_trial(&group);
     }
     if let Some(seed) = args.shrink_trial {
         let trial = shrink::Trial {

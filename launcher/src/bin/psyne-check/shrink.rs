@@ -227,3 +227,70 @@ pub fn revoke_trial(group: &Group) -> ExitCode {
         }
     }
 }
+
+/// `--split-revoke-trial` (4 ranks, under `psyrun --on-failure continue`): the group is split
+/// into {0, 1} and {2, 3}; rank 3 dies after 300 ms; ranks 1 and 2 wait to receive from it on the
+/// parent, fail, and revoke the parent, which revokes their subgroups; rank 0, waiting in its
+/// subgroup's all-reduce for rank 1 (busy recovering), must fail with `Revoked` then, not at its
+/// deadline. Then the three shrink the parent and check an all-reduce on it.
+pub fn split_revoke_trial(group: &Group) -> ExitCode {
+    let rank = group.rank();
+    match split_revoke(group) {
+        Ok(said) => {
+            println!("rank {rank}: {said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("psyne-check: rank {rank}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn split_revoke(group: &Group) -> psyne::Result<String> {
+    let rank = group.rank();
+    if group.size() != 4 {
+        return Err(psyne::Error::invalid("--split-revoke-trial needs 4 ranks"));
+    }
+    let sub = group
+        .split(Some((rank / 2) as u32), rank as i64)?
+        .ok_or_else(|| psyne::Error::invalid("every rank joins a subgroup"))?;
+    let began = Instant::now();
+    let what = match rank {
+        3 => {
+            die_after(rank, Duration::from_millis(300), "on purpose");
+            std::thread::sleep(Duration::from_secs(60));
+            unreachable!("killed")
+        }
+        0 => {
+            let mut x = vec![1.0f32; 100];
+            match sub.all_reduce(&mut x, ReduceOp::Sum) {
+                Err(e) if e.kind() == psyne::ErrorKind::Revoked => format!(
+                    "its subgroup's all-reduce failed with Revoked after {:.0} ms",
+                    began.elapsed().as_secs_f64() * 1e3
+                ),
+                Err(e) => return Err(e),
+                Ok(()) => return Err(psyne::Error::invalid("the subgroup call succeeded")),
+            }
+        }
+        _ => {
+            let mut x = [0u8; 1];
+            match group.recv(&mut x, 3) {
+                Err(e) => format!("lost rank 3 ({:?}) and revoked the parent", e.kind()),
+                Ok(()) => return Err(psyne::Error::invalid("received from rank 3")),
+            }
+        }
+    };
+    group.revoke()?;
+    let smaller = group.shrink()?;
+    let mut x = vec![(smaller.rank() + 1) as f64; 100];
+    smaller.all_reduce(&mut x, ReduceOp::Sum)?;
+    if x.iter().any(|&v| v != 6.0) || smaller.size() != 3 {
+        return Err(psyne::Error::invalid(format!(
+            "the shrunk group of {} summed to {}",
+            smaller.size(),
+            x[0]
+        )));
+    }
+    Ok(format!("{what}; shrunk to 3 ranks, all-reduce right"))
+}

@@ -140,3 +140,33 @@ fn sends_to_each_other_before_receiving_complete_under_every_pull_policy() {
         }
     }
 }
+
+/// Over TCP, point-to-point messages of 1 MiB and more go out in 256 KiB slices (see
+/// `transport::tcp::link`): both ranks send to each other (the kernel holds each send until the
+/// other rank receives), messages around and well past the threshold, and every element arrives.
+#[test]
+fn large_messages_sent_both_ways_at_once_over_tcp_arrive_whole() {
+    let sizes = [
+        (1usize << 20) / 8 - 10,
+        (1 << 20) / 8 + 3,
+        (5 << 20) / 8 + 1,
+    ];
+    let results = common::with_wiring(2, common::Wiring::Tcp, Duration::from_secs(30), move |g| {
+        let peer = 1 - g.rank();
+        let mut got = Vec::new();
+        for n in sizes {
+            let sending = g.send_async(input(g.rank(), n), peer);
+            let mut theirs = vec![0i64; n];
+            g.recv(&mut theirs, peer)?;
+            sending.wait()?;
+            got.push(theirs);
+        }
+        Ok::<_, psyne::Error>(got)
+    });
+    for (r, result) in results.into_iter().enumerate() {
+        let got = result.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        for (theirs, n) in got.iter().zip(sizes) {
+            assert!(*theirs == input(1 - r, n), "rank {r}: {n} elements differ");
+        }
+    }
+}

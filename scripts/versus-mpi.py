@@ -212,8 +212,13 @@ REASONS = [
      "Over loopback TCP both libraries copy every byte into the kernel and out again, and move "
      "data at about the same rate here (the reducing collectives, where psyne's reduction is "
      "faster, meet the goal); a 1.2x lead would need fewer copies than a TCP socket allows (on one "
-     "host psyne's answer is shared memory). Why Open MPI is up to 1.5x faster at 1 MiB (send/recv, "
-     "broadcast, all-to-all, all-gather) is not analysed."),
+     "host psyne's answer is shared memory). How the kernel's loopback moves a large message depends "
+     "on how it is written: a C probe without either library (`results/tcp-loopback/`) moves 1 MiB "
+     "each way in 208-217 µs written in 256 KiB slices and 320-382 µs written whole, and lands in "
+     "slower or faster runs at random; psyne now slices send/recv messages of 1 MiB and more "
+     "(`results/tcp-slices/`: 1 MiB 347 to 244 µs), but its collectives' messages gained at some "
+     "sizes and lost at others sliced, so they are written whole, and where Open MPI's 128 KiB "
+     "fragments land faster (all-to-all, all-gather, broadcast at 1-4 MiB) psyne is behind."),
     ("crowded",
      lambda r: r["layout"] == "shm8" and (r["bytes"] >= 64 << 10 or r["collective"] == "barrier"),
      "8 ranks on 2 cores: each step waits until its peer is scheduled (4 processes per core), so "

@@ -246,20 +246,6 @@ fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
     }
 }
 
-/// Entries of /dev/shm that belong to job `job`.
-fn segments_of(job: &str) -> Vec<String> {
-    let prefix = psyne::internal::job_prefix(job);
-    let prefix = prefix.trim_start_matches('/').to_string();
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn a_rank_killed_during_a_large_shm_all_reduce_fails_the_others_and_leaves_no_segment() {
     let dir = TempDir::new("shmkill");

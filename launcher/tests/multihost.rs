@@ -107,6 +107,16 @@ fn psyne_check() -> &'static str {
 
 const FOUR_HOSTS: &str = "psyh1:2,psyh2:2,psyh3:2,psyh4:2";
 
+/// Each of the 8 ranks of a [`FOUR_HOSTS`] job, tagged with its host, said every collective
+/// matched the oracle.
+fn assert_every_rank_checked_out(stdout: &str) {
+    for rank in 0..8 {
+        let host = rank / 2 + 1;
+        let line = format!("[psyh{host}][{rank}] rank {rank}/8: every collective");
+        assert!(stdout.contains(&line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
 #[test]
 fn eight_ranks_on_four_hosts_run_every_collective_right() {
     let Some(c) = Cluster::up(4, "coll") else {
@@ -121,15 +131,7 @@ fn eight_ranks_on_four_hosts_run_every_collective_right() {
         &dir,
     );
     assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
-    for rank in 0..8 {
-        let host = rank / 2 + 1;
-        let line = format!("[psyh{host}][{rank}] rank {rank}/8: every collective");
-        assert!(
-            done.stdout.contains(&line),
-            "missing {line:?} in:\n{}",
-            done.stdout
-        );
-    }
+    assert_every_rank_checked_out(&done.stdout);
 }
 
 #[test]
@@ -169,15 +171,7 @@ fn a_rank_killed_on_one_host_restarts_the_job_on_every_host() {
         "{}",
         done.stderr
     );
-    for rank in 0..8 {
-        let host = rank / 2 + 1;
-        let line = format!("[psyh{host}][{rank}] rank {rank}/8: every collective");
-        assert!(
-            done.stdout.contains(&line),
-            "missing {line:?} in:\n{}",
-            done.stdout
-        );
-    }
+    assert_every_rank_checked_out(&done.stdout);
 }
 
 #[test]

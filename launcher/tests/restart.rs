@@ -219,20 +219,6 @@ fn job_ids(stdout: &str) -> Vec<String> {
     ids
 }
 
-/// Files in /dev/shm that belong to job `job`.
-fn segments_of(job: &str) -> Vec<String> {
-    let prefix = psyne::internal::job_prefix(job);
-    let prefix = prefix.trim_start_matches('/').to_string();
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// psyne's collectives after a restart: rank 1 dies by SIGKILL inside a large all-reduce in the
 /// first attempt; the second attempt's ranks form a new group, and every collective matches
 /// the oracle. Neither attempt leaves shared memory behind.

@@ -13,20 +13,6 @@ fn check_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"))
 }
 
-/// Files in /dev/shm whose names carry job `job`'s prefix.
-fn segments_of(job: &str) -> Vec<String> {
-    let prefix = psyne::internal::job_prefix(job);
-    let prefix = prefix.trim_start_matches('/').to_string();
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Runs one `--shrink-trial` of `n` ranks over `transport`; returns psyrun's result.
 fn trial(n: usize, transport: &str, seed: u64, second: bool) -> Done {
     let dir = TempDir::new(&format!("shrink-{transport}-{seed}"));

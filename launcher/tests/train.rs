@@ -280,6 +280,19 @@ fn environ_var(pid: i32, key: &str) -> Option<String> {
     })
 }
 
+/// SIGKILLs rank `rank` of the running `job` (psyrun's child whose PSY_RANK says so); its pid.
+fn kill_rank(job: &Job, rank: usize) -> i32 {
+    let want = rank.to_string();
+    let pid = children(job.pid())
+        .into_iter()
+        .find(|&p| environ_var(p, "PSY_RANK").as_deref() == Some(want.as_str()))
+        .unwrap_or_else(|| panic!("rank {rank} among psyrun's children"));
+    // SAFETY: kill takes plain integers; `pid` is an unreaped child of the psyrun the test
+    // started (found a moment ago), so the pid is not reused.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    pid
+}
+
 /// The summary's `final train loss L, test accuracy A% (C/N)`.
 fn final_result(stdout: &str) -> String {
     stdout
@@ -322,13 +335,7 @@ fn a_rank_killed_mid_training_restarts_from_the_checkpoint_and_ends_as_an_uninte
     eventually(LIMIT, "epoch 3 of the first attempt", || {
         job.stdout.text().contains("epoch 3/8")
     });
-    let rank1 = children(job.pid())
-        .into_iter()
-        .find(|&p| environ_var(p, "PSY_RANK").as_deref() == Some("1"))
-        .expect("rank 1 among psyrun's children");
-    // SAFETY: kill takes plain integers; rank1 is a child of the psyrun this test started, alive
-    // a moment ago (it is not reaped until psyrun waits for it, so the pid is not reused).
-    assert_eq!(unsafe { libc::kill(rank1, libc::SIGKILL) }, 0);
+    let rank1 = kill_rank(&job, 1);
     let done = job.wait(LIMIT);
     let ctx = context(&done);
     assert_eq!(done.code(), Some(0), "{ctx}");
@@ -416,13 +423,7 @@ fn with_elastic_the_survivors_of_a_killed_rank_shrink_and_finish_near_the_uninte
     .env("PSY_TIMEOUT", "60");
     let job = Job::start(cmd, &dir);
     eventually(LIMIT, "epoch 3", || job.stdout.text().contains("epoch 3/8"));
-    let rank2 = children(job.pid())
-        .into_iter()
-        .find(|&p| environ_var(p, "PSY_RANK").as_deref() == Some("2"))
-        .expect("rank 2 among psyrun's children");
-    // SAFETY: kill takes plain integers; rank2 is an unreaped child of the psyrun this test
-    // started, so the pid is not reused.
-    assert_eq!(unsafe { libc::kill(rank2, libc::SIGKILL) }, 0);
+    kill_rank(&job, 2);
     let done = job.wait(LIMIT);
     let ctx = context(&done);
     assert_eq!(done.code(), Some(0), "{ctx}");

@@ -578,3 +578,17 @@ pub fn limit_memory(cmd: &mut Command, bytes: u64) {
         });
     }
 }
+
+/// Files in /dev/shm whose names carry job `job`'s prefix (what a job must not leave behind).
+pub fn segments_of(job: &str) -> Vec<String> {
+    let prefix = psyne::internal::job_prefix(job);
+    let prefix = prefix.trim_start_matches('/').to_string();
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -202,8 +202,13 @@ fn contract_vars(env: &RankEnv) -> String {
 
 /// The `--dry-run` listing of a multi-host job: how each host is reached, then each rank's
 /// host, program, arguments, working directory and `-x` variables. Nothing is connected to, so a
-/// host without a slot count is assumed to have as many cores as this machine (said so).
-pub fn describe_hosts(launch: &Launch, hosts: &HostList, settings: &PreflightSettings) -> String {
+/// host without a slot count is assumed to have as many cores as this machine (said so). The
+/// flag is false when the placement fails (the listing says why; psyrun then exits 2).
+pub fn describe_hosts(
+    launch: &Launch,
+    hosts: &HostList,
+    settings: &PreflightSettings,
+) -> (String, bool) {
     let world = launch.world_size();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut listing = Listing {
@@ -231,14 +236,14 @@ pub fn describe_hosts(launch: &Launch, hosts: &HostList, settings: &PreflightSet
         Ok(p) => p,
         Err(e) => {
             listing.notes.push(format!("placement fails: {e}"));
-            return listing.render();
+            return (listing.render(), false);
         }
     };
     for (p, &a) in placements.iter().zip(&launch.app_of_ranks()) {
         let host = hosts.hosts().get(p.host).map_or("?", |h| h.name.as_str());
         listing.ranks.push(host_rank_block(launch, a, p, host));
     }
-    listing.render()
+    (listing.render(), true)
 }
 
 /// One rank's block in a multi-host listing: `command`, then `cwd` and `-x` if given.

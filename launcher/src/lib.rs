@@ -146,8 +146,16 @@ fn run_on_hosts(launch: &Launch, hosts: &hosts::HostList, settings: &PreflightSe
         };
     }
     if launch.dry_run {
-        dry_run::print(&dry_run::describe_hosts(launch, hosts, settings));
+        let (listing, placed) = dry_run::describe_hosts(launch, hosts, settings);
+        dry_run::print(&listing);
+        if !placed {
+            eprintln!("psyrun: the ranks do not fit on these hosts (see \"placement fails\" above); nothing would start");
+            return exit::USAGE;
+        }
         return exit::SUCCESS;
+    }
+    if let Err(e) = remote::launch::check_fit(launch, hosts) {
+        return report(&e);
     }
     let mut failures = restart::HostFailures::new(hosts.clone());
     let outcome = restart::run(launch, &console, |attempt| {

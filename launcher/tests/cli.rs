@@ -431,3 +431,44 @@ fn an_ssh_config_that_is_a_device_is_refused_given_or_found_in_home() {
         done.stderr
     );
 }
+
+#[test]
+fn host_lists_in_slurm_syntax_expand_and_a_placement_that_cannot_fit_is_exit_2() {
+    let dir = TempDir::new("hostlist");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["--dry-run", "-H", "node[01-03,07]:2", "-n", "8", "true"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    for (rank, host) in [(0, "node01"), (3, "node02"), (5, "node03"), (7, "node07")] {
+        let line = format!("rank {rank} on {host} ");
+        assert!(done.stdout.contains(&line), "{line:?}:\n{}", done.stdout);
+    }
+    // The same hosts with a rank too many: the dry run says why and exits 2.
+    let mut cmd = psyrun(&dir);
+    cmd.args(["--dry-run", "-H", "node[01-03,07]:2", "-n", "9", "true"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2), "{}", done.stdout);
+    assert!(done
+        .stdout
+        .contains("placement fails: 9 ranks do not fit in the 8 slots"));
+    // A real run says so before it contacts any host (these names resolve nowhere).
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-H", "psyne-no-such-host[1-2]:1", "-n", "3", "true"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("3 ranks do not fit in the 2 slots") && !done.stderr.contains("ssh"),
+        "{}",
+        done.stderr
+    );
+    // A bad range names the part that is wrong.
+    let mut cmd = psyrun(&dir);
+    cmd.args(["--dry-run", "-H", "node[01-x]:2", "-n", "1", "true"]);
+    let done = run(cmd, &dir);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("\"01-x\" is not a number"),
+        "{}",
+        done.stderr
+    );
+}

@@ -8,6 +8,7 @@
 //! node04:8                    MPICH: 8 slots
 //! bob@node05:2 port=2222      user, slots and an SSH port
 //! [fe80::7]:4  # trailing     an IPv6 address, and a trailing comment
+//! rack[1-2]-n[01-02] slots=2  four hosts (Slurm's host-list syntax), 2 slots each
 //! ```
 //!
 //! A line is `[user@]host[:slots]` (see [the module docs](super)) followed by any of
@@ -15,7 +16,7 @@
 //! from `#` on is a comment. A host on several lines is merged as the module docs describe.
 //! Errors name the file, the line number and the line, and say what was expected.
 
-use super::{parse_entry, parse_positive, HostList, HostsError, Result};
+use super::{parse_entries, parse_positive, HostList, HostsError, Result};
 use std::path::Path;
 
 /// What a hostfile line looks like, for error messages.
@@ -50,8 +51,9 @@ pub fn parse_hostfile(file: &str, text: &str) -> Result<HostList> {
             text: line.to_string(),
             problem,
         };
-        let host = parse_line(line).map_err(error)?;
-        list.add(host).map_err(|e| error(e.to_string()))?;
+        for host in parse_line(line).map_err(error)? {
+            list.add(host).map_err(|e| error(e.to_string()))?;
+        }
     }
     if list.is_empty() {
         return Err(HostsError::EmptyHostfile {
@@ -61,11 +63,14 @@ pub fn parse_hostfile(file: &str, text: &str) -> Result<HostList> {
     Ok(list)
 }
 
-/// Parses one line (comment and surrounding blanks removed, not empty).
-fn parse_line(line: &str) -> std::result::Result<super::Host, String> {
+/// Parses one line (comment and surrounding blanks removed, not empty): its hosts, more than one
+/// when the first word is a host list (`node[01-04] slots=2`), each with the line's settings.
+fn parse_line(line: &str) -> std::result::Result<Vec<super::Host>, String> {
     let mut words = line.split_whitespace();
     let first = words.next().unwrap_or_default();
-    let mut host = parse_entry(first)?.into_host();
+    let mut entries = parse_entries(first)?.into_iter().map(|e| e.into_host());
+    let mut host = entries.next().ok_or("a host list that names no host")?;
+    let others: Vec<super::Host> = entries.collect();
     let from_entry = host.slots.is_some();
     let (mut seen_slots, mut seen_max, mut seen_port) = (false, false, false);
     for word in words {
@@ -121,7 +126,13 @@ fn parse_line(line: &str) -> std::result::Result<super::Host, String> {
             ));
         }
     }
-    Ok(host)
+    let settings = host.clone();
+    let mut hosts = vec![host];
+    hosts.extend(others.into_iter().map(|h| super::Host {
+        name: h.name,
+        ..settings.clone()
+    }));
+    Ok(hosts)
 }
 
 #[cfg(test)]
@@ -265,5 +276,22 @@ mod tests {
         fn never_panics_on_near_misses(s in "[ab@:=# \n\t0-9]{0,12}( ?(slots|max_slots|port)=[0-9x]{0,6}){0,3}") {
             let _ = parse_hostfile("f", &s);
         }
+    }
+
+    #[test]
+    fn a_host_list_line_gives_every_host_its_settings() {
+        let hosts = parse("rack[1-2]-n[01-02] slots=2 port=2222\nsolo:1\n");
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02", "solo"]
+        );
+        assert!(hosts[..4]
+            .iter()
+            .all(|h| h.slots == Some(2) && h.port == Some(2222)));
+        let e = parse_hostfile("h", "node[1-x] slots=2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("h:1:") && e.contains("\"1-x\""), "{e}");
     }
 }

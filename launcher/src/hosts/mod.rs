@@ -15,7 +15,8 @@
 //!
 //! ```text
 //! entry = [user "@"] host [":" slots]
-//! host  = name | "[" ipv6-address "]"
+//! host  = name | "[" ipv6-address "]" | host-list
+//! host-list = a name with ranges in brackets, as Slurm writes them: node[01-04,07], rack[1-2]-n[1-4]
 //! name  = letters, digits, '-', '.', '_' (not starting with '-' or '.')
 //! slots = a positive decimal number
 //! ```
@@ -385,6 +386,36 @@ pub(crate) fn parse_entry(text: &str) -> Result<Entry, String> {
         (name.to_string(), slots)
     };
     Ok(Entry { user, name, slots })
+}
+
+/// Parses an entry whose host may be a host list in Slurm's (and pdsh's, Flux's) syntax, as
+/// [`expand_nodelist`] reads it: `node[01-04,07]:2` stands for `node01:2`, `node02:2`, ...,
+/// `rack[1-2]-n[1-2]` for four hosts. The user and the slot count apply to every host it names.
+/// An entry without brackets (or an IPv6 address in them) is one [`parse_entry`].
+pub(crate) fn parse_entries(text: &str) -> Result<Vec<Entry>, String> {
+    let (user, rest) = match text.split_once('@') {
+        Some((user, rest)) => (Some(user), rest),
+        None => (None, text),
+    };
+    if rest.starts_with('[') || !rest.contains('[') {
+        return parse_entry(text).map(|e| vec![e]);
+    }
+    let (pattern, slots) = match rest.rsplit_once(':') {
+        Some((pattern, slots)) if !slots.contains(']') => (pattern, Some(slots)),
+        _ => (rest, None),
+    };
+    let names = slurm::expand_nodelist(pattern).map_err(|e| match e {
+        HostsError::Nodelist { problem, .. } => format!("in the host list {pattern:?}: {problem}"),
+        other => other.to_string(),
+    })?;
+    names
+        .iter()
+        .map(|name| {
+            let user = user.map(|u| format!("{u}@")).unwrap_or_default();
+            let slots = slots.map(|s| format!(":{s}")).unwrap_or_default();
+            parse_entry(&format!("{user}{name}{slots}"))
+        })
+        .collect()
 }
 
 /// Parses a positive decimal count (digits only: no sign, no blanks); `None` otherwise.

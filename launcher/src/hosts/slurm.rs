@@ -72,7 +72,7 @@ fn too_many() -> String {
 }
 
 /// Splits at the commas outside brackets, checking that brackets pair up and do not nest.
-fn split_top_level(list: &str) -> std::result::Result<Vec<&str>, String> {
+pub(crate) fn split_top_level(list: &str) -> std::result::Result<Vec<&str>, String> {
     let mut items = Vec::new();
     let (mut start, mut open) = (0, false);
     for (i, c) in list.char_indices() {

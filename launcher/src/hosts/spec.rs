@@ -7,13 +7,14 @@
 //! -H alice@a:8,bob@b      per-host users
 //! -H [fe80::1]:2,10.0.0.7 an IPv6 and an IPv4 address
 //! -H a:2,b:2,a:2          a named twice: a gets 4 slots, and comes first
+//! -H node[01-04,07]:2     five hosts in Slurm's host-list syntax, two slots each
 //! ```
 //!
 //! Blanks around entries are ignored (`-H "a:4, b:4"`). Not accepted: empty entries (`a,,b`,
 //! a trailing comma), an SSH port (`a:4:2222`; use a hostfile's `port=N` or `~/.ssh/config`),
 //! bare IPv6 addresses (bracket them), and names starting with `-`.
 
-use super::{parse_entry, HostList, HostsError, Result};
+use super::{parse_entries, slurm, HostList, HostsError, Result};
 
 /// Parses a `-H` value into a host list, merging duplicate hosts.
 pub fn parse_host_spec(spec: &str) -> Result<HostList> {
@@ -28,7 +29,8 @@ pub fn parse_host_spec(spec: &str) -> Result<HostList> {
         ));
     }
     let mut list = HostList::new();
-    for item in spec.split(',') {
+    // Commas inside brackets belong to a host list (node[1,3]).
+    for item in slurm::split_top_level(spec).map_err(|problem| error(spec, problem))? {
         let item = item.trim();
         if item.is_empty() {
             return Err(error(
@@ -37,9 +39,10 @@ pub fn parse_host_spec(spec: &str) -> Result<HostList> {
                     .into(),
             ));
         }
-        let entry = parse_entry(item).map_err(|problem| error(item, problem))?;
-        list.add(entry.into_host())
-            .map_err(|e| error(item, e.to_string()))?;
+        for entry in parse_entries(item).map_err(|problem| error(item, problem))? {
+            list.add(entry.into_host())
+                .map_err(|e| error(item, e.to_string()))?;
+        }
     }
     Ok(list)
 }
@@ -173,6 +176,73 @@ mod tests {
                 prop_assert_eq!(&h.user, user);
                 prop_assert_eq!(h.slots, Some(*slots));
             }
+        }
+    }
+
+    #[test]
+    fn host_lists_as_slurm_writes_them() {
+        let hosts = |spec: &str| -> Vec<String> {
+            parse_host_spec(spec)
+                .unwrap()
+                .iter()
+                .map(|h| format!("{}:{}", h.name, h.slots.map_or(0, |s| s)))
+                .collect()
+        };
+        assert_eq!(
+            hosts("node[01-03,07]:2"),
+            ["node01:2", "node02:2", "node03:2", "node07:2"]
+        );
+        assert_eq!(
+            hosts("rack[1-2]-n[1-2],b:4"),
+            [
+                "rack1-n1:0",
+                "rack1-n2:0",
+                "rack2-n1:0",
+                "rack2-n2:0",
+                "b:4"
+            ]
+        );
+        assert_eq!(
+            hosts("n[08-10]"),
+            ["n08:0", "n09:0", "n10:0"],
+            "zero-padded as Slurm"
+        );
+        assert_eq!(hosts("n[9-10]"), ["n9:0", "n10:0"]);
+        let list = parse_host_spec("alice@gpu[1-2]:4,[fe80::1]:2").unwrap();
+        assert_eq!(list.hosts()[1].user.as_deref(), Some("alice"));
+        assert_eq!(
+            list.hosts()[2].name,
+            "fe80::1",
+            "IPv6 in brackets still works"
+        );
+        // Named again through a list: slots add up, as any duplicate.
+        assert_eq!(hosts("n[1-2]:2,n1:2"), ["n1:4", "n2:2"]);
+        for (bad, says) in [
+            ("n[1-", "without a matching"),
+            ("n[[1]]", "nested"),
+            ("n[3-1]", "backwards"),
+            ("n[1-x]", "\"1-x\""),
+            ("n[]", "empty brackets"),
+            ("n[0-99999999]", "more than"),
+            ("n]1[", "without a matching"),
+        ] {
+            let e = err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_range_is_the_hosts_it_names(lo in 0usize..500, len in 1usize..40, width in 1usize..5, slots in 1usize..9) {
+            let hi = lo + len - 1;
+            let spec = format!("h[{lo:0width$}-{hi}]:{slots}");
+            let want: Vec<String> = (lo..=hi)
+                .map(|n| format!("h{n:0width$}"))
+                .collect();
+            let list = parse_host_spec(&spec).unwrap();
+            let got: Vec<String> = list.iter().map(|h| h.name.clone()).collect();
+            prop_assert_eq!(got, want);
+            prop_assert!(list.iter().all(|h| h.slots == Some(slots)));
         }
     }
 }

@@ -64,6 +64,24 @@ pub fn run(
     }
 }
 
+/// Checks, before any host is contacted, that the ranks fit on `hosts` when every host gives its
+/// slot count (a host without one takes its core count, known only once reached: then the check
+/// waits for the preflight). The error is the one placing them later would give.
+pub fn check_fit(launch: &Launch, hosts: &HostList) -> Result<(), Error> {
+    if hosts.iter().any(|h| h.slots.is_none()) {
+        return Ok(());
+    }
+    hosts::place_by(
+        hosts,
+        launch.world_size(),
+        |_| 0,
+        launch.binding.oversubscribe,
+        launch.binding.map_by == Some(crate::binding::MapBy::Node),
+    )
+    .map(drop)
+    .map_err(|e| Error::Usage(e.to_string()))
+}
+
 /// A reader of what failed ranks report losing, through psyrun's own connection to the store
 /// (on loopback when the store listens on every address).
 fn loss_reports(store: &StoreServer, contract: &Contract) -> Option<LossReports> {

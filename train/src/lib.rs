@@ -110,9 +110,7 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
         let Some(r) = reports.last() else {
             return Ok(());
         };
-        if !cfg.quiet {
-            println!("{r}");
-        }
+        // Saved before it is printed: an epoch line on the screen means it is in the checkpoint.
         match &cfg.checkpoint {
             Some(dir) if r.epoch % cfg.checkpoint_every == 0 || r.epoch == cfg.epochs => {
                 checkpoint::save(
@@ -123,10 +121,14 @@ pub fn run(cfg: Config) -> Result<bool, Error> {
                         params: params.to_vec(),
                         reports: reports.to_vec(),
                     },
-                )
+                )?
             }
-            _ => Ok(()),
+            _ => {}
         }
+        if !cfg.quiet {
+            println!("{r}");
+        }
+        Ok(())
     })?;
     let seconds = start.elapsed().as_secs_f64();
     // After --elastic lost ranks, the survivors' group is the job now.

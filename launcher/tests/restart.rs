@@ -200,8 +200,8 @@ fn the_timeout_counts_across_attempts() {
     assert_eq!(done.code(), Some(124), "stderr:\n{}", done.stderr);
     let attempts = values(&done.stdout, "attempt").len() / 2;
     assert!(
-        (2..=5).contains(&attempts),
-        "about 1.5 s / 0.4 s attempts, not 101: {attempts}\n{}",
+        (1..=5).contains(&attempts),
+        "about 1.5 s / 0.4 s attempts (fewer on a loaded machine), not 101: {attempts}\n{}",
         done.stderr
     );
     assert!(done.elapsed < Duration::from_secs(10), "{:?}", done.elapsed);

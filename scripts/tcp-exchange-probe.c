@@ -5,7 +5,10 @@
  * round. Prints the mean and best round in microseconds. No psyne, no MPI: what the kernel's
  * loopback TCP does with the write sizes a library chooses (scripts/tcp-exchange-probe.sh).
  *
- *   tcp-exchange-probe N W R MODE ITERS SOCKBUF      (SOCKBUF 0: the kernel's autotuning) */
+ *   tcp-exchange-probe N W R MODE ITERS SOCKBUF      (SOCKBUF 0: the kernel's autotuning)
+ *
+ * ONEWAY_FIRST=K in the environment first sends K untimed N-byte messages one way (rank 0 to
+ * rank 1, whole writes, as a broadcast does) on the same connection. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -72,6 +75,28 @@ int main(int argc, char **argv) {
   char *out = malloc(n), *in = malloc(n);
   memset(out, 1, n);
   memset(in, 0, n);
+  int oneway_first = getenv("ONEWAY_FIRST") ? atoi(getenv("ONEWAY_FIRST")) : 0;
+  for (int i = 0; i < oneway_first; i++) {
+    size_t sent = me == 0 ? 0 : n, got = me == 1 ? 0 : n;
+    while (sent < n || got < n) {
+      if (sent < n) {
+        ssize_t d = write(fd, out + sent, n - sent);
+        if (d > 0) sent += d;
+      }
+      if (got < n) {
+        ssize_t d = read(fd, in + got, n - got > r && r ? r : n - got);
+        if (d > 0) got += d;
+      }
+    }
+    char b = 0;
+    if (me == 0) {
+      while (write(fd, &b, 1) != 1) {}
+      while (read(fd, &b, 1) != 1) {}
+    } else {
+      while (read(fd, &b, 1) != 1) {}
+      while (write(fd, &b, 1) != 1) {}
+    }
+  }
   double best = 1e300, total = 0;
   for (int i = 0; i < iters + 3; i++) {
     size_t sent = (mode == 0 || me == 0) ? 0 : n, got = (mode == 0 || me == 1) ? 0 : n;

@@ -54,11 +54,11 @@ Exit codes:
   128+N    the first failing rank was killed by signal N (137: SIGKILL), or psyrun
            got signal N and stopped the job (129 SIGHUP, 130 SIGINT, 143 SIGTERM)
 
-With --max-restarts the code is the last attempt's. Ranks psyrun stopped itself
-never count as failures. Each rank runs in its own
-process group: on a failure, a signal or the timeout psyrun sends SIGTERM to
-every group, waits --grace seconds, then sends SIGKILL (a second Ctrl-C skips
-the wait). Ranks also die if psyrun is killed.";
+With --max-restarts the code is the last attempt's; with --on-failure continue,
+the last ranks'. Ranks psyrun stopped itself never count as failures. Each rank
+runs in its own process group: on a failure, a signal or the timeout psyrun
+sends SIGTERM to every group, waits --grace seconds, then sends SIGKILL (a
+second Ctrl-C skips the wait). Ranks also die if psyrun is killed.";
 
 #[cfg(test)]
 mod tests {

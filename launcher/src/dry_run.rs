@@ -8,8 +8,7 @@
 //! secrets too).
 
 use crate::args::{EnvVar, Launch};
-use crate::binding::MapBy;
-use crate::hosts::{self, HostList};
+use crate::hosts::HostList;
 use crate::job::{self, JobInfo};
 use crate::plan::{JobPlan, RankPlan};
 use crate::quote::{command_line, shell_quote};
@@ -226,13 +225,7 @@ pub fn describe_hosts(
             preflight::describe_route(h, settings)
         ));
     }
-    let placements = match hosts::place_by(
-        hosts,
-        world,
-        |_| cores,
-        launch.binding.oversubscribe,
-        launch.binding.map_by == Some(MapBy::Node),
-    ) {
+    let placements = match crate::remote::launch::place_ranks(launch, hosts, |_| cores) {
         Ok(p) => p,
         Err(e) => {
             listing.notes.push(format!("placement fails: {e}"));

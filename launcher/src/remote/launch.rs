@@ -71,15 +71,26 @@ pub fn check_fit(launch: &Launch, hosts: &HostList) -> Result<(), Error> {
     if hosts.iter().any(|h| h.slots.is_none()) {
         return Ok(());
     }
+    place_ranks(launch, hosts, |_| 0)
+        .map(drop)
+        .map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// Places `launch`'s ranks on `hosts` as its flags say (`--oversubscribe`, `--map-by node`), a
+/// host without a slot count taking `cores(host)`: the one placement of a multi-host job, its
+/// dry run and its early check.
+pub fn place_ranks(
+    launch: &Launch,
+    hosts: &HostList,
+    cores: impl Fn(&hosts::Host) -> usize,
+) -> Result<Vec<Placement>, hosts::HostsError> {
     hosts::place_by(
         hosts,
         launch.world_size(),
-        |_| 0,
+        cores,
         launch.binding.oversubscribe,
         launch.binding.map_by == Some(crate::binding::MapBy::Node),
     )
-    .map(drop)
-    .map_err(|e| Error::Usage(e.to_string()))
 }
 
 /// A reader of what failed ranks report losing, through psyrun's own connection to the store
@@ -207,18 +218,12 @@ impl RemoteJob<'_> {
     /// `--map-by node` deals them round-robin) and notes which hosts are used.
     fn place(&mut self, hosts: &HostList) -> Result<Vec<Placement>, Error> {
         let reached = &self.reached;
-        let placements = hosts::place_by(
-            hosts,
-            self.launch.world_size(),
-            |h| {
-                hosts
-                    .iter()
-                    .position(|x| x.name == h.name)
-                    .map_or(1, |i| reached[i].cores)
-            },
-            self.launch.binding.oversubscribe,
-            self.launch.binding.map_by == Some(crate::binding::MapBy::Node),
-        )
+        let placements = place_ranks(self.launch, hosts, |h| {
+            hosts
+                .iter()
+                .position(|x| x.name == h.name)
+                .map_or(1, |i| reached[i].cores)
+        })
         .map_err(|e| Error::Usage(e.to_string()))?;
         self.host_of = placements.iter().map(|p| p.host).collect();
         let mut has_ranks = vec![false; self.names.len()];

@@ -852,6 +852,26 @@ mod tests {
         losses: &[(usize, usize)],
         before: impl FnOnce(&Sender<Event>),
     ) -> (Outcome, Setup) {
+        supervise_fake(n, obey, grace, timeout, losses, false, before)
+    }
+
+    /// `n` ranks, all obeying SIGTERM, supervised with `--on-failure continue`.
+    fn go_on(n: usize, before: impl FnOnce(&Sender<Event>)) -> (Outcome, Setup) {
+        let all: Vec<usize> = (0..n).collect();
+        supervise_fake(n, &all, Duration::from_secs(1), None, &[], true, before)
+    }
+
+    /// Supervises `n` fake ranks after the events `before` sends (see [`go_reporting`]), going
+    /// on after failures if `continuing`.
+    fn supervise_fake(
+        n: usize,
+        obey: &[usize],
+        grace: Duration,
+        timeout: Option<Duration>,
+        losses: &[(usize, usize)],
+        continuing: bool,
+        before: impl FnOnce(&Sender<Event>),
+    ) -> (Outcome, Setup) {
         let err = Text::default();
         let console = Console::new(Box::new(Text::default()), Box::new(err.clone()));
         let (tx, rx) = channel();
@@ -869,37 +889,13 @@ mod tests {
             tx,
         };
         let mut sup = Supervisor::new(&setup.console, fake, grace, timeout, rx);
+        if continuing {
+            sup = sup.going_on_after_failures();
+        }
         let losses = losses.to_vec();
         sup = sup.with_losses(Box::new(move |rank| {
             losses.iter().find(|(a, _)| *a == rank).map(|(_, b)| *b)
         }));
-        for r in 0..n {
-            sup.add_rank(r, 1000 + r as u32);
-        }
-        let outcome = sup.run();
-        (outcome, setup)
-    }
-
-    /// `n` ranks supervised with `--on-failure continue`, after the events `before` sends.
-    fn go_on(n: usize, before: impl FnOnce(&Sender<Event>)) -> (Outcome, Setup) {
-        let err = Text::default();
-        let console = Console::new(Box::new(Text::default()), Box::new(err.clone()));
-        let (tx, rx) = channel();
-        let sent = Arc::new(Mutex::new(Vec::new()));
-        let fake = Fake {
-            sent: sent.clone(),
-            events: tx.clone(),
-            obey: (0..n).collect(),
-        };
-        before(&tx);
-        let setup = Setup {
-            err,
-            console,
-            sent,
-            tx,
-        };
-        let mut sup = Supervisor::new(&setup.console, fake, Duration::from_secs(1), None, rx)
-            .going_on_after_failures();
         for r in 0..n {
             sup.add_rank(r, 1000 + r as u32);
         }

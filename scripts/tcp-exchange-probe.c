@@ -36,6 +36,35 @@ static void set_buffers(int fd, int bytes) {
   }
 }
 
+/* One round: N bytes moved as MODE says (0 both ways, 1 rank 0 to rank 1), writes capped at W
+ * and reads at R bytes (0: no cap), then a 1-byte ping-pong. */
+static void round_trip(int fd, int me, char *out, char *in, size_t n, size_t w, size_t r,
+                       int mode) {
+  size_t sent = (mode == 0 || me == 0) ? 0 : n, got = (mode == 0 || me == 1) ? 0 : n;
+  while (sent < n || got < n) {
+    if (sent < n) {
+      size_t k = n - sent;
+      if (w && k > w) k = w;
+      ssize_t d = write(fd, out + sent, k);
+      if (d > 0) sent += d;
+    }
+    if (got < n) {
+      size_t k = n - got;
+      if (r && k > r) k = r;
+      ssize_t d = read(fd, in + got, k);
+      if (d > 0) got += d;
+    }
+  }
+  char b = 0;
+  if (me == 0) {
+    while (write(fd, &b, 1) != 1) {}
+    while (read(fd, &b, 1) != 1) {}
+  } else {
+    while (read(fd, &b, 1) != 1) {}
+    while (write(fd, &b, 1) != 1) {}
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc != 7) {
     fprintf(stderr, "usage: %s N W R MODE ITERS SOCKBUF\n", argv[0]);
@@ -76,53 +105,11 @@ int main(int argc, char **argv) {
   memset(out, 1, n);
   memset(in, 0, n);
   int oneway_first = getenv("ONEWAY_FIRST") ? atoi(getenv("ONEWAY_FIRST")) : 0;
-  for (int i = 0; i < oneway_first; i++) {
-    size_t sent = me == 0 ? 0 : n, got = me == 1 ? 0 : n;
-    while (sent < n || got < n) {
-      if (sent < n) {
-        ssize_t d = write(fd, out + sent, n - sent);
-        if (d > 0) sent += d;
-      }
-      if (got < n) {
-        ssize_t d = read(fd, in + got, n - got > r && r ? r : n - got);
-        if (d > 0) got += d;
-      }
-    }
-    char b = 0;
-    if (me == 0) {
-      while (write(fd, &b, 1) != 1) {}
-      while (read(fd, &b, 1) != 1) {}
-    } else {
-      while (read(fd, &b, 1) != 1) {}
-      while (write(fd, &b, 1) != 1) {}
-    }
-  }
+  for (int i = 0; i < oneway_first; i++) round_trip(fd, me, out, in, n, 0, r, 1);
   double best = 1e300, total = 0;
   for (int i = 0; i < iters + 3; i++) {
-    size_t sent = (mode == 0 || me == 0) ? 0 : n, got = (mode == 0 || me == 1) ? 0 : n;
     double t0 = now_us();
-    while (sent < n || got < n) {
-      if (sent < n) {
-        size_t k = n - sent;
-        if (w && k > w) k = w;
-        ssize_t d = write(fd, out + sent, k);
-        if (d > 0) sent += d;
-      }
-      if (got < n) {
-        size_t k = n - got;
-        if (r && k > r) k = r;
-        ssize_t d = read(fd, in + got, k);
-        if (d > 0) got += d;
-      }
-    }
-    char b = 0;
-    if (me == 0) {
-      while (write(fd, &b, 1) != 1) {}
-      while (read(fd, &b, 1) != 1) {}
-    } else {
-      while (read(fd, &b, 1) != 1) {}
-      while (write(fd, &b, 1) != 1) {}
-    }
+    round_trip(fd, me, out, in, n, w, r, mode);
     double t = now_us() - t0;
     if (i >= 3) {
       total += t;

@@ -276,13 +276,9 @@ fn a_rank_killed_during_a_large_shm_all_reduce_fails_the_others_and_leaves_no_se
             "{line}"
         );
     }
-    let job = done
-        .stdout
-        .lines()
-        .find_map(|l| l.split(": job ").nth(1))
-        .expect("ranks print their job id")
-        .trim()
-        .to_string();
+    let job = job_ids(&done.stdout)
+        .pop()
+        .expect("ranks print their job id");
     assert!(!job.is_empty());
     let left = segments_of(&job);
     assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");

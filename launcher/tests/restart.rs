@@ -207,18 +207,6 @@ fn the_timeout_counts_across_attempts() {
     assert!(done.elapsed < Duration::from_secs(10), "{:?}", done.elapsed);
 }
 
-/// The job id a rank of `psyne-check --fault` printed, for each attempt in order.
-fn job_ids(stdout: &str) -> Vec<String> {
-    let mut ids: Vec<String> = Vec::new();
-    for id in stdout.lines().filter_map(|l| l.split(": job ").nth(1)) {
-        let id = id.trim().to_string();
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
-    ids
-}
-
 /// psyne's collectives after a restart: rank 1 dies by SIGKILL inside a large all-reduce in the
 /// first attempt; the second attempt's ranks form a new group, and every collective matches
 /// the oracle. Neither attempt leaves shared memory behind.

@@ -54,13 +54,9 @@ fn assert_survived(done: &Done, survivors: usize, what: &str) {
             .contains("go on without it (--on-failure continue)"),
         "{ctx}"
     );
-    let job = done
-        .stdout
-        .lines()
-        .find_map(|l| l.split(": job ").nth(1))
-        .expect("ranks print their job id")
-        .trim()
-        .to_string();
+    let job = job_ids(&done.stdout)
+        .pop()
+        .expect("ranks print their job id");
     let left = segments_of(&job);
     assert!(
         left.is_empty(),

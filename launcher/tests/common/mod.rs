@@ -592,3 +592,16 @@ pub fn segments_of(job: &str) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The job ids ranks printed as `rank R: job JOB` (psyne-check's fault and trial modes), each
+/// once, in the order first seen: one per attempt of a restarted job.
+pub fn job_ids(stdout: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for id in stdout.lines().filter_map(|l| l.split(": job ").nth(1)) {
+        let id = id.trim().to_string();
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}

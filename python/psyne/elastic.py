@@ -26,24 +26,20 @@ be held directly) and plain numbers (read back as attributes)::
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict
 
 import numpy as np
 
-from . import Group
+from . import Group, _native
 
 __all__ = ["State", "restart_count"]
 
 
 def restart_count() -> int:
     """Which attempt of a restarted job this process belongs to: ``PSY_RESTART_COUNT`` (psyrun),
-    else ``TORCHELASTIC_RESTART_COUNT`` (torchrun), else 0."""
-    for name in ("PSY_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"):
-        value = os.environ.get(name)
-        if value:
-            return int(value)
-    return 0
+    else ``TORCHELASTIC_RESTART_COUNT`` (torchrun), else 0 (read by the Rust library, as
+    ``psyne::contract::restart_count``; a malformed value raises :class:`psyne.ConfigError`)."""
+    return _native.restart_count()
 
 
 def _as_array(value: Any) -> np.ndarray:

@@ -568,6 +568,12 @@ fn init(py: Python<'_>) -> PyResult<NativeGroup> {
     py.detach(psyne::init).map(NativeGroup::new).map_err(to_py)
 }
 
+/// Which attempt of a restarted job this process belongs to (`psyne::contract::restart_count`).
+#[pyfunction]
+fn restart_count() -> PyResult<usize> {
+    psyne::contract::restart_count().map_err(to_py)
+}
+
 /// A world of one.
 #[pyfunction]
 fn alone() -> NativeGroup {
@@ -632,6 +638,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeWork>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(alone, m)?)?;
+    m.add_function(wrap_pyfunction!(restart_count, m)?)?;
     m.add_function(wrap_pyfunction!(init_from_store, m)?)?;
     m.add_function(wrap_pyfunction!(generate_secret, m)?)?;
     let tags: Vec<(&str, u8)> = DType::ALL.iter().map(|d| (d.name(), *d as u8)).collect();

@@ -639,16 +639,18 @@ impl Router {
             }
             LinkEvent::Closed { why, .. } => {
                 self.outputs.host_closed(e.host);
+                if self.launch_error.is_none() && self.pids.iter().any(Option::is_none) {
+                    self.launch_error = Some(Error::Remote {
+                        message: format!(
+                            "lost the link to host {host} ({why}) while starting the ranks"
+                        ),
+                        code: crate::exit::LAUNCH_FAILED,
+                    });
+                }
                 let _ = self.supervisor.send(Event::HostLost {
                     host: host.clone(),
                     why,
                 });
-                if self.launch_error.is_none() && self.pids.iter().any(Option::is_none) {
-                    self.launch_error = Some(Error::Remote {
-                        message: format!("lost the link to {host} while starting the ranks"),
-                        code: crate::exit::LAUNCH_FAILED,
-                    });
-                }
             }
             LinkEvent::Diagnostic(line) => {
                 self.console.message(&format!("{host}: {line}"));

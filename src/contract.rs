@@ -44,11 +44,14 @@
 //! | Slurm's `srun` (a job step) | `SLURM_PROCID` | `SLURM_STEP_NUM_TASKS` |
 //! | a PMIx launcher (`prterun`, `srun --mpi=pmix`) | `PMIX_RANK` | none |
 //!
-//! Such a launcher gives psyne no way to reach the other ranks, so a world of more than one from
-//! it is [`Launch::Foreign`], which [`crate::init`] refuses with an error naming the launcher and
-//! the fixes (run under psyrun, set PyTorch's names, or bootstrap over MPI with the `mpi`
-//! feature), instead of every rank silently becoming a world of one. A world of one from it is
-//! [`Launch::Alone`]. Slurm sets `SLURM_PROCID` but not `SLURM_STEP_NUM_TASKS` in a batch script,
+//! A world of more than one from such a launcher is [`Launch::Foreign`]. Where a PMIx server
+//! started the processes (`PMIX_NAMESPACE` and `PMIX_RANK` set: Open MPI's `mpirun`, `prterun`,
+//! `srun --mpi=pmix`), [`crate::init`] forms the group through it (`crate::bootstrap::pmix`:
+//! rank, size and rank 0's store from PMIx, the secret through PMIx too). Otherwise, or where
+//! the PMIx library cannot be loaded, psyne has no way to reach the other ranks, and
+//! [`crate::init`] refuses with an error naming the launcher and the fixes (run under psyrun,
+//! set PyTorch's names, or bootstrap over MPI with the `mpi` feature), instead of every rank
+//! silently becoming a world of one. A world of one from it is [`Launch::Alone`]. Slurm sets `SLURM_PROCID` but not `SLURM_STEP_NUM_TASKS` in a batch script,
 //! and neither in an `salloc` shell, so a single process there stays a world of one.
 
 use crate::error::{Error, ErrorKind, Result};
@@ -254,6 +257,9 @@ pub const PMIX: ForeignLauncher = ForeignLauncher {
     mpi_how: "under the same launcher",
 };
 
+/// `PMIX_NAMESPACE`: set with `PMIX_RANK` by every PMIx server in the processes it starts.
+pub const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
+
 /// The other launchers psyne recognises, in the order they are tried: MPI launchers before
 /// Slurm (an `mpirun` or `mpiexec` inside an allocation starts its ranks through `srun`, and
 /// they inherit that step's variables), and PMIx, which says no world size, last.
@@ -271,6 +277,10 @@ pub struct ForeignLaunch {
     /// True when `MPI_Init` can form this world: the launcher, or any other launcher whose
     /// variables are set too (`srun --mpi=pmix`), is an MPI one.
     pub mpi: bool,
+    /// True when a PMIx server started this process (`PMIX_NAMESPACE` and `PMIX_RANK` are set:
+    /// Open MPI's mpirun, prterun, `srun --mpi=pmix`): [`crate::init`] then forms the group
+    /// through PMIx where its library loads.
+    pub pmix: bool,
 }
 
 impl ForeignLaunch {
@@ -443,6 +453,7 @@ fn foreign_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
         rank,
         world_size,
         mpi: FOREIGN_LAUNCHERS.iter().any(|l| l.mpi && present(l)),
+        pmix: get(PMIX_NAMESPACE).is_some() && get(PMIX.rank_var).is_some(),
     };
     let alone = match (rank, world_size) {
         (Some(r), Some(n)) if r >= n => {
@@ -458,6 +469,8 @@ fn foreign_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
             )))
         }
         (_, Some(n)) => n == 1,
+        // PMIx tells the size only when asked: its rank 0 may still have company.
+        (_, None) if found.pmix => false,
         (r, None) => r.unwrap_or(0) == 0,
     };
     Ok(if alone {
@@ -713,6 +726,7 @@ mod tests {
                     ("OMPI_COMM_WORLD_SIZE", "2"),
                     ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
                     ("PMIX_RANK", "1"),
+                    ("PMIX_NAMESPACE", "513802241"),
                 ],
                 OPEN_MPI,
                 Some(1),
@@ -749,17 +763,25 @@ mod tests {
                 false,
             ),
             // A PMIx launcher says only the rank.
-            (&[("PMIX_RANK", "3")], PMIX, Some(3), None, true),
+            (
+                &[("PMIX_RANK", "3"), ("PMIX_NAMESPACE", "prterun-vm-1@1")],
+                PMIX,
+                Some(3),
+                None,
+                true,
+            ),
         ];
         for (pairs, launcher, rank, world_size, mpi) in cases {
             let f = foreign(pairs);
+            let pmix = pairs.iter().any(|(k, _)| *k == PMIX_NAMESPACE);
             assert_eq!(
                 f,
                 ForeignLaunch {
                     launcher,
                     rank,
                     world_size,
-                    mpi
+                    mpi,
+                    pmix,
                 },
                 "{pairs:?}"
             );
@@ -773,6 +795,17 @@ mod tests {
             assert!(m.contains("MASTER_ADDR and MASTER_PORT"), "{m}");
             assert!(m.contains("psyne::mpi::native_group"), "{m}");
         }
+    }
+
+    #[test]
+    fn rank_0_of_a_pmix_launch_without_a_size_is_not_taken_for_a_world_of_one() {
+        let f = foreign(&[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "ns")]);
+        assert!(f.pmix);
+        // Without the namespace it is not a PMIx server's process: alone, as before.
+        assert_eq!(
+            detect_with(&env(&[("PMIX_RANK", "0")])).unwrap(),
+            Launch::Alone
+        );
     }
 
     #[test]

@@ -84,9 +84,10 @@ impl Backends {
 /// (`auto`, `tcp`, `shm`: it becomes `PSY_TRANSPORT` unless that is already set).
 ///
 /// MPI (feature `mpi`) must be started by an MPI launcher; with it, the native group bootstraps
-/// over MPI so both run in one job. Under an MPI launcher (`mpirun -n 2 psybench ...`) the
-/// native backend alone bootstraps over MPI too when psybench has the `mpi` feature; without it,
-/// that is an error saying how to run psybench instead.
+/// over MPI so both run in one job. The native backend alone under a PMIx launcher (`mpirun -n 2
+/// psybench ...`, `srun --mpi=pmix`) forms its group through PMIx ([`psyne::init`]); under an
+/// MPI launcher without PMIx it bootstraps over MPI when psybench has the `mpi` feature, and
+/// without it that is an error saying how to run psybench instead.
 pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
     if transport != "auto" && std::env::var_os(psyne::contract::TRANSPORT).is_none() {
         // Set before any group (or any thread reading the environment) exists.
@@ -94,7 +95,7 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
     }
     let foreign = psyne::contract::foreign_launch();
     #[cfg(feature = "mpi")]
-    if wanted.contains(&Backend::Mpi) || foreign.as_ref().is_some_and(|f| f.mpi) {
+    if wanted.contains(&Backend::Mpi) || foreign.as_ref().is_some_and(|f| f.mpi && !f.pmix) {
         return connect_over_mpi(wanted);
     }
     if wanted.contains(&Backend::Mpi) {
@@ -102,7 +103,7 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
             "--backend mpi needs psybench built with the MPI backend: cargo build --release -p psybench --features mpi (scripts/setup.sh installs Open MPI), then run it under mpirun",
         ));
     }
-    if let Some(f) = foreign {
+    if let Some(f) = foreign.filter(|f| !f.pmix) {
         return Err(foreign_error(&f));
     }
     Ok(Backends::new(vec![AnyComm::Native(psyne::init()?)]))

@@ -298,8 +298,9 @@ fn bad_input_is_a_usage_error_that_names_the_problem() {
 }
 
 /// Without the MPI backend, a psybench started by an MPI launcher as one of two ranks says so and
-/// how to run it, instead of measuring a world of one. (The environment is Open MPI's; with the
-/// `mpi` feature the same launch forms the group over MPI: see `mpi::native_alone_under_mpirun`.)
+/// how to run it, instead of measuring a world of one. (The environment is Open MPI's without its
+/// PMIx variables; a real mpirun's processes form the group through PMIx: see
+/// `mpi::native_alone_under_mpirun_forms_a_2_rank_group_through_pmix`.)
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn an_mpi_launch_without_the_mpi_backend_is_an_error_that_says_what_to_do() {
@@ -396,29 +397,33 @@ mod mpi {
         }
     }
 
-    /// `mpirun -n 2 psybench` with only the native backend: the group forms over MPI, two ranks.
+    /// `mpirun -n 2 psybench` with only the native backend: the group forms through mpirun's
+    /// PMIx server, two ranks, over shared memory and over TCP as asked.
     #[test]
-    fn native_alone_under_mpirun_forms_a_2_rank_group_over_mpi() {
-        let d = Dir::new("mpi-native");
-        let json = d.join("r.json");
-        let mut cmd = mpirun(2);
-        cmd.arg(env!("CARGO_BIN_EXE_psybench"))
-            .args(["allreduce", "--sizes", "8,64K", "--iters", "20"])
-            .arg("--json")
-            .arg(&json);
-        let out = run(cmd, Duration::from_secs(180));
-        assert!(out.status.success(), "{}", text(&out));
-        let report = read_report(&json).unwrap();
-        assert_eq!(report.meta.world_size, 2, "{}", text(&out));
-        assert_eq!(report.records.len(), 2, "{}", text(&out));
-        for r in &report.records {
-            assert_eq!(
-                (r.backend.as_str(), r.ranks, r.wrong),
-                ("native", 2, Some(0)),
-                "{}",
-                text(&out)
-            );
-            assert!(r.busbw_gbps > 0.0, "{} B: busbw {}", r.bytes, r.busbw_gbps);
+    fn native_alone_under_mpirun_forms_a_2_rank_group_through_pmix() {
+        for transport in ["shm", "tcp"] {
+            let d = Dir::new("mpi-native");
+            let json = d.join("r.json");
+            let mut cmd = mpirun(2);
+            cmd.arg(env!("CARGO_BIN_EXE_psybench"))
+                .args(["allreduce", "--sizes", "8,64K", "--iters", "20"])
+                .args(["--transport", transport])
+                .arg("--json")
+                .arg(&json);
+            let out = run(cmd, Duration::from_secs(180));
+            assert!(out.status.success(), "{}", text(&out));
+            let report = read_report(&json).unwrap();
+            assert_eq!(report.meta.world_size, 2, "{}", text(&out));
+            assert_eq!(report.records.len(), 2, "{}", text(&out));
+            for r in &report.records {
+                assert_eq!(
+                    (r.backend.as_str(), r.ranks, r.wrong, r.transport.as_str()),
+                    ("native", 2, Some(0), transport),
+                    "{}",
+                    text(&out)
+                );
+                assert!(r.busbw_gbps > 0.0, "{} B: busbw {}", r.bytes, r.busbw_gbps);
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
-//! The MPI backend in real MPI jobs: `mpirun -n N psyne-check --backend mpi|native-over-mpi`, every
-//! rank checking every collective against the oracle; and the refusals a rank must give when the
-//! MPI world is not the one the launcher announced.
+//! psyne-check in real Open MPI jobs: the default native backend forming its group through
+//! mpirun's PMIx server (over shared memory and TCP), the MPI backend and the native group over
+//! MPI (`--backend mpi|native-over-mpi`), every rank checking every collective against the
+//! oracle; and the refusals a rank must give when the PMIx library is missing or the MPI world
+//! is not the one the launcher announced.
 //!
 //! Needs Open MPI's `mpirun` (scripts/setup.sh installs it). Run with
 //! `cargo test -p psyrun --features mpi --test mpi`.
@@ -136,6 +138,11 @@ fn run(mut cmd: Command, limit: Duration) -> Done {
 
 /// `mpirun -n N psyne-check ARGS` with the settings this machine needs (see the module docs).
 fn mpirun(n: usize, args: &[&str]) -> Done {
+    mpirun_with(n, args, &[])
+}
+
+/// [`mpirun`] with `env` set for mpirun and so for every rank.
+fn mpirun_with(n: usize, args: &[&str], env: &[(&str, &str)]) -> Done {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let mut cmd = Command::new("mpirun");
     cmd.args([
@@ -147,7 +154,8 @@ fn mpirun(n: usize, args: &[&str]) -> Done {
     .arg(check_bin())
     .args(args)
     .env("OMPI_MCA_op", "^avx")
-    .env("PSY_TIMEOUT", "60");
+    .env("PSY_TIMEOUT", "60")
+    .envs(env.iter().copied());
     run(cmd, DEADLINE)
 }
 
@@ -233,10 +241,48 @@ fn native_group_bootstrapped_over_mpi_matches_the_oracle_in_2_and_4_processes() 
 }
 
 #[test]
-fn the_default_native_backend_under_mpirun_forms_its_group_over_mpi() {
-    // Not a world of one per process: psyne-check has the mpi feature here, so under mpirun its
-    // native group forms over MPI.
-    let done = mpirun(2, &["--counts", "0,1,1001"]);
+fn the_default_native_backend_under_mpirun_forms_its_group_through_pmix_over_shm_and_tcp() {
+    // Not a world of one per process, and not over MPI: mpirun's PMIx server tells psyne::init
+    // the rank, the size and where rank 0's store is.
+    for (n, transport) in [(2, "shm"), (4, "shm"), (2, "tcp"), (4, "tcp")] {
+        let done = mpirun_with(
+            n,
+            &["--counts", "0,1,1001"],
+            &[("PSY_TRANSPORT", transport)],
+        );
+        assert_all_ranks_pass(&done, n, ")");
+        for rank in 0..n {
+            let links = format!("rank {rank}/{n}: links over {transport}\n");
+            assert!(
+                done.stdout.contains(&links),
+                "{transport}: {links:?} in:\n{done}"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_the_pmix_library_mpirun_falls_back_to_forming_the_group_over_mpi() {
+    // PSY_PMIX_LIB names a library that does not exist: as on a host without libpmix2.
+    let done = mpirun_with(
+        2,
+        &["--counts", "0,1,1001"],
+        &[("PSY_PMIX_LIB", "libpsyne-test-no-pmix.so")],
+    );
+    assert_eq!(done.code, Some(2), "{done}");
+    for needle in [
+        "started by Open MPI's mpirun as rank",
+        "the PMIx library could not be loaded (libpsyne-test-no-pmix.so",
+        "apt-get install libpmix2",
+    ] {
+        assert!(done.stderr.contains(needle), "{needle:?} in:\n{done}");
+    }
+    // The MPI route named in the error still works.
+    let done = mpirun_with(
+        2,
+        &["--backend", "native-over-mpi", "--counts", "0,1,1001"],
+        &[("PSY_PMIX_LIB", "libpsyne-test-no-pmix.so")],
+    );
     assert_all_ranks_pass(&done, 2, "on native-over-mpi");
 }
 

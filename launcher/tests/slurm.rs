@@ -5,8 +5,8 @@
 //!
 //! Programs started by Slurm without psyrun: an `srun` step of two tasks makes an example fail
 //! naming srun and the fix (psyne cannot reach the other task), while a single process run
-//! directly in an `salloc` shell, an `sbatch` script or a one-task step is a world of one; with
-//! the `mpi` feature, `srun --mpi=pmix` forms the native group over MPI.
+//! directly in an `salloc` shell, an `sbatch` script or a one-task step is a world of one; and
+//! `srun --mpi=pmix` steps form one group through Slurm's PMIx server.
 //!
 //! These tests need root and the Debian packages slurmctld, slurmd, munge and slurm-client
 //! (`scripts/setup.sh`); without them they say why and pass. The one about `--launcher slurm`
@@ -408,7 +408,7 @@ fn assert_world_of_one(done: &Done, out: &str) {
 }
 
 #[test]
-fn an_srun_step_of_two_tasks_is_refused_naming_srun_and_the_fix() {
+fn an_srun_step_of_two_tasks_is_refused_naming_srun_and_the_fix_and_mpi_pmix_is_the_fix() {
     let Some(cluster) = Cluster::up("srun") else {
         return;
     };
@@ -441,24 +441,40 @@ fn an_srun_step_of_two_tasks_is_refused_naming_srun_and_the_fix() {
     let mut cmd = cluster.command("srun", &dir);
     cmd.args(["-n1"]).arg(&example).arg("8");
     assert_world_of_one(&finish(cmd, &dir), "");
-    // With the MPI backend, srun's PMIx lets psyne-check form its native group over MPI.
-    #[cfg(feature = "mpi")]
-    {
+    // With srun's PMIx, the same example forms one group of two (psyne::init through PMIx).
+    let mut cmd = cluster.command("srun", &dir);
+    cmd.args(["--mpi=pmix", "-n2"]).arg(&example).arg("8");
+    let done = finish(cmd, &dir);
+    let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code(), Some(0), "{context}");
+    for rank in 0..2 {
+        let line = format!("rank {rank}/2 on ");
+        assert!(
+            done.stdout
+                .lines()
+                .any(|l| l.starts_with(&line) && l.ends_with(": OK")),
+            "{line:?}...: OK in:\n{context}"
+        );
+    }
+    // And psyne-check, over each transport.
+    for transport in ["shm", "tcp"] {
         let mut cmd = cluster.command("srun", &dir);
         cmd.args(["--mpi=pmix", "-n2", psyne_check(), "--counts", "0,5,1001"])
-            .env("OMPI_MCA_op", "^avx");
+            .env("PSY_TRANSPORT", transport);
         let done = finish(cmd, &dir);
         assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
         for rank in 0..2 {
-            let line = format!("rank {rank}/2: every collective x op x type matches the oracle");
-            assert!(
-                done.stdout
-                    .lines()
-                    .any(|l| l.starts_with(&line) && l.ends_with("on native-over-mpi")),
-                "{line:?} in:\n{}\n{}",
-                done.stdout,
-                done.stderr
-            );
+            for line in [
+                format!("rank {rank}/2: links over {transport}"),
+                format!("rank {rank}/2: every collective x op x type matches the oracle"),
+            ] {
+                assert!(
+                    done.stdout.lines().any(|l| l.starts_with(&line)),
+                    "{line:?} in:\n{}\n{}",
+                    done.stdout,
+                    done.stderr
+                );
+            }
         }
     }
     cluster.assert_nothing_left();

@@ -2,9 +2,11 @@
 //! address it listens on and reads everyone else's.
 //!
 //! Implementations: [`MemoryStore`] (in one process: tests, threads as ranks), [`TcpStore`] (a
-//! client of a [`StoreServer`], which psyrun serves and which rank 0 serves under torchrun).
+//! client of a [`StoreServer`], which psyrun serves and which rank 0 serves under torchrun and
+//! under PMIx launchers, where [`pmix`] tells the other ranks where it is).
 
 mod memory;
+pub(crate) mod pmix;
 mod tcp;
 
 pub use memory::MemoryStore;

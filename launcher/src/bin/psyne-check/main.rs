@@ -171,14 +171,15 @@ fn main() -> ExitCode {
         }
     };
     let foreign = psyne::contract::foreign_launch();
-    // Under an MPI launcher the native group can only form over MPI.
+    // Under an MPI launcher without PMIx (MPICH's Hydra) the native group can only form over
+    // MPI; with PMIx (Open MPI's mpirun, srun --mpi=pmix) psyne::init forms it itself.
     if cfg!(feature = "mpi")
         && args.backend == Backend::Native
         && args.fault.is_none()
         && args.shrink_trial.is_none()
         && !args.revoke_trial
         && !args.split_revoke_trial
-        && foreign.as_ref().is_some_and(|f| f.mpi)
+        && foreign.as_ref().is_some_and(|f| f.mpi && !f.pmix)
     {
         args.backend = Backend::NativeOverMpi;
     }
@@ -211,6 +212,7 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
         eprintln!("psyne-check: {e}");
         return ExitCode::from(2);
     }
+    println!("rank {rank}/{size}: links over {}", group.transports());
     if args.revoke_trial {
         return shrink::revoke_trial(&group);
     }

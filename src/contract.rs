@@ -44,11 +44,13 @@
 //! | Slurm's `srun` (a job step) | `SLURM_PROCID` | `SLURM_STEP_NUM_TASKS` |
 //! | a PMIx launcher (`prterun`, `srun --mpi=pmix`) | `PMIX_RANK` | none |
 //!
-//! A world of more than one from such a launcher is [`Launch::Foreign`]. Where a PMIx server
-//! started the processes (`PMIX_NAMESPACE` and `PMIX_RANK` set: Open MPI's `mpirun`, `prterun`,
-//! `srun --mpi=pmix`), [`crate::init`] forms the group through it (`crate::bootstrap::pmix`:
-//! rank, size and rank 0's store from PMIx, the secret through PMIx too). Otherwise, or where
-//! the PMIx library cannot be loaded, psyne has no way to reach the other ranks, and
+//! A world of more than one from such a launcher is [`Launch::Foreign`]. Where the launcher
+//! offers a process-management [`Service`], [`crate::init`] forms the group through it (rank 0
+//! serves the store and tells the others where, and the job secret, through the service): PMIx
+//! (`PMIX_NAMESPACE` and `PMIX_RANK` set: Open MPI's `mpirun`, `prterun`, `srun --mpi=pmix`;
+//! `libpmix.so.2` is loaded at run time) or PMI-1 over `PMI_FD` (MPICH's Hydra `mpiexec`, `srun
+//! --mpi=pmi2`). Otherwise, or where the PMIx library cannot be loaded, psyne has no way to
+//! reach the other ranks, and
 //! [`crate::init`] refuses with an error naming the launcher and the fixes (run under psyrun,
 //! set PyTorch's names, or bootstrap over MPI with the `mpi` feature), instead of every rank
 //! silently becoming a world of one. A world of one from it is [`Launch::Alone`]. Slurm sets `SLURM_PROCID` but not `SLURM_STEP_NUM_TASKS` in a batch script,
@@ -260,6 +262,9 @@ pub const PMIX: ForeignLauncher = ForeignLauncher {
 /// `PMIX_NAMESPACE`: set with `PMIX_RANK` by every PMIx server in the processes it starts.
 pub const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
 
+/// `PMI_FD`: the socket a PMI-1 server hands each process it starts.
+pub const PMI_FD: &str = "PMI_FD";
+
 /// The other launchers psyne recognises, in the order they are tried: MPI launchers before
 /// Slurm (an `mpirun` or `mpiexec` inside an allocation starts its ranks through `srun`, and
 /// they inherit that step's variables), and PMIx, which says no world size, last.
@@ -277,10 +282,33 @@ pub struct ForeignLaunch {
     /// True when `MPI_Init` can form this world: the launcher, or any other launcher whose
     /// variables are set too (`srun --mpi=pmix`), is an MPI one.
     pub mpi: bool,
-    /// True when a PMIx server started this process (`PMIX_NAMESPACE` and `PMIX_RANK` are set:
-    /// Open MPI's mpirun, prterun, `srun --mpi=pmix`): [`crate::init`] then forms the group
-    /// through PMIx where its library loads.
-    pub pmix: bool,
+    /// The launcher's process-management service, if it offers one psyne speaks:
+    /// [`crate::init`] then forms the group through it.
+    pub service: Option<Service>,
+}
+
+/// A launcher's process-management service, through which [`crate::init`] meets the other ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// PMIx (`PMIX_NAMESPACE` and `PMIX_RANK` set: Open MPI's mpirun, prterun, `srun
+    /// --mpi=pmix`), where its library loads.
+    Pmix,
+    /// PMI-1 over an inherited socket (`PMI_FD`, `PMI_RANK` and `PMI_SIZE` set: MPICH's Hydra,
+    /// `srun --mpi=pmi2`).
+    Pmi,
+}
+
+impl Service {
+    /// What a launch's variables offer: PMIx first (a launcher that sets both speaks PMIx best).
+    fn offered(get: &dyn Fn(&str) -> Option<String>) -> Option<Service> {
+        if get(PMIX_NAMESPACE).is_some() && get(PMIX.rank_var).is_some() {
+            Some(Service::Pmix)
+        } else if get(PMI_FD).is_some() && get(PMI.rank_var).is_some() {
+            Some(Service::Pmi)
+        } else {
+            None
+        }
+    }
 }
 
 impl ForeignLaunch {
@@ -453,7 +481,7 @@ fn foreign_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
         rank,
         world_size,
         mpi: FOREIGN_LAUNCHERS.iter().any(|l| l.mpi && present(l)),
-        pmix: get(PMIX_NAMESPACE).is_some() && get(PMIX.rank_var).is_some(),
+        service: Service::offered(get),
     };
     let alone = match (rank, world_size) {
         (Some(r), Some(n)) if r >= n => {
@@ -470,7 +498,7 @@ fn foreign_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Launch> {
         }
         (_, Some(n)) => n == 1,
         // PMIx tells the size only when asked: its rank 0 may still have company.
-        (_, None) if found.pmix => false,
+        (_, None) if found.service.is_some() => false,
         (r, None) => r.unwrap_or(0) == 0,
     };
     Ok(if alone {
@@ -773,7 +801,13 @@ mod tests {
         ];
         for (pairs, launcher, rank, world_size, mpi) in cases {
             let f = foreign(pairs);
-            let pmix = pairs.iter().any(|(k, _)| *k == PMIX_NAMESPACE);
+            let service = if pairs.iter().any(|(k, _)| *k == PMIX_NAMESPACE) {
+                Some(Service::Pmix)
+            } else if pairs.iter().any(|(k, _)| *k == PMI_FD) {
+                Some(Service::Pmi)
+            } else {
+                None
+            };
             assert_eq!(
                 f,
                 ForeignLaunch {
@@ -781,7 +815,7 @@ mod tests {
                     rank,
                     world_size,
                     mpi,
-                    pmix,
+                    service,
                 },
                 "{pairs:?}"
             );
@@ -800,7 +834,7 @@ mod tests {
     #[test]
     fn rank_0_of_a_pmix_launch_without_a_size_is_not_taken_for_a_world_of_one() {
         let f = foreign(&[("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "ns")]);
-        assert!(f.pmix);
+        assert_eq!(f.service, Some(Service::Pmix));
         // Without the namespace it is not a PMIx server's process: alone, as before.
         assert_eq!(
             detect_with(&env(&[("PMIX_RANK", "0")])).unwrap(),

@@ -95,7 +95,11 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
     }
     let foreign = psyne::contract::foreign_launch();
     #[cfg(feature = "mpi")]
-    if wanted.contains(&Backend::Mpi) || foreign.as_ref().is_some_and(|f| f.mpi && !f.pmix) {
+    if wanted.contains(&Backend::Mpi)
+        || foreign
+            .as_ref()
+            .is_some_and(|f| f.mpi && f.service.is_none())
+    {
         return connect_over_mpi(wanted);
     }
     if wanted.contains(&Backend::Mpi) {
@@ -103,7 +107,7 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
             "--backend mpi needs psybench built with the MPI backend: cargo build --release -p psybench --features mpi (scripts/setup.sh installs Open MPI), then run it under mpirun",
         ));
     }
-    if let Some(f) = foreign.filter(|f| !f.pmix) {
+    if let Some(f) = foreign.filter(|f| f.service.is_none()) {
         return Err(foreign_error(&f));
     }
     Ok(Backends::new(vec![AnyComm::Native(psyne::init()?)]))

@@ -6,7 +6,8 @@
 //! Programs started by Slurm without psyrun: an `srun` step of two tasks makes an example fail
 //! naming srun and the fix (psyne cannot reach the other task), while a single process run
 //! directly in an `salloc` shell, an `sbatch` script or a one-task step is a world of one; and
-//! `srun --mpi=pmix` steps form one group through Slurm's PMIx server.
+//! `srun --mpi=pmix` and `srun --mpi=pmi2` steps form one group through Slurm's PMIx or PMI
+//! server.
 //!
 //! These tests need root and the Debian packages slurmctld, slurmd, munge and slurm-client
 //! (`scripts/setup.sh`); without them they say why and pass. The one about `--launcher slurm`
@@ -408,7 +409,7 @@ fn assert_world_of_one(done: &Done, out: &str) {
 }
 
 #[test]
-fn an_srun_step_of_two_tasks_is_refused_naming_srun_and_the_fix_and_mpi_pmix_is_the_fix() {
+fn an_srun_step_of_two_tasks_is_refused_naming_srun_while_pmix_and_pmi2_steps_form_a_group() {
     let Some(cluster) = Cluster::up("srun") else {
         return;
     };
@@ -441,25 +442,33 @@ fn an_srun_step_of_two_tasks_is_refused_naming_srun_and_the_fix_and_mpi_pmix_is_
     let mut cmd = cluster.command("srun", &dir);
     cmd.args(["-n1"]).arg(&example).arg("8");
     assert_world_of_one(&finish(cmd, &dir), "");
-    // With srun's PMIx, the same example forms one group of two (psyne::init through PMIx).
-    let mut cmd = cluster.command("srun", &dir);
-    cmd.args(["--mpi=pmix", "-n2"]).arg(&example).arg("8");
-    let done = finish(cmd, &dir);
-    let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
-    assert_eq!(done.code(), Some(0), "{context}");
-    for rank in 0..2 {
-        let line = format!("rank {rank}/2 on ");
-        assert!(
-            done.stdout
-                .lines()
-                .any(|l| l.starts_with(&line) && l.ends_with(": OK")),
-            "{line:?}...: OK in:\n{context}"
-        );
+    // With srun's PMIx, or its PMI-2 plugin (which speaks PMI-1 too), the same example forms
+    // one group of two (psyne::init through the service).
+    for mpi in ["--mpi=pmix", "--mpi=pmi2"] {
+        let mut cmd = cluster.command("srun", &dir);
+        cmd.args([mpi, "-n2"]).arg(&example).arg("8");
+        let done = finish(cmd, &dir);
+        let context = format!("{mpi}:\nstdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+        assert_eq!(done.code(), Some(0), "{context}");
+        for rank in 0..2 {
+            let line = format!("rank {rank}/2 on ");
+            assert!(
+                done.stdout
+                    .lines()
+                    .any(|l| l.starts_with(&line) && l.ends_with(": OK")),
+                "{line:?}...: OK in:\n{context}"
+            );
+        }
     }
     // And psyne-check, over each transport.
-    for transport in ["shm", "tcp"] {
+    for (mpi, transport) in [
+        ("--mpi=pmix", "shm"),
+        ("--mpi=pmix", "tcp"),
+        ("--mpi=pmi2", "shm"),
+        ("--mpi=pmi2", "tcp"),
+    ] {
         let mut cmd = cluster.command("srun", &dir);
-        cmd.args(["--mpi=pmix", "-n2", psyne_check(), "--counts", "0,5,1001"])
+        cmd.args([mpi, "-n2", psyne_check(), "--counts", "0,5,1001"])
             .env("PSY_TRANSPORT", transport);
         let done = finish(cmd, &dir);
         assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);

@@ -3,9 +3,11 @@
 //!
 //! Implementations: [`MemoryStore`] (in one process: tests, threads as ranks), [`TcpStore`] (a
 //! client of a [`StoreServer`], which psyrun serves and which rank 0 serves under torchrun and
-//! under PMIx launchers, where [`pmix`] tells the other ranks where it is).
+//! under PMIx and PMI launchers, where [`meet`] tells the other ranks where it is).
 
+pub(crate) mod meet;
 mod memory;
+pub(crate) mod pmi;
 pub(crate) mod pmix;
 mod tcp;
 

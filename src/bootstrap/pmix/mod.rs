@@ -1,38 +1,21 @@
-//! Forming a job where a PMIx server started this process: Open MPI's `mpirun`, PRRTE's
-//! `prterun`, `srun --mpi=pmix`. They set `PMIX_NAMESPACE`, `PMIX_RANK` and `PMIX_SERVER_URI*`
-//! in every process; psyne then loads `libpmix.so.2` ([`ffi`]), learns its rank and the job's
-//! size from the server, and meets the other ranks in one PMIx fence:
-//!
-//! 1. rank 0 starts the job's store (the same [`StoreServer`] psyrun serves, on an ephemeral
-//!    port), makes a fresh job secret, and puts one record under [`RECORD_KEY`]: the store's
-//!    port, the addresses it may be reached at, and the secret;
-//! 2. every rank commits and enters one fence over the whole namespace (with
-//!    `PMIX_COLLECT_DATA`, under `PSY_TIMEOUT`);
-//! 3. every rank reads rank 0's record, connects to the store proving the secret, and from
-//!    there forms its group as under psyrun (links, shared memory, revoke, agree, shrink);
-//! 4. PMIx is finalized: psyne needs it only to start.
-//!
-//! The secret travels only through the PMIx server, which hands a job's data only to the
-//! processes it started (PMIx authenticates each client's connection); it is never on a command
-//! line or in the environment. The store's addresses: `PSY_ADDR` if set; `127.0.0.1` when every
-//! rank is on rank 0's node (`PMIX_LOCAL_SIZE` equals the job size), and then the store listens
-//! on loopback only; else every up, non-loopback IPv4 address of rank 0's host, tried in order.
+//! The PMIx client psyne forms a job with where a PMIx server started this process: Open MPI's
+//! `mpirun`, PRRTE's `prterun`, `srun --mpi=pmix`. They set `PMIX_NAMESPACE`, `PMIX_RANK` and
+//! `PMIX_SERVER_URI*` in every process; psyne then loads `libpmix.so.2` ([`ffi`]), learns its
+//! rank, the job's size and whether every rank shares its node from the server, and meets the
+//! other ranks ([`crate::bootstrap::meet`]) with `PMIx_Put`, `PMIx_Commit`, one `PMIx_Fence`
+//! (`PMIX_COLLECT_DATA`) and `PMIx_Get` of rank 0's record. Then PMIx is finalized: psyne needs
+//! it only to start.
 //!
 //! Where the library is missing, [`Client::connect`] says so and how to install it, and the
 //! launch is refused as before (psyne cannot reach the other ranks).
 
-mod addresses;
 pub mod ffi;
 
-use crate::auth::Secret;
-use crate::bootstrap::{StoreServer, TcpStore};
+use super::meet::Exchange;
 use crate::error::{Error, ErrorKind, Result};
 use ffi::{Api, Data, Info, Proc, Value};
 use std::ffi::{c_int, CStr, CString};
-use std::time::{Duration, Instant};
-
-/// The key rank 0's record is put under.
-pub const RECORD_KEY: &str = "psyne.store";
+use std::time::Instant;
 
 /// `PMIX_JOB_SIZE`: the number of processes in the job.
 const JOB_SIZE: &str = "pmix.job.size";
@@ -263,6 +246,20 @@ impl Client {
     }
 }
 
+impl Exchange for Client {
+    fn publish(&self, key: &str, value: &str) -> Result<()> {
+        self.put_string(key, value)
+    }
+
+    fn fence(&self, deadline: Instant) -> Result<()> {
+        Client::fence(self, deadline)
+    }
+
+    fn read_rank0(&self, key: &str, deadline: Instant) -> Result<String> {
+        self.string(0, key, deadline)
+    }
+}
+
 impl Drop for Client {
     fn drop(&mut self) {
         // SAFETY: no options (a null array of length 0). PMIx counts its initializations (an
@@ -293,177 +290,9 @@ fn timeout_info(deadline: Instant) -> Result<Info> {
     Info::int(TIMEOUT, secs).ok_or_else(|| Error::config("PMIx key"))
 }
 
-/// What rank 0 puts under [`RECORD_KEY`]: how to reach the job's store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreRecord {
-    /// The store's port.
-    pub port: u16,
-    /// Addresses to try, in order.
-    pub hosts: Vec<String>,
-    /// The job secret, hex.
-    pub secret: String,
-}
-
-const RECORD_VERSION: &str = "psyne-store-1";
-
-impl StoreRecord {
-    /// `psyne-store-1 PORT HOST,HOST SECRET`.
-    pub fn encode(&self) -> String {
-        format!(
-            "{RECORD_VERSION} {} {} {}",
-            self.port,
-            self.hosts.join(","),
-            self.secret
-        )
-    }
-
-    /// Parses [`StoreRecord::encode`]'s form.
-    pub fn decode(text: &str) -> Result<StoreRecord> {
-        let bad = || {
-            Error::new(
-                ErrorKind::Bootstrap,
-                format!(
-                    "rank 0's PMIx record {RECORD_KEY} is not one this psyne reads (is every rank \
-                     the same psyne version?)"
-                ),
-            )
-        };
-        let mut parts = text.split(' ');
-        if parts.next() != Some(RECORD_VERSION) {
-            return Err(bad());
-        }
-        let port = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        let hosts: Vec<String> = parts
-            .next()
-            .ok_or_else(bad)?
-            .split(',')
-            .filter(|h| !h.is_empty())
-            .map(String::from)
-            .collect();
-        let secret = parts.next().ok_or_else(bad)?.to_string();
-        if hosts.is_empty() || secret.is_empty() || parts.next().is_some() {
-            return Err(bad());
-        }
-        Ok(StoreRecord {
-            port,
-            hosts,
-            secret,
-        })
-    }
-}
-
-/// The job's store, reached through the PMIx rendezvous: rank 0 serves it.
-pub struct Rendezvous {
-    /// This rank's connection to the store.
-    pub store: TcpStore,
-    /// The store itself, on rank 0.
-    pub server: Option<StoreServer>,
-    /// The job secret every link proves.
-    pub secret: Secret,
-}
-
-/// Meets the job's other ranks through PMIx (see the module docs); every wait ends by
-/// `deadline`.
-pub fn rendezvous(client: &Client, placement: &Placement, deadline: Instant) -> Result<Rendezvous> {
-    if placement.rank == 0 {
-        let secret = Secret::generate()?;
-        let all_here = placement.local_size == placement.size;
-        let (bind, hosts) = addresses::for_store(all_here)?;
-        let server = StoreServer::bind(format!("{bind}:0"), secret.clone())
-            .map_err(|e| e.context("rank 0 serving the job's store"))?;
-        let record = StoreRecord {
-            port: server.addr().port(),
-            hosts,
-            secret: secret.to_hex(),
-        };
-        client.put_string(RECORD_KEY, &record.encode())?;
-        client.fence(deadline)?;
-        let store = connect_any(&record, &secret, deadline)?;
-        Ok(Rendezvous {
-            store,
-            server: Some(server),
-            secret,
-        })
-    } else {
-        client.fence(deadline)?;
-        let record = StoreRecord::decode(&client.string(0, RECORD_KEY, deadline)?)?;
-        let secret = Secret::from_hex(&record.secret)?;
-        let store = connect_any(&record, &secret, deadline)?;
-        Ok(Rendezvous {
-            store,
-            server: None,
-            secret,
-        })
-    }
-}
-
-/// The longest one address of the record is tried before the next.
-const TRY_EACH: Duration = Duration::from_secs(2);
-
-/// Connects to the first of the record's addresses that answers, trying them in turn until
-/// `deadline`.
-fn connect_any(record: &StoreRecord, secret: &Secret, deadline: Instant) -> Result<TcpStore> {
-    let mut errors = Vec::new();
-    loop {
-        if record.hosts.is_empty() || Instant::now() >= deadline {
-            return Err(unreachable_store(record, errors.last()));
-        }
-        for host in &record.hosts {
-            let addr = format!("{host}:{}", record.port);
-            let until = deadline.min(Instant::now() + TRY_EACH);
-            match TcpStore::connect(&addr, secret, until) {
-                Ok(store) => return Ok(store),
-                Err(e) if e.kind() == ErrorKind::Auth => return Err(e),
-                Err(e) => errors.push(e.to_string()),
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-        }
-    }
-}
-
-/// The error when none of the record's addresses answered (`last`: the last failure).
-fn unreachable_store(record: &StoreRecord, last: Option<&String>) -> Error {
-    Error::new(
-        ErrorKind::Bootstrap,
-        format!(
-            "cannot reach the job's store at any address rank 0 published ({}): {}; on rank 0's \
-             host, set PSY_ADDR to its address that the other hosts reach",
-            record.hosts.join(", "),
-            last.map(String::as_str).unwrap_or("no address to try")
-        ),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_record_survives_its_text_form() {
-        let r = StoreRecord {
-            port: 40123,
-            hosts: vec!["10.0.0.1".into(), "192.168.1.4".into()],
-            secret: "ab12".into(),
-        };
-        assert_eq!(StoreRecord::decode(&r.encode()).unwrap(), r);
-    }
-
-    #[test]
-    fn records_of_another_form_are_refused_by_name() {
-        for bad in [
-            "",
-            "psyne-store-2 1 a b",
-            "psyne-store-1 notaport a b",
-            "psyne-store-1 1  b",
-            "psyne-store-1 1 a",
-            "psyne-store-1 1 a b extra",
-        ] {
-            let e = StoreRecord::decode(bad).unwrap_err();
-            assert!(e.to_string().contains(RECORD_KEY), "{bad:?}: {e}");
-        }
-    }
 
     #[test]
     fn a_missing_library_is_reported_with_what_to_install() {

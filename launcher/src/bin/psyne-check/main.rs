@@ -179,7 +179,9 @@ fn main() -> ExitCode {
         && args.shrink_trial.is_none()
         && !args.revoke_trial
         && !args.split_revoke_trial
-        && foreign.as_ref().is_some_and(|f| f.mpi && !f.pmix)
+        && foreign
+            .as_ref()
+            .is_some_and(|f| f.mpi && f.service.is_none())
     {
         args.backend = Backend::NativeOverMpi;
     }

@@ -1,13 +1,15 @@
 //! [`init`]: a group from whatever launched this process (see [`crate::contract`]).
 
 use crate::auth::Secret;
-use crate::bootstrap::{pmix, StoreServer, TcpStore};
+use crate::bootstrap::{StoreServer, TcpStore};
 use crate::contract::{self, Launch};
 use crate::error::{Error, Result};
 use crate::group::{Group, GroupOptions};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
+
+mod service;
 
 /// Joins the job this process belongs to: under psyrun through `PSY_STORE`; under torchrun or any
 /// launcher that sets `RANK`, `WORLD_SIZE`, `MASTER_ADDR` and `MASTER_PORT`, with rank 0 serving
@@ -24,8 +26,7 @@ pub fn init() -> Result<Group> {
     let deadline = Instant::now() + tunables.timeout;
     match contract::detect()? {
         Launch::Alone => Ok(Group::alone()),
-        Launch::Foreign(launch) if launch.pmix => over_pmix(&launch, &tunables, deadline),
-        Launch::Foreign(launch) => Err(launch.error()),
+        Launch::Foreign(launch) => service::form(&launch, &tunables, deadline),
         Launch::Psyrun(env) => {
             let secret = Secret::from_hex(&env.secret)?;
             let store = Arc::new(TcpStore::connect(&env.store, &secret, deadline)?);
@@ -88,62 +89,6 @@ pub fn init() -> Result<Group> {
             Group::from_shared_store_serving(store, options, server)
         }
     }
-}
-
-/// Forms the group of a job a PMIx server started (see [`crate::bootstrap::pmix`]); where the
-/// PMIx library cannot be loaded, the launch is refused as any foreign one, with why.
-fn over_pmix(
-    launch: &contract::ForeignLaunch,
-    tunables: &contract::Tunables,
-    deadline: Instant,
-) -> Result<Group> {
-    let client = pmix::Client::connect().map_err(|e| {
-        Error::new(
-            e.kind(),
-            format!(
-                "{}\n(psyne forms such a job through PMIx, but {e})",
-                launch.error()
-            ),
-        )
-    })?;
-    let placement = client.placement(deadline)?;
-    if placement.size == 1 {
-        return Ok(Group::alone());
-    }
-    let met = pmix::rendezvous(&client, &placement, deadline)?;
-    drop(client);
-    let store = Arc::new(met.store);
-    let options = GroupOptions {
-        rank: placement.rank,
-        size: placement.size,
-        prefix: "pmix/world".into(),
-        secret: met.secret,
-        bind_ip: advertised_ip(&store)?,
-        timeout: tunables.timeout,
-        spin: tunables.spin,
-        tuning: tunables.tuning.clone(),
-        transport: tunables.transport.clone(),
-        job_id: pmix_job_id(&placement.namespace),
-        host_key: crate::transport::host_key(),
-    };
-    Group::from_shared_store_serving(store, options, met.server)
-}
-
-/// A job id from a PMIx namespace (`slurm.pmix.42.0`, `513802241`): its letters, digits, `-`
-/// and `_`, at most 40, after `pmix-`. It names the job's shared memory.
-fn pmix_job_id(namespace: &str) -> String {
-    let kept: String = namespace
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect();
-    format!("pmix-{kept}")
 }
 
 /// Under torchrun the agent's own store already listens on `MASTER_PORT`; psyne then uses the

@@ -5,16 +5,20 @@ use crate::error::{Error, ErrorKind, Result};
 use std::net::Ipv4Addr;
 
 /// The address to bind the store to and the addresses to publish, in the order to try them:
-/// loopback only when every rank runs on this host (`all_here`); `PSY_ADDR` if set; else every
-/// up, non-loopback IPv4 address of this host.
-pub fn for_store(all_here: bool) -> Result<(String, Vec<String>)> {
+/// `PSY_ADDR` if set; loopback only when every rank runs on this host; else every up,
+/// non-loopback IPv4 address of this host, and loopback last when `all_here` is unknown (a
+/// service that cannot say where the ranks run).
+pub fn for_store(all_here: Option<bool>) -> Result<(String, Vec<String>)> {
     if let Ok(addr) = std::env::var(contract::ADDR) {
         return Ok(("0.0.0.0".into(), vec![addr]));
     }
-    if all_here {
+    if all_here == Some(true) {
         return Ok(("127.0.0.1".into(), vec!["127.0.0.1".into()]));
     }
-    let found = host_ipv4()?;
+    let mut found: Vec<String> = host_ipv4()?.iter().map(ToString::to_string).collect();
+    if all_here.is_none() {
+        found.push("127.0.0.1".into());
+    }
     if found.is_empty() {
         return Err(Error::new(
             ErrorKind::Bootstrap,
@@ -22,10 +26,7 @@ pub fn for_store(all_here: bool) -> Result<(String, Vec<String>)> {
              address to serve the job's store on; set PSY_ADDR to one the other hosts reach",
         ));
     }
-    Ok((
-        "0.0.0.0".into(),
-        found.iter().map(ToString::to_string).collect(),
-    ))
+    Ok(("0.0.0.0".into(), found))
 }
 
 /// This host's up, non-loopback IPv4 addresses, in the order the kernel lists them.

@@ -1,0 +1,125 @@
+//! [`form`]: a group from a launcher's process-management service (PMIx or PMI-1), or the
+//! launch's refusal where it offers none psyne can use.
+
+use super::advertised_ip;
+use crate::bootstrap::meet::{self, Rendezvous, Seat};
+use crate::bootstrap::{pmi, pmix};
+use crate::contract::{ForeignLaunch, Service, Tunables};
+use crate::error::{Error, Result};
+use crate::group::{Group, GroupOptions};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Forms the group of a job another launcher started, through its service; without one (or
+/// where the PMIx library cannot be loaded) the launch is refused with the launcher's error.
+pub(super) fn form(
+    launch: &ForeignLaunch,
+    tunables: &Tunables,
+    deadline: Instant,
+) -> Result<Group> {
+    match launch.service {
+        Some(Service::Pmix) => over_pmix(launch, tunables, deadline),
+        Some(Service::Pmi) => over_pmi(launch, tunables, deadline),
+        None => Err(launch.error()),
+    }
+}
+
+/// Through PMIx ([`pmix`]): rank, size and whether every rank shares rank 0's node from the
+/// server.
+fn over_pmix(launch: &ForeignLaunch, tunables: &Tunables, deadline: Instant) -> Result<Group> {
+    let client = pmix::Client::connect().map_err(|e| refused(launch, "PMIx", &e))?;
+    let placement = client.placement(deadline)?;
+    if placement.size == 1 {
+        return Ok(Group::alone());
+    }
+    let seat = Seat {
+        rank: placement.rank,
+        all_here: Some(placement.local_size == placement.size),
+    };
+    let met = meet::rendezvous(&client, seat, deadline)?;
+    drop(client);
+    let job_id = job_id("pmix", &placement.namespace);
+    join(met, placement.rank, placement.size, job_id, tunables)
+}
+
+/// Through PMI-1 ([`pmi`]): rank and size from `PMI_RANK` and `PMI_SIZE`.
+fn over_pmi(launch: &ForeignLaunch, tunables: &Tunables, deadline: Instant) -> Result<Group> {
+    let (Some(rank), Some(size)) = (launch.rank, launch.world_size) else {
+        return Err(launch.error());
+    };
+    let client = pmi::Client::connect(deadline).map_err(|e| refused(launch, "PMI-1", &e))?;
+    let seat = Seat {
+        rank,
+        all_here: None,
+    };
+    let met = meet::rendezvous(&client, seat, deadline)?;
+    let job_id = job_id("pmi", client.kvs_name());
+    drop(client);
+    join(met, rank, size, job_id, tunables)
+}
+
+/// The launcher's error, and why its service could not be used.
+fn refused(launch: &ForeignLaunch, service: &str, why: &Error) -> Error {
+    Error::new(
+        why.kind(),
+        format!(
+            "{}\n(psyne forms such a job through {service}, but {why})",
+            launch.error()
+        ),
+    )
+}
+
+/// Forms the group on the store the meeting reached.
+fn join(
+    met: Rendezvous,
+    rank: usize,
+    size: usize,
+    job_id: String,
+    tunables: &Tunables,
+) -> Result<Group> {
+    let store = Arc::new(met.store);
+    let options = GroupOptions {
+        rank,
+        size,
+        prefix: format!("{job_id}/world"),
+        secret: met.secret,
+        bind_ip: advertised_ip(&store)?,
+        timeout: tunables.timeout,
+        spin: tunables.spin,
+        tuning: tunables.tuning.clone(),
+        transport: tunables.transport.clone(),
+        job_id,
+        host_key: crate::transport::host_key(),
+    };
+    Group::from_shared_store_serving(store, options, met.server)
+}
+
+/// A job id from the service's name for the job (`slurm.pmix.42.0`, `513802241`, `kvs_812_0`):
+/// `kind-` then its letters, digits, `-` and `_` (others become `_`), at most 40. It names the
+/// job's shared memory.
+fn job_id(kind: &str, name: &str) -> String {
+    let kept: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    format!("{kind}-{kept}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_keep_only_what_a_shared_memory_name_may_hold() {
+        assert_eq!(job_id("pmix", "slurm.pmix.42.0"), "pmix-slurm_pmix_42_0");
+        assert_eq!(job_id("pmi", "kvs_812_0"), "pmi-kvs_812_0");
+        assert_eq!(job_id("pmix", &"x".repeat(99)).len(), 45);
+    }
+}

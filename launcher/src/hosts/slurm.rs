@@ -41,7 +41,7 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>> {
                 "empty name between commas; remove the extra comma".into(),
             ));
         }
-        let pieces = pieces(item, MAX_NODES - names.len()).map_err(error)?;
+        let pieces = pieces(list, item, MAX_NODES - names.len()).map_err(error)?;
         let mut expanded = vec![String::new()];
         for piece in &pieces {
             expanded = match piece {
@@ -71,38 +71,53 @@ fn too_many() -> String {
     format!("expands to more than {MAX_NODES} names; check the ranges")
 }
 
+/// Where `part` (a slice of `whole`) starts in `whole`: "at character N", counting from 1.
+fn at(whole: &str, part: &str) -> String {
+    let offset = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    let chars = whole.get(..offset).map_or(0, |s| s.chars().count());
+    format!("at character {}", chars + 1)
+}
+
 /// Splits at the commas outside brackets, checking that brackets pair up and do not nest.
 pub(crate) fn split_top_level(list: &str) -> std::result::Result<Vec<&str>, String> {
     let mut items = Vec::new();
-    let (mut start, mut open) = (0, false);
+    let (mut start, mut open) = (0, None);
     for (i, c) in list.char_indices() {
+        let here = || at(list, &list[i..]);
         match c {
-            '[' if open => {
-                return Err(
-                    "nested '[' inside a bracket; Slurm ranges do not nest, write a[1-2]b[3-4]"
-                        .into(),
-                )
+            '[' if open.is_some() => {
+                return Err(format!(
+                    "nested '[' {} inside a bracket; Slurm ranges do not nest, write a[1-2]b[3-4]",
+                    here()
+                ))
             }
-            '[' => open = true,
-            ']' if !open => return Err("']' without a matching '['".into()),
-            ']' => open = false,
-            ',' if !open => {
+            '[' => open = Some(i),
+            ']' if open.is_none() => return Err(format!("']' {} without a matching '['", here())),
+            ']' => open = None,
+            ',' if open.is_none() => {
                 items.push(&list[start..i]);
                 start = i + 1;
             }
             _ => {}
         }
     }
-    if open {
-        return Err("'[' without a matching ']'".into());
+    if let Some(i) = open {
+        return Err(format!(
+            "'[' {} without a matching ']'",
+            at(list, &list[i..])
+        ));
     }
     items.push(&list[start..]);
     Ok(items)
 }
 
-/// Splits one item (brackets balanced, not nested) into text and bracket pieces; `room` is how
-/// many names may still be produced.
-fn pieces(item: &str, room: usize) -> std::result::Result<Vec<Piece<'_>>, String> {
+/// Splits one item of `list` (brackets balanced, not nested) into text and bracket pieces;
+/// `room` is how many names may still be produced.
+fn pieces<'a>(
+    list: &str,
+    item: &'a str,
+    room: usize,
+) -> std::result::Result<Vec<Piece<'a>>, String> {
     let mut out = Vec::new();
     let mut rest = item;
     while let Some(open) = rest.find('[') {
@@ -113,7 +128,7 @@ fn pieces(item: &str, room: usize) -> std::result::Result<Vec<Piece<'_>>, String
         let close = after
             .find(']')
             .ok_or_else(|| "'[' without a matching ']'".to_string())?;
-        out.push(Piece::Numbers(numbers(&after[..close], room)?));
+        out.push(Piece::Numbers(numbers(list, &after[..close], room)?));
         rest = &after[close + 1..];
     }
     if !rest.is_empty() {
@@ -122,8 +137,8 @@ fn pieces(item: &str, room: usize) -> std::result::Result<Vec<Piece<'_>>, String
     Ok(out)
 }
 
-/// Expands the inside of one bracket: `01-04,07`.
-fn numbers(inside: &str, room: usize) -> std::result::Result<Vec<String>, String> {
+/// Expands the inside of one bracket of `list`: `01-04,07`.
+fn numbers(list: &str, inside: &str, room: usize) -> std::result::Result<Vec<String>, String> {
     if inside.is_empty() {
         return Err("empty brackets; write ranges like [1-4] or lists like [1,3]".into());
     }
@@ -131,9 +146,18 @@ fn numbers(inside: &str, room: usize) -> std::result::Result<Vec<String>, String
     for range in inside.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let number = |s: &str| -> std::result::Result<u64, String> {
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some(bad) = s.find(|c: char| !c.is_ascii_digit()) {
+                let c = s[bad..].chars().next().unwrap_or(' ');
                 return Err(format!(
-                    "[{inside}]: {range:?} is not a number or a range like 01-04"
+                    "[{inside}]: {range:?} is not a number or a range like 01-04 ({c:?} {})",
+                    at(list, &s[bad..])
+                ));
+            }
+            if s.is_empty() {
+                return Err(format!(
+                    "[{inside}]: {range:?} is not a number or a range like 01-04 (a number is \
+                     missing {})",
+                    at(list, s)
                 ));
             }
             s.parse()
@@ -341,8 +365,8 @@ mod tests {
     #[test]
     fn malformed_lists_are_rejected() {
         assert!(err("n[1-[2-3]]").contains("Slurm ranges do not nest"));
-        assert!(err("n[1-2").contains("'[' without a matching ']'"));
-        assert!(err("n1-2]").contains("']' without a matching '['"));
+        assert!(err("n[1-2").contains("'[' at character 2 without a matching ']'"));
+        assert!(err("n1-2]").contains("']' at character 5 without a matching '['"));
         assert!(err("n[]").contains("empty brackets"));
         assert!(err("n[a-b]").contains("is not a number or a range"));
         assert!(err("n[1-]").contains("is not a number or a range"));
@@ -360,6 +384,20 @@ mod tests {
         assert_eq!(
             err("n[5-3]"),
             "Slurm node list \"n[5-3]\": [5-3]: range 5-3 runs backwards; write 3-5"
+        );
+        // The bad character is named with its place.
+        assert!(
+            err("node[01-0x]").ends_with("('x' at character 10)"),
+            "{}",
+            err("node[01-0x]")
+        );
+        assert!(err("ab,n[1-2").contains("'[' at character 5 without"));
+        assert!(err("n1],b").contains("']' at character 3 without"));
+        assert!(err("n[1-[2-3]]").contains("'[' at character 5 inside"));
+        assert!(
+            err("n[1,,2]").contains("a number is missing at character 5"),
+            "{}",
+            err("n[1,,2]")
         );
     }
 

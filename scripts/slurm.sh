@@ -89,22 +89,36 @@ live_pid() {
   echo "$pid"
 }
 
-# Stops the daemon whose pid is in file $1 (command name $2): SIGTERM, up to 15 s, SIGKILL.
-stop_daemon() {
-  local file=$1 name=$2 pid i
-  pid=$(live_pid "$file" "$name") || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
+# Stops the daemons (command name $1) whose pids are in files $2...: SIGTERM to all of them at
+# once, up to 15 s, then SIGKILL to those still there.
+stop_daemons() {
+  local name=$1 file pid i left
+  shift
+  local pids=()
+  for file in "$@"; do
+    pid=$(live_pid "$file" "$name") || continue
+    kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+  done
+  [ ${#pids[@]} -gt 0 ] || return 0
   for ((i = 0; i < 150; i++)); do
-    kill -0 "$pid" 2>/dev/null || { log "stopped $name ($pid)"; return 0; }
+    left=()
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && left+=("$pid")
+    done
+    [ ${#left[@]} -eq 0 ] && { log "stopped $name (${pids[*]})"; return 0; }
     sleep 0.1
   done
-  log "$name ($pid) ignored SIGTERM for 15 s; SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
+  log "$name (${left[*]}) ignored SIGTERM for 15 s; SIGKILL"
+  kill -KILL "${left[@]}" 2>/dev/null || true
   for ((i = 0; i < 50; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    pids=()
+    for pid in "${left[@]}"; do
+      kill -0 "$pid" 2>/dev/null && pids+=("$pid")
+    done
+    [ ${#pids[@]} -eq 0 ] && return 0
     sleep 0.1
   done
-  log "$name ($pid) is still there after SIGKILL"
+  log "$name (${pids[*]}) still there after SIGKILL"
 }
 
 # The helper daemons of this cluster whose command name starts with $1 (default: slurmstepd of
@@ -191,10 +205,12 @@ down() {
       sleep 0.1
     done
   fi
+  local files=()
   for nd in $(node_names 2>/dev/null); do
-    stop_daemon "$(slurmd_pidfile "$nd")" slurmd
+    files+=("$(slurmd_pidfile "$nd")")
   done
-  stop_daemon "$dir/slurmctld.pid" slurmctld
+  stop_daemons slurmd "${files[@]}"
+  stop_daemons slurmctld "$dir/slurmctld.pid"
   for ((i = 0; i < 50; i++)); do
     [ -z "$(our_stepds)" ] && break
     sleep 0.1
@@ -208,7 +224,7 @@ down() {
     log "killing leftover $(cat "/proc/$p/comm" 2>/dev/null) $p (SLURM_CONF=$dir/slurm.conf)"
     kill -KILL "$p" 2>/dev/null || true
   done
-  stop_daemon "$dir/munged.pid" munged
+  stop_daemons munged "$dir/munged.pid"
   # The namespaces, only if this cluster made them (cluster.sh makes DIR/net only once it knows
   # no other test cluster is up).
   if [ -d "$dir/net" ]; then

@@ -2,8 +2,10 @@
 # The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
 # workspace (schedules against the oracle, collectives over real TCP with threads and with
 # processes under psyrun, launcher supervision and failure handling, psybench end to end, and the
-# MPI backend against Open MPI under mpirun), then the Python package (built with maturin into the
-# virtual environment setup.sh made; pytest under psyrun). Ends with one summary line.
+# MPI backend against Open MPI under mpirun, psyrun across hosts over SSH and inside Slurm
+# allocations of one host and of three nodes: multihost.rs, slurm.rs, slurm_nodes.rs, root only),
+# then the Python package (built with maturin into the virtual environment setup.sh made; pytest
+# under psyrun). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,10 @@ scripts/setup.sh
 # The suite asserts the built-in algorithm choices: a tuning file on this machine must not change
 # them (tests of tuning files set PSY_TUNING themselves).
 export PSY_TUNING=off
+# launcher/tests/slurm_nodes.rs: `srun --mpi=pmix -N3 -n6 psyne-check` must form the psyne group
+# through psyne::init()'s own PMIx bootstrap only with PSY_TEST_PMIX=1 (until that bootstrap is
+# merged, the test accepts a clear refusal). Set it here, or in the environment, to require it.
+export PSY_TEST_PMIX=${PSY_TEST_PMIX:-0}
 cargo fmt --all -- --check
 # Without features psyne needs no MPI; with them (the MPI backend) Open MPI is used for real.
 cargo clippy --workspace --all-targets -- -D warnings

@@ -2,8 +2,10 @@
 # The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
 # workspace (schedules against the oracle, collectives over real TCP with threads and with
 # processes under psyrun, launcher supervision and failure handling, psybench end to end, and the
-# MPI backend against Open MPI under mpirun), then the Python package (built with maturin into the
-# virtual environment setup.sh made; pytest under psyrun). Ends with one summary line.
+# MPI backend against Open MPI under mpirun, psyrun across hosts over SSH and inside Slurm
+# allocations of one host and of three nodes: multihost.rs, slurm.rs, slurm_nodes.rs, root only),
+# then the Python package (built with maturin into the virtual environment setup.sh made; pytest
+# under psyrun). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -244,7 +244,11 @@ impl RemoteJob<'_> {
             job_id: job::new_job_id()?,
             secret_hex: secret.to_hex(),
             store_port: store.addr().port(),
-            master_addr: rank0_host.peer.unwrap_or(job::LOCAL_ADDR).to_string(),
+            master_addr: rank0_host
+                .peer
+                .or_else(|| self.own_address())
+                .unwrap_or(job::LOCAL_ADDR)
+                .to_string(),
             master_port: rank0_host.free_port,
         };
         Ok((store, contract))
@@ -266,9 +270,22 @@ impl RemoteJob<'_> {
         }
     }
 
-    /// The environment of the rank at `p`: the store at psyrun's address on its host's link.
+    /// psyrun's address towards the other hosts (the first that has one), if the job reaches
+    /// any host over the network. Ranks on psyrun's own host (a local link, no address) are
+    /// given this instead of loopback when other hosts take part: they advertise the address
+    /// by which they reach the store, and 127.0.0.1 would send ranks elsewhere to themselves
+    /// (psyrun in an `sbatch` script runs on the allocation's first node).
+    fn own_address(&self) -> Option<IpAddr> {
+        self.reached.iter().find_map(|r| r.local)
+    }
+
+    /// The environment of the rank at `p`: the store at psyrun's address on its host's link
+    /// (on psyrun's own host, its address towards the others, if there are others).
     fn rank_env(&self, contract: &Contract, p: &Placement) -> RankEnv {
-        let store_ip = self.reached[p.host].local.unwrap_or(job::LOCAL_ADDR);
+        let store_ip = self.reached[p.host]
+            .local
+            .or_else(|| self.own_address())
+            .unwrap_or(job::LOCAL_ADDR);
         let info = JobInfo {
             job_id: contract.job_id.clone(),
             secret_hex: contract.secret_hex.clone(),

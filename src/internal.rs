@@ -4,6 +4,8 @@
 
 /// The job's key-value store server (psyrun serves one per job; rank 0 under torchrun).
 pub use crate::bootstrap::StoreServer;
+/// Loading optional C libraries at run time (psyrun's hwloc).
+pub use crate::dl;
 /// The store key under which a rank records the peer a failed call lost (psyrun reads it).
 pub use crate::group::losses::lost_key;
 /// Whether this machine offers RDMA, and why not.

@@ -32,6 +32,8 @@ pub(crate) mod bootstrap;
 mod comm;
 pub mod conformance;
 pub mod contract;
+#[doc(hidden)]
+pub mod dl;
 pub mod dtype;
 pub mod error;
 pub(crate) mod executor;

@@ -382,20 +382,12 @@ fn under_mpirun_without_pmix_the_example_fails_naming_mpirun_and_the_fix() {
 
 /// `mpirun -n N EXAMPLE 8` with `env`, as this machine needs it (root, more ranks than cores).
 fn mpirun(n: usize, example: &Path, env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new("mpirun");
-    cmd.args([
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        &n.to_string(),
-    ])
-    .arg(example)
-    .arg("8")
-    .env("PSY_TIMEOUT", "60")
-    .envs(env.iter().copied())
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let mut cmd = common::mpirun(n, env);
+    cmd.arg(example)
+        .arg("8")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd
 }
 

@@ -144,18 +144,8 @@ fn mpirun(n: usize, args: &[&str]) -> Done {
 /// [`mpirun`] with `env` set for mpirun and so for every rank.
 fn mpirun_with(n: usize, args: &[&str], env: &[(&str, &str)]) -> Done {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cmd = Command::new("mpirun");
-    cmd.args([
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        &n.to_string(),
-    ])
-    .arg(check_bin())
-    .args(args)
-    .env("OMPI_MCA_op", "^avx")
-    .env("PSY_TIMEOUT", "60")
-    .envs(env.iter().copied());
+    let mut cmd = common::mpirun(n, env);
+    cmd.arg(check_bin()).args(args).env("OMPI_MCA_op", "^avx");
     run(cmd, DEADLINE)
 }
 

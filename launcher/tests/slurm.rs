@@ -15,10 +15,12 @@
 
 mod common;
 
-use common::{eventually, gone, psyrun, run, wait_for_pids_sh, Done, Job, TempDir, RECORD_PID};
+use common::{
+    eventually, gone, psyrun, run, slurm, wait_for_pids_sh, Done, Job, TempDir, RECORD_PID,
+};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,34 +31,16 @@ static CLUSTER: Mutex<()> = Mutex::new(());
 /// is granted in well under a second; the rest is psyrun's job).
 const SLURM_DEADLINE: Duration = Duration::from_secs(90);
 
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm.sh")
-}
-
 fn psyne_check() -> &'static str {
     env!("CARGO_BIN_EXE_psyne-check")
 }
 
 /// Why the Slurm tests cannot run here, if they cannot.
 fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("the test Slurm cluster runs its daemons as root (CI runs as root)".into());
-    }
-    for tool in ["slurmctld", "slurmd", "munged", "salloc", "sbatch", "srun"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!(
-                "{tool} is not installed (scripts/setup.sh installs slurmctld slurmd munge \
-                 slurm-client)"
-            ));
-        }
-    }
-    None
+    slurm::unavailable(
+        &["slurmctld", "slurmd", "munged", "salloc", "sbatch", "srun"],
+        "slurmctld slurmd munge slurm-client",
+    )
 }
 
 /// A running one-host cluster; stopped (every daemon it started) and removed on drop.
@@ -89,49 +73,12 @@ impl Cluster {
     /// A Slurm client command of this cluster (`salloc`, `sbatch`, ...), with `D` set to `dir`
     /// for the rank scripts.
     fn command(&self, program: &str, dir: &TempDir) -> Command {
-        let mut c = Command::new(program);
-        c.env("SLURM_CONF", self.conf())
-            .env("D", dir.path())
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // A test run inside some other allocation must not leak it into this cluster's jobs.
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("SLURM_") {
-                c.env_remove(&k);
-            }
-        }
-        c.env("SLURM_CONF", self.conf());
-        c
+        slurm::client(Command::new(program), &self.conf(), dir)
     }
 
-    /// Processes (other than the cluster's own daemons) that carry this cluster's `SLURM_CONF`:
-    /// salloc, srun, psyrun, its agents and their ranks all inherit it.
+    /// Processes of this cluster's jobs still running ([`slurm::leftovers`]).
     fn leftovers(&self) -> Vec<String> {
-        let want = format!("SLURM_CONF={}", self.conf().display());
-        let mut found = Vec::new();
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return found;
-        };
-        for p in procs.filter_map(Result::ok) {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if pid as u32 == std::process::id() || gone(pid) {
-                continue;
-            }
-            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
-            let comm = comm.trim();
-            if matches!(comm, "slurmctld" | "slurmscriptd" | "slurmd" | "munged") {
-                continue;
-            }
-            let env = std::fs::read(p.path().join("environ")).unwrap_or_default();
-            if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
-                found.push(format!("{pid} {comm}"));
-            }
-        }
-        found
+        slurm::leftovers(&self.conf())
     }
 
     /// Waits (bounded) until nothing but the daemons and the step daemons winding down is left.
@@ -157,12 +104,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new("timeout")
-            .arg("60")
-            .arg(script())
-            .arg("down")
-            .arg(&self.dir)
-            .status();
+        slurm::down(&self.dir, 60);
     }
 }
 
@@ -257,20 +199,9 @@ fn psyrun_in_an_sbatch_script_runs_every_collective() {
         ),
         0o755,
     );
-    let out = dir.path().join("job.out");
     let mut cmd = cluster.command("sbatch", &dir);
-    cmd.args(["--wait", "-N1", "-n2"])
-        .arg(format!("--output={}", out.display()))
-        .arg(&job);
-    let done = finish(cmd, &dir);
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "{}\n{}\n{text}",
-        done.stdout,
-        done.stderr
-    );
+    cmd.args(["-N1", "-n2"]);
+    let text = slurm::sbatch_wait(cmd, &job, &dir, SLURM_DEADLINE);
     for rank in 0..2 {
         let line = format!("rank {rank}/2: every collective x op x type matches the oracle");
         assert!(text.contains(&line), "{line:?} in:\n{text}");

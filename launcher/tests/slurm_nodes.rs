@@ -20,10 +20,10 @@
 
 mod common;
 
-use common::{eventually_or_not, gone, job_ids, segments_of, Done, Job, TempDir};
+use common::{eventually_or_not, job_ids, segments_of, slurm, Done, Job, TempDir};
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -42,10 +42,6 @@ const SLURM_DEADLINE: Duration = Duration::from_secs(120);
 /// How long after a job ends its processes (ranks, agents, srun, step daemons) may take to go.
 const WIND_DOWN: Duration = Duration::from_secs(45);
 
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm.sh")
-}
-
 fn psyne_check() -> &'static str {
     env!("CARGO_BIN_EXE_psyne-check")
 }
@@ -58,15 +54,7 @@ fn node_of(rank: usize) -> String {
 
 /// Why these tests cannot run here, if they cannot.
 fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some(
-            "the Slurm cluster of nodes needs root: network namespaces, daemons as root (CI runs \
-             as root)"
-                .into(),
-        );
-    }
-    for tool in [
+    let tools = [
         "slurmctld",
         "slurmd",
         "munged",
@@ -77,13 +65,10 @@ fn unavailable() -> Option<String> {
         "ip",
         "unshare",
         "nsenter",
-    ] {
-        if !common::on_path(tool) {
-            return Some(format!(
-                "{tool} is not installed (scripts/setup.sh installs slurmctld slurmd munge \
-                 slurm-client iproute2 util-linux)"
-            ));
-        }
+    ];
+    let install = "slurmctld slurmd munge slurm-client iproute2 util-linux";
+    if let Some(why) = slurm::unavailable(&tools, install) {
+        return Some(why);
     }
     if !common::on_path("sshd") && !std::path::Path::new("/usr/sbin/sshd").exists() {
         return Some(
@@ -133,50 +118,16 @@ impl Nodes {
     /// A Slurm client command of this cluster (`salloc`, `sbatch`, ...) run through `slurm.sh
     /// run` (so the node names resolve), with `D` set to `dir` and `dir` as working directory.
     fn command(&self, program: &str, dir: &TempDir) -> Command {
-        let mut c = Command::new(script());
+        let mut c = Command::new(slurm::script());
         c.arg("run").arg(&self.dir).arg(program);
-        // A test run inside some other allocation must not leak it into this cluster's jobs.
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("SLURM_") {
-                c.env_remove(&k);
-            }
-        }
-        c.env("SLURM_CONF", self.conf())
-            .env("D", dir.path())
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
+        slurm::client(c, &self.conf(), dir)
     }
 
     /// Processes other than the cluster's daemons that carry this cluster's `SLURM_CONF`:
     /// salloc, srun, psyrun, its agents and their ranks, and the step daemons, on every node
     /// (the namespaces share the process table).
     fn leftovers(&self) -> Vec<String> {
-        let want = format!("SLURM_CONF={}", self.conf().display());
-        let mut found = Vec::new();
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return found;
-        };
-        for p in procs.filter_map(Result::ok) {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if pid as u32 == std::process::id() || gone(pid) {
-                continue;
-            }
-            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
-            let comm = comm.trim();
-            if matches!(comm, "slurmctld" | "slurmscriptd" | "slurmd" | "munged") {
-                continue;
-            }
-            let env = std::fs::read(p.path().join("environ")).unwrap_or_default();
-            if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
-                found.push(format!("{pid} {comm}"));
-            }
-        }
-        found
+        slurm::leftovers(&self.conf())
     }
 
     /// Waits (at most [`WIND_DOWN`]) until no process of the cluster's jobs is left on any node;
@@ -213,12 +164,7 @@ impl Nodes {
 
 impl Drop for Nodes {
     fn drop(&mut self) {
-        let _ = Command::new("timeout")
-            .arg("120")
-            .arg(script())
-            .arg("down")
-            .arg(&self.dir)
-            .output();
+        slurm::down(&self.dir, 120);
     }
 }
 
@@ -325,20 +271,9 @@ fn psyrun_in_an_sbatch_script_runs_every_collective_from_the_first_node() {
         ),
         0o755,
     );
-    let out = dir.path().join("job.out");
     let mut cmd = nodes.command("sbatch", &dir);
-    cmd.args(["--wait", "-N", &NODES.to_string(), "-n", &RANKS.to_string()])
-        .arg(format!("--output={}", out.display()))
-        .arg(&job);
-    let done = finish(cmd, &dir);
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "{}\n{}\n{text}",
-        done.stdout,
-        done.stderr
-    );
+    cmd.args(["-N", &NODES.to_string(), "-n", &RANKS.to_string()]);
+    let text = slurm::sbatch_wait(cmd, &job, &dir, SLURM_DEADLINE);
     assert!(text.starts_with("script on psyh1\n"), "{text}");
     // psyrun runs on psyh1: its own ranks too must be told its address on the bridge, not
     // 127.0.0.1, or the ranks of the other nodes would be sent to themselves.

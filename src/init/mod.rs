@@ -30,20 +30,13 @@ pub fn init() -> Result<Group> {
         Launch::Psyrun(env) => {
             let secret = Secret::from_hex(&env.secret)?;
             let store = Arc::new(TcpStore::connect(&env.store, &secret, deadline)?);
-            let bind_ip = advertised_ip(&store)?;
-            let options = GroupOptions {
+            let member = Membership {
                 rank: env.rank,
                 size: env.world_size,
                 prefix: format!("{}/world", env.job_id),
-                secret,
-                bind_ip,
-                timeout: tunables.timeout,
-                spin: tunables.spin,
-                tuning: tunables.tuning.clone(),
-                transport: tunables.transport,
                 job_id: env.job_id.clone(),
-                host_key: crate::transport::host_key(),
             };
+            let options = member.options(secret, advertised_ip(&store)?, &tunables);
             let job_id = env.job_id.clone();
             let group = Group::from_shared_store(store.clone(), options)?;
             group.report_losses_to(crate::group::losses::LossReport { store, job_id });
@@ -55,12 +48,10 @@ pub fn init() -> Result<Group> {
             master,
             secret,
         } => {
+            let run_id = std::env::var("TORCHELASTIC_RUN_ID").unwrap_or_default();
             let secret = match secret {
                 Some(hex) => Secret::from_hex(&hex)?,
-                None => Secret::derive(&format!(
-                    "psyne:{master}:{}",
-                    std::env::var("TORCHELASTIC_RUN_ID").unwrap_or_default()
-                )),
+                None => Secret::derive(&format!("psyne:{master}:{run_id}")),
             };
             let master = store_address(&master)?;
             let server = if rank == 0 {
@@ -69,24 +60,49 @@ pub fn init() -> Result<Group> {
                 None
             };
             let store = Arc::new(TcpStore::connect(&master, &secret, deadline)?);
-            let bind_ip = advertised_ip(&store)?;
-            let options = GroupOptions {
+            let member = Membership {
                 rank,
                 size: world_size,
                 prefix: "torch/world".into(),
-                secret,
-                bind_ip,
-                timeout: tunables.timeout,
-                spin: tunables.spin,
-                tuning: tunables.tuning.clone(),
-                transport: tunables.transport,
-                job_id: format!(
-                    "torch{}",
-                    std::env::var("TORCHELASTIC_RUN_ID").unwrap_or_default()
-                ),
-                host_key: crate::transport::host_key(),
+                job_id: format!("torch{run_id}"),
             };
+            let options = member.options(secret, advertised_ip(&store)?, &tunables);
             Group::from_shared_store_serving(store, options, server)
+        }
+    }
+}
+
+/// Where a rank sits in the job it joins, and the names of that job's keys and shared memory.
+struct Membership {
+    rank: usize,
+    size: usize,
+    /// The store keys' prefix.
+    prefix: String,
+    /// Names the job's shared memory.
+    job_id: String,
+}
+
+impl Membership {
+    /// The options of the group this rank forms: its seat, the job secret, the address its
+    /// listener advertises, and the tunables read from the environment.
+    fn options(
+        self,
+        secret: Secret,
+        bind_ip: IpAddr,
+        tunables: &contract::Tunables,
+    ) -> GroupOptions {
+        GroupOptions {
+            rank: self.rank,
+            size: self.size,
+            prefix: self.prefix,
+            secret,
+            bind_ip,
+            timeout: tunables.timeout,
+            spin: tunables.spin,
+            tuning: tunables.tuning.clone(),
+            transport: tunables.transport.clone(),
+            job_id: self.job_id,
+            host_key: crate::transport::host_key(),
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::bootstrap::meet::{self, Rendezvous, Seat};
 use crate::bootstrap::{pmi, pmix};
 use crate::contract::{ForeignLaunch, Service, Tunables};
 use crate::error::{Error, Result};
-use crate::group::{Group, GroupOptions};
+use crate::group::Group;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -78,19 +78,13 @@ fn join(
     tunables: &Tunables,
 ) -> Result<Group> {
     let store = Arc::new(met.store);
-    let options = GroupOptions {
+    let member = super::Membership {
         rank,
         size,
         prefix: format!("{job_id}/world"),
-        secret: met.secret,
-        bind_ip: advertised_ip(&store)?,
-        timeout: tunables.timeout,
-        spin: tunables.spin,
-        tuning: tunables.tuning.clone(),
-        transport: tunables.transport.clone(),
         job_id,
-        host_key: crate::transport::host_key(),
     };
+    let options = member.options(met.secret, advertised_ip(&store)?, tunables);
     Group::from_shared_store_serving(store, options, met.server)
 }
 

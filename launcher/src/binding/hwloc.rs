@@ -14,7 +14,8 @@
 //! simulate a host without hwloc).
 
 use super::topology::{Pu, Topology, TopologyError};
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use psyne::internal::dl;
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// The library file names tried, in order, unless `PSYRUN_HWLOC_LIB` is set.
 pub const LIBRARY_NAMES: [&str; 2] = ["libhwloc.so.15", "libhwloc.so"];
@@ -102,55 +103,13 @@ struct Api {
     bitmap_next: unsafe extern "C" fn(*const c_void, c_int) -> c_int,
 }
 
-fn dlerror_text() -> String {
-    // SAFETY: dlerror returns NULL or a pointer to a NUL-terminated string owned by libc, valid
-    // until the next dl* call on this thread; it is copied at once.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown error".into()
-    } else {
-        // SAFETY: non-null, NUL-terminated (see above).
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
-/// Opens the library: `PSYRUN_HWLOC_LIB` if set, else [`LIBRARY_NAMES`] in order.
-fn open() -> Result<*mut c_void, HwlocError> {
-    let names: Vec<String> = match std::env::var_os(LIBRARY_VAR) {
-        Some(v) => vec![v.to_string_lossy().into_owned()],
-        None => LIBRARY_NAMES.iter().map(|s| s.to_string()).collect(),
-    };
-    let mut errors = Vec::new();
-    for name in &names {
-        let Ok(c) = CString::new(name.as_str()) else {
-            errors.push(format!("{name:?}: contains a NUL byte"));
-            continue;
-        };
-        // SAFETY: `c` is a valid NUL-terminated string; dlopen runs the library's initialisers,
-        // which for libhwloc only set up its own state.
-        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if !handle.is_null() {
-            return Ok(handle);
-        }
-        errors.push(dlerror_text());
-    }
-    Err(HwlocError::Missing(errors.join("; ")))
-}
-
 impl Api {
+    /// Opens the library (`PSYRUN_HWLOC_LIB` if set, else [`LIBRARY_NAMES`] in order) and
+    /// resolves every function.
     fn load() -> Result<Api, HwlocError> {
-        let handle = open()?;
-        let sym = |name: &str| -> Result<*mut c_void, HwlocError> {
-            let c = CString::new(name).map_err(|e| HwlocError::Unusable(e.to_string()))?;
-            // SAFETY: `handle` is a live handle from dlopen (never closed) and `c` a valid
-            // NUL-terminated symbol name.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() {
-                Err(HwlocError::Unusable(format!("no symbol {name}")))
-            } else {
-                Ok(p)
-            }
-        };
+        let names = dl::candidates(LIBRARY_VAR, &LIBRARY_NAMES);
+        let lib = dl::open_first(&names, libc::RTLD_LOCAL).map_err(HwlocError::Missing)?;
+        let sym = |name: &str| lib.symbol(name).map_err(HwlocError::Unusable);
         // SAFETY: for each transmute below, the symbol is the libhwloc 2.x function of that
         // name, whose C prototype the target type repeats exactly (hwloc.h: `unsigned
         // hwloc_get_api_version(void)`, `int hwloc_topology_init(hwloc_topology_t *)`, `int

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod slurm;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -431,6 +433,22 @@ pub fn eventually_or_not(limit: Duration, mut cond: impl FnMut() -> bool) -> boo
 }
 
 /// Whether `program` is on `PATH`.
+/// `mpirun -n N` as this machine needs it (`--allow-run-as-root`: tests run as root in CI;
+/// `--oversubscribe`: more ranks than its 2 cores), with `PSY_TIMEOUT=60` and `env` for every
+/// rank; the program and its arguments are the caller's to add.
+pub fn mpirun(n: usize, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ])
+    .env("PSY_TIMEOUT", "60")
+    .envs(env.iter().copied());
+    cmd
+}
+
 pub fn on_path(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])

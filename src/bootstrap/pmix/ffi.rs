@@ -6,7 +6,8 @@
 //! the header's (`pmix_proc_t` 260 bytes, `pmix_value_t` 32, `pmix_info_t` 552), and PMIx keeps
 //! this ABI stable across its v4 and v5 releases.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use crate::dl;
+use std::ffi::{c_char, c_int, c_void, CStr};
 
 /// The library file names tried, in order, unless [`LIBRARY_VAR`] names another.
 pub const LIBRARY_NAMES: [&str; 2] = ["libpmix.so.2", "libpmix.so"];
@@ -188,22 +189,16 @@ impl Api {
     /// Loads the library ([`LIBRARY_VAR`], else [`LIBRARY_NAMES`]) and resolves every function;
     /// the error says what failed to load. The library stays loaded for the life of the process.
     pub fn load() -> Result<Api, String> {
-        Api::load_from(&library_names())
+        Api::load_from(&dl::candidates(LIBRARY_VAR, &LIBRARY_NAMES))
     }
 
     /// Loads the first of `names` that opens and resolves every function.
     pub fn load_from(names: &[String]) -> Result<Api, String> {
-        let handle = open(names)?;
-        let sym = |name: &str| -> Result<*mut c_void, String> {
-            let c = CString::new(name).map_err(|e| e.to_string())?;
-            // SAFETY: `handle` is a live handle from dlopen (never closed) and `c` a valid
-            // NUL-terminated symbol name.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() {
-                Err(format!("the PMIx library has no function {name}"))
-            } else {
-                Ok(p)
-            }
+        // RTLD_GLOBAL: PMIx loads its own plugins, which resolve symbols of libpmix itself.
+        let lib = dl::open_first(names, libc::RTLD_GLOBAL)?;
+        let sym = |name: &str| {
+            lib.symbol(name)
+                .map_err(|e| format!("the PMIx library has {e}"))
         };
         // SAFETY: each symbol is the PMIx v4 client function of that name, whose C prototype
         // (pmix.h, quoted on each field of `Api`) the target type repeats exactly: pointers for
@@ -264,44 +259,4 @@ impl Api {
         let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
         format!("{name} ({status})")
     }
-}
-
-fn dlerror_text() -> String {
-    // SAFETY: dlerror returns NULL or a pointer to a NUL-terminated string owned by libc, valid
-    // until the next dl* call on this thread; it is copied at once.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown error".into()
-    } else {
-        // SAFETY: non-null, NUL-terminated (see above).
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
-/// The library files to try: [`LIBRARY_VAR`] if set, else [`LIBRARY_NAMES`].
-fn library_names() -> Vec<String> {
-    match std::env::var_os(LIBRARY_VAR) {
-        Some(v) => vec![v.to_string_lossy().into_owned()],
-        None => LIBRARY_NAMES.iter().map(|s| s.to_string()).collect(),
-    }
-}
-
-/// Opens the first of `names` that loads.
-fn open(names: &[String]) -> Result<*mut c_void, String> {
-    let mut errors = Vec::new();
-    for name in names {
-        let Ok(c) = CString::new(name.as_str()) else {
-            errors.push(format!("{name:?}: contains a NUL byte"));
-            continue;
-        };
-        // SAFETY: `c` is a valid NUL-terminated string; dlopen runs the library's initialisers,
-        // which for libpmix only set up its own state. RTLD_GLOBAL: PMIx loads its own plugins,
-        // which resolve symbols of libpmix itself.
-        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-        if !handle.is_null() {
-            return Ok(handle);
-        }
-        errors.push(dlerror_text());
-    }
-    Err(errors.join("; "))
 }

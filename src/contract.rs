@@ -324,6 +324,12 @@ impl ForeignLaunch {
         seen.join(", ")
     }
 
+    /// True when psyne's own group can form only over MPI (`psyne::mpi::native_group`, feature
+    /// `mpi`): an MPI launcher that offers no [`Service`] psyne speaks.
+    pub fn forms_only_over_mpi(&self) -> bool {
+        self.mpi && self.service.is_none()
+    }
+
     /// "rank 1 of 2", "one of 2 ranks", or "rank 3 (of at least 4)".
     fn position(&self) -> String {
         match (self.rank, self.world_size) {

@@ -98,7 +98,7 @@ pub fn connect(wanted: &[Backend], transport: &str) -> Result<Backends> {
     if wanted.contains(&Backend::Mpi)
         || foreign
             .as_ref()
-            .is_some_and(|f| f.mpi && f.service.is_none())
+            .is_some_and(psyne::contract::ForeignLaunch::forms_only_over_mpi)
     {
         return connect_over_mpi(wanted);
     }

@@ -328,7 +328,7 @@ fn under_mpirun_the_example_forms_one_group_through_pmix() {
     let allreduce = example("allreduce");
     for n in [2, 3] {
         let dir = TempDir::new("example-mpirun");
-        let done = run_launcher(mpirun(n, &allreduce, &[]), &dir, LIMIT);
+        let done = run_launcher(mpirun_example(n, &allreduce, &[]), &dir, LIMIT);
         let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
         assert_eq!(done.code(), Some(0), "{context}");
         for rank in 0..n {
@@ -353,7 +353,7 @@ fn under_mpirun_without_pmix_the_example_fails_naming_mpirun_and_the_fix() {
     }
     let dir = TempDir::new("example-mpirun-nopmix");
     let allreduce = example("allreduce");
-    let cmd = mpirun(
+    let cmd = mpirun_example(
         2,
         &allreduce,
         &[("PSY_PMIX_LIB", "libpsyne-test-no-pmix.so")],
@@ -381,7 +381,7 @@ fn under_mpirun_without_pmix_the_example_fails_naming_mpirun_and_the_fix() {
 }
 
 /// `mpirun -n N EXAMPLE 8` with `env`, as this machine needs it (root, more ranks than cores).
-fn mpirun(n: usize, example: &Path, env: &[(&str, &str)]) -> Command {
+fn mpirun_example(n: usize, example: &Path, env: &[(&str, &str)]) -> Command {
     let mut cmd = common::mpirun(n, env);
     cmd.arg(example)
         .arg("8")

@@ -129,15 +129,14 @@ impl Client {
 }
 
 impl Exchange for Client {
-    fn publish(&self, key: &str, value: &str) -> Result<()> {
+    fn publish(&self, key: &str, value: &str, deadline: Instant) -> Result<()> {
         if [key, value].iter().any(|t| t.contains([' ', '=', '\n'])) {
             return Err(Error::config(format!(
                 "PMI-1 cannot carry {key}={value}: spaces, `=` and newlines are not allowed"
             )));
         }
         let request = format!("cmd=put kvsname={} key={key} value={value}", self.kvs);
-        let far = Instant::now() + Duration::from_secs(60);
-        self.call(&request, "put_result", far).map(drop)
+        self.call(&request, "put_result", deadline).map(drop)
     }
 
     fn fence(&self, deadline: Instant) -> Result<()> {
@@ -242,7 +241,7 @@ mod tests {
                 .contains("refused `cmd=get kvsname=7.0 key=psyne.store`"),
             "{e}"
         );
-        assert!(c.publish("a b", "c").is_err());
+        assert!(c.publish("a b", "c", soon).is_err());
     }
 
     #[test]

@@ -377,14 +377,21 @@ impl Store for TcpStore {
 mod tests {
     use super::*;
 
-    #[test]
-    fn clients_share_values_and_strangers_are_refused() {
+    /// A store on loopback and two clients of it.
+    fn store_and_two_clients() -> (StoreServer, TcpStore, TcpStore) {
         let secret = Secret::generate().unwrap();
         let server = StoreServer::bind("127.0.0.1:0", secret.clone()).unwrap();
         let addr = server.addr().to_string();
         let deadline = Instant::now() + Duration::from_secs(5);
         let a = TcpStore::connect(&addr, &secret, deadline).unwrap();
         let b = TcpStore::connect(&addr, &secret, deadline).unwrap();
+        (server, a, b)
+    }
+
+    #[test]
+    fn clients_share_values_and_strangers_are_refused() {
+        let (server, a, b) = store_and_two_clients();
+        let deadline = Instant::now() + Duration::from_secs(5);
         let t = std::thread::spawn(move || b.get("x", Instant::now() + Duration::from_secs(5)));
         a.set("x", b"hello").unwrap();
         assert_eq!(t.join().unwrap().unwrap(), b"hello");
@@ -393,6 +400,7 @@ mod tests {
             .get("never", Instant::now() + Duration::from_millis(50))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Timeout);
+        let addr = server.addr().to_string();
         let stranger = TcpStore::connect(&addr, &Secret::generate().unwrap(), deadline);
         assert_eq!(stranger.err().map(|e| e.kind()), Some(ErrorKind::Auth));
         // The store still serves its own clients after the stranger.
@@ -401,12 +409,8 @@ mod tests {
 
     #[test]
     fn set_once_keeps_the_first_value_and_ephemeral_keys_change_when_their_client_leaves() {
-        let secret = Secret::generate().unwrap();
-        let server = StoreServer::bind("127.0.0.1:0", secret.clone()).unwrap();
-        let addr = server.addr().to_string();
+        let (_server, a, b) = store_and_two_clients();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let a = TcpStore::connect(&addr, &secret, deadline).unwrap();
-        let b = TcpStore::connect(&addr, &secret, deadline).unwrap();
         assert_eq!(a.set_once("d", b"a's").unwrap(), b"a's");
         assert_eq!(b.set_once("d", b"b's").unwrap(), b"a's");
         b.set_ephemeral("alive/b", b"1", b"0").unwrap();

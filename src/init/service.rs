@@ -38,7 +38,7 @@ fn over_pmix(launch: &ForeignLaunch, tunables: &Tunables, deadline: Instant) -> 
     };
     let met = meet::rendezvous(&client, seat, deadline)?;
     drop(client);
-    let job_id = job_id("pmix", &placement.namespace);
+    let job_id = format!("pmix-{}", placement.namespace);
     join(met, placement.rank, placement.size, job_id, tunables)
 }
 
@@ -53,7 +53,7 @@ fn over_pmi(launch: &ForeignLaunch, tunables: &Tunables, deadline: Instant) -> R
         all_here: None,
     };
     let met = meet::rendezvous(&client, seat, deadline)?;
-    let job_id = job_id("pmi", client.kvs_name());
+    let job_id = format!("pmi-{}", client.kvs_name());
     drop(client);
     join(met, rank, size, job_id, tunables)
 }
@@ -86,34 +86,4 @@ fn join(
     };
     let options = member.options(met.secret, advertised_ip(&store)?, tunables);
     Group::from_shared_store_serving(store, options, met.server)
-}
-
-/// A job id from the service's name for the job (`slurm.pmix.42.0`, `513802241`, `kvs_812_0`):
-/// `kind-` then its letters, digits, `-` and `_` (others become `_`), at most 40. It names the
-/// job's shared memory.
-fn job_id(kind: &str, name: &str) -> String {
-    let kept: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect();
-    format!("{kind}-{kept}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn job_ids_keep_only_what_a_shared_memory_name_may_hold() {
-        assert_eq!(job_id("pmix", "slurm.pmix.42.0"), "pmix-slurm_pmix_42_0");
-        assert_eq!(job_id("pmi", "kvs_812_0"), "pmi-kvs_812_0");
-        assert_eq!(job_id("pmix", &"x".repeat(99)).len(), 45);
-    }
 }

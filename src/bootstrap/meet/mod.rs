@@ -28,8 +28,9 @@ pub const RECORD_KEY: &str = "psyne.store";
 
 /// What a launcher's service does for the meeting.
 pub trait Exchange {
-    /// Publishes `value` under `key` for every process of the job (rank 0 only calls it).
-    fn publish(&self, key: &str, value: &str) -> Result<()>;
+    /// Publishes `value` under `key` for every process of the job (rank 0 only calls it), by
+    /// `deadline`; the next fence makes it visible.
+    fn publish(&self, key: &str, value: &str, deadline: Instant) -> Result<()>;
     /// Waits until every process of the job has entered the same fence, or `deadline` passes;
     /// what was published before it is visible to all after it.
     fn fence(&self, deadline: Instant) -> Result<()>;
@@ -128,7 +129,7 @@ pub fn rendezvous(service: &dyn Exchange, seat: Seat, deadline: Instant) -> Resu
             hosts,
             secret: secret.to_hex(),
         };
-        service.publish(RECORD_KEY, &record.encode())?;
+        service.publish(RECORD_KEY, &record.encode(), deadline)?;
         service.fence(deadline)?;
         let store = connect_any(&record, &secret, deadline)?;
         Ok(Rendezvous {

@@ -21,10 +21,6 @@ use std::time::Instant;
 const JOB_SIZE: &str = "pmix.job.size";
 /// `PMIX_LOCAL_SIZE`: the job's processes on this node.
 const LOCAL_SIZE: &str = "pmix.local.size";
-/// `PMIX_LOCAL_RANK`: this process's index among them.
-const LOCAL_RANK: &str = "pmix.lrank";
-/// `PMIX_NODEID`: this node's index in the job.
-const NODE_ID: &str = "pmix.nodeid";
 /// `PMIX_COLLECT_DATA`
 const COLLECT_DATA: &str = "pmix.collect";
 /// `PMIX_TIMEOUT` (seconds)
@@ -43,12 +39,8 @@ pub struct Placement {
     pub rank: usize,
     /// The number of processes in the job.
     pub size: usize,
-    /// Its index among the job's processes on its node.
-    pub local_rank: usize,
-    /// The job's processes on its node.
+    /// The job's processes on its node (all of them: psyne's store may stay on loopback).
     pub local_size: usize,
-    /// Its node's index in the job.
-    pub node: usize,
     /// The job's PMIx namespace.
     pub namespace: String,
 }
@@ -91,15 +83,13 @@ impl Client {
             .into_owned()
     }
 
-    /// Rank, size, local rank and size, and node, from the server.
+    /// Rank, size and the size on this node, from the server. (Local rank and node are PMIx's
+    /// to tell too, but nothing in psyne needs them: shared memory finds its peers by host.)
     pub fn placement(&self, deadline: Instant) -> Result<Placement> {
-        let size = self.job_number(JOB_SIZE, deadline)?;
         Ok(Placement {
             rank: self.rank(),
-            size,
-            local_rank: self.own_number(LOCAL_RANK, deadline)?,
+            size: self.job_number(JOB_SIZE, deadline)?,
             local_size: self.job_number(LOCAL_SIZE, deadline)?,
-            node: self.own_number(NODE_ID, deadline)?,
             namespace: self.namespace(),
         })
     }
@@ -107,11 +97,6 @@ impl Client {
     /// A job-level number (`key` of the whole namespace).
     fn job_number(&self, key: &str, deadline: Instant) -> Result<usize> {
         self.number(ffi::RANK_WILDCARD, key, deadline)
-    }
-
-    /// A number about this process.
-    fn own_number(&self, key: &str, deadline: Instant) -> Result<usize> {
-        self.number(self.me.rank, key, deadline)
     }
 
     fn number(&self, rank: u32, key: &str, deadline: Instant) -> Result<usize> {
@@ -188,7 +173,8 @@ impl Client {
         })
     }
 
-    /// Puts `value` under `key` for every process of the job ([`ffi::SCOPE_GLOBAL`]).
+    /// Puts `value` under `key` for every process of the job ([`ffi::SCOPE_GLOBAL`]); the next
+    /// [`Client::fence`] commits it.
     pub fn put_string(&self, key: &str, value: &str) -> Result<()> {
         let ckey = c_key(key)?;
         let cvalue = CString::new(value)
@@ -202,10 +188,7 @@ impl Client {
         // SAFETY: `ckey` and `v` are valid for the call; PMIx copies the string (it does not
         // keep or free the pointer), and `cvalue` outlives the call.
         let status = unsafe { (self.api.put)(ffi::SCOPE_GLOBAL, ckey.as_ptr(), &mut v) };
-        self.check(status, "PMIx_Put")?;
-        // SAFETY: PMIx_Commit takes no arguments.
-        let status = unsafe { (self.api.commit)() };
-        self.check(status, "PMIx_Commit")
+        self.check(status, "PMIx_Put")
     }
 
     /// Commits (nothing, or what was put) and waits until every process of the job has entered
@@ -247,7 +230,7 @@ impl Client {
 }
 
 impl Exchange for Client {
-    fn publish(&self, key: &str, value: &str) -> Result<()> {
+    fn publish(&self, key: &str, value: &str, _deadline: Instant) -> Result<()> {
         self.put_string(key, value)
     }
 

@@ -181,7 +181,7 @@ fn main() -> ExitCode {
         && !args.split_revoke_trial
         && foreign
             .as_ref()
-            .is_some_and(|f| f.mpi && f.service.is_none())
+            .is_some_and(psyne::contract::ForeignLaunch::forms_only_over_mpi)
     {
         args.backend = Backend::NativeOverMpi;
     }

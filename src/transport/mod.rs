@@ -218,6 +218,9 @@ pub struct TransportTunables {
     /// variables are malformed. The error is kept, not raised: it fails group formation only
     /// where RDMA is forced (`PSY_TRANSPORT=rdma`); elsewhere it is the reason RDMA is refused.
     pub rdma: Result<RdmaConfig>,
+    /// The send buffer of every TCP link (`PSY_TCP_SNDBUF`); `None`: by where the peer lives
+    /// ([`tcp::send_buffer_for`]).
+    pub tcp_send_buffer: Option<usize>,
 }
 
 impl Default for TransportTunables {
@@ -227,6 +230,7 @@ impl Default for TransportTunables {
             shm_ring_bytes: None,
             shm_pulls: shm::cma::PullPolicy::ByTraffic,
             rdma: Ok(RdmaConfig::default()),
+            tcp_send_buffer: None,
         }
     }
 }
@@ -249,6 +253,7 @@ impl TransportTunables {
                 get(shm::cma::CMA_MIN).as_deref(),
             ),
             rdma: RdmaConfig::from_lookup(&get),
+            tcp_send_buffer: tcp::parse_send_buffer(get(tcp::SEND_BUFFER_VAR).as_deref()),
         })
     }
 

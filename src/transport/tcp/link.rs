@@ -1,16 +1,17 @@
 //! One TCP connection as a non-blocking [`Link`], and the polls on a connection the other
 //! transports share (they keep their pair's TCP connection to notice a peer that dies).
 //!
-//! Point-to-point messages of 1 MiB and more ([`SLICED_FROM`]) are written in slices of 256 KiB
-//! ([`SLICE`]), with the step engine reading between them. Measured, not derived: a 2-rank ring
-//! shift (even ranks send then receive, odd ranks the reverse, as psybench's) of 1 MiB took 347 µs
-//! written whole and 244 µs sliced here, 64 MiB 41.4 ms and 27.3 ms (`results/tcp-slices/`). A C
-//! probe without psyne (`results/tcp-loopback/`) gains the same way when both sides send at once,
-//! and not when one side only sends, whose writes it found best whole; why the kernel's loopback
-//! behaves so is not worked out.
-//! Collectives are left whole: their messages gained at some sizes and lost at others.
+//! The send buffer ([`send_buffer_for`]) is 128 KiB (the kernel doubles it) to a peer on the same
+//! host, 4 MiB across hosts, or `PSY_TCP_SNDBUF` bytes. Over loopback a sender that may run far
+//! ahead of its receiver writes megabytes into socket memory that the receiver then reads back
+//! from beyond the caches; a 128 KiB buffer keeps sender and receiver within a few hundred KiB of
+//! each other. Measured (`results/tcp-sndbuf/`): 1.3–2.1× faster for every collective from
+//! 256 KiB to 64 MiB, no change below. Below 64 KiB loopback stalls (a 64 KiB-segment sender
+//! waits on delayed acknowledgements: 19 ms per 64 KiB broadcast at 32 KiB), hence the floor.
+//! With it, writing large messages in slices (as send/recv did until then, `results/tcp-slices/`)
+//! gained nothing, so every message is written whole.
 
-use crate::transport::{Link, Traffic, TransportKind};
+use crate::transport::{Link, TransportKind};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -19,46 +20,49 @@ use std::time::Duration;
 /// A TCP connection to one peer.
 pub struct TcpLink {
     stream: TcpStream,
-    /// Whether the link carries point-to-point messages now ([`Link::set_traffic`]).
-    point_to_point: bool,
-    /// Whether the message being written goes out in slices (decided at its first write).
-    slicing: bool,
 }
 
-/// Point-to-point messages from this size on (header included) are written in slices.
-pub const SLICED_FROM: usize = 1 << 20;
-/// The most bytes one write of a sliced message takes.
-pub const SLICE: usize = 256 << 10;
+/// `PSY_TCP_SNDBUF`: the send buffer of every TCP link, in bytes (clamped to
+/// [`MIN_SEND_BUFFER`]..=64 MiB; the kernel doubles it and caps it at `net.core.wmem_max`).
+pub const SEND_BUFFER_VAR: &str = "PSY_TCP_SNDBUF";
+/// The send buffer of a link to a peer on the same host.
+pub const SAME_HOST_SEND_BUFFER: usize = 128 << 10;
+/// The send buffer of a link to a peer on another host.
+pub const CROSS_HOST_SEND_BUFFER: usize = 4 << 20;
+/// The smallest send buffer `PSY_TCP_SNDBUF` may set.
+pub const MIN_SEND_BUFFER: usize = 64 << 10;
+
+/// The value of [`SEND_BUFFER_VAR`] in bytes (a `K`/`M` suffix allowed), clamped; `None` when
+/// unset or unreadable.
+pub fn parse_send_buffer(text: Option<&str>) -> Option<usize> {
+    let bytes = crate::tuning::rules::parse_size(text?.trim())?;
+    Some((bytes.min(64 << 20) as usize).max(MIN_SEND_BUFFER))
+}
+
+/// The send buffer for a link: `set` (from [`SEND_BUFFER_VAR`]) if given, else by where the peer
+/// lives.
+pub fn send_buffer_for(same_host: bool, set: Option<usize>) -> usize {
+    set.unwrap_or(if same_host {
+        SAME_HOST_SEND_BUFFER
+    } else {
+        CROSS_HOST_SEND_BUFFER
+    })
+}
 
 impl TcpLink {
-    /// Wraps an authenticated stream, switching it to non-blocking mode.
-    pub fn new(stream: TcpStream) -> io::Result<TcpLink> {
+    /// Wraps an authenticated stream, switching it to non-blocking mode with a send buffer of
+    /// `send_buffer` bytes ([`send_buffer_for`]).
+    pub fn new(stream: TcpStream, send_buffer: usize) -> io::Result<TcpLink> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
-        Ok(TcpLink {
-            stream,
-            point_to_point: false,
-            slicing: false,
-        })
+        socket2::SockRef::from(&stream).set_send_buffer_size(send_buffer)?;
+        Ok(TcpLink { stream })
     }
 }
 
 impl Link for TcpLink {
-    fn set_traffic(&mut self, traffic: Traffic) {
-        self.point_to_point = traffic == Traffic::Eager;
-    }
-
     fn write_some(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        // A write whose first slice holds (the rest of) a header starts a message.
-        if bufs.first().is_some_and(|h| !h.is_empty()) {
-            let total: usize = bufs.iter().map(|b| b.len()).sum();
-            self.slicing = self.point_to_point && total >= SLICED_FROM;
-        }
-        if !self.slicing {
-            return self.stream.write_vectored(bufs);
-        }
-        let (slice, used) = first_bytes(bufs, SLICE);
-        self.stream.write_vectored(&slice[..used])
+        self.stream.write_vectored(bufs)
     }
 
     fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -80,24 +84,6 @@ impl Link for TcpLink {
     fn transport(&self) -> TransportKind {
         TransportKind::Tcp
     }
-}
-
-/// The first `limit` bytes of `bufs` (a header and its data: the first two slices), and how many
-/// slices they take.
-fn first_bytes<'a>(bufs: &'a [io::IoSlice<'a>], limit: usize) -> ([io::IoSlice<'a>; 2], usize) {
-    let mut out = [io::IoSlice::new(&[]), io::IoSlice::new(&[])];
-    let mut left = limit;
-    let mut used = 0;
-    for (slot, b) in out.iter_mut().zip(bufs) {
-        if left == 0 {
-            break;
-        }
-        let n = b.len().min(left);
-        *slot = io::IoSlice::new(&b[..n]);
-        left -= n;
-        used += 1;
-    }
-    (out, used)
 }
 
 /// Waits until `fd` is readable (data, end of stream or an error to report) or `timeout`
@@ -136,14 +122,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slice_takes_the_header_and_the_first_bytes_of_the_data() {
-        let (h, d) = ([7u8; 40], vec![1u8; 1 << 20]);
-        let bufs = [io::IoSlice::new(&h), io::IoSlice::new(&d)];
-        let (s, used) = first_bytes(&bufs, SLICE);
-        assert_eq!(used, 2);
-        assert_eq!((s[0].len(), s[1].len()), (40, SLICE - 40));
-        let rest = [io::IoSlice::new(&[]), io::IoSlice::new(&d[..100])];
-        let (s, used) = first_bytes(&rest, SLICE);
-        assert_eq!((used, s[0].len(), s[1].len()), (2, 0, 100));
+    fn the_send_buffer_follows_the_peer_unless_set() {
+        assert_eq!(send_buffer_for(true, None), 128 << 10);
+        assert_eq!(send_buffer_for(false, None), 4 << 20);
+        assert_eq!(send_buffer_for(true, Some(1 << 20)), 1 << 20);
+        assert_eq!(parse_send_buffer(Some("256K")), Some(256 << 10));
+        assert_eq!(parse_send_buffer(Some(" 8 ")), Some(MIN_SEND_BUFFER));
+        assert_eq!(parse_send_buffer(Some("1G")), Some(64 << 20));
+        assert_eq!(parse_send_buffer(Some("lots")), None);
+        assert_eq!(parse_send_buffer(None), None);
+    }
+
+    #[test]
+    fn a_link_asks_the_kernel_for_its_send_buffer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let link = TcpLink::new(stream, 200 << 10).unwrap();
+        let got = socket2::SockRef::from(&link.stream).send_buffer_size().unwrap();
+        // Linux doubles the request for its bookkeeping.
+        assert_eq!(got, 400 << 10);
     }
 }

@@ -1,4 +1,5 @@
-//! The TCP transport: one connection per pair of ranks, `TCP_NODELAY`, large socket buffers, and
+//! The TCP transport: one connection per pair of ranks, `TCP_NODELAY`, send buffers sized by where
+//! the peer lives ([`send_buffer_for`]), and
 //! the [`crate::auth`] handshake before anything else is read.
 //!
 //! Wiring a full mesh ([`connect_mesh`]): every rank listens and publishes `ip:port` in the
@@ -12,7 +13,7 @@ mod link;
 mod mesh;
 
 pub(crate) use link::peer_closed;
-pub use link::TcpLink;
+pub use link::{parse_send_buffer, send_buffer_for, TcpLink, SEND_BUFFER_VAR};
 pub use mesh::{connect_mesh, Mesh, MeshOptions};
 
 use crate::error::{Error, Result};
@@ -36,10 +37,13 @@ impl Transport for Tcp {
         Ok(true)
     }
 
-    fn connect(&mut self, _: &Formation<'_>, pairs: Vec<Pair>) -> Result<Connected> {
+    fn connect(&mut self, f: &Formation<'_>, pairs: Vec<Pair>) -> Result<Connected> {
         let mut connected = Connected::default();
         for (j, stream) in pairs {
-            let link = TcpLink::new(stream).map_err(|e| Error::io("configuring a link", e))?;
+            let same_host = f.peers[j].host_key == f.me().host_key;
+            let buffer = send_buffer_for(same_host, f.tunables.tcp_send_buffer);
+            let link =
+                TcpLink::new(stream, buffer).map_err(|e| Error::io("configuring a link", e))?;
             connected.links.push((j, Box::new(link)));
         }
         Ok(connected)

@@ -209,16 +209,15 @@ REASONS = [
      allreduce_2x),
     ("tcp-loopback",
      lambda r: r["layout"] == "tcp2" and r["bytes"] >= 256 << 10,
-     "Over loopback TCP both libraries copy every byte into the kernel and out again, and move "
-     "data at about the same rate here (the reducing collectives, where psyne's reduction is "
-     "faster, meet the goal); a 1.2x lead would need fewer copies than a TCP socket allows (on one "
-     "host psyne's answer is shared memory). How the kernel's loopback moves a large message depends "
-     "on how it is written: a C probe without either library (`results/tcp-loopback/`) moves 1 MiB "
-     "each way in 208-217 µs written in 256 KiB slices and 320-382 µs written whole, and lands in "
-     "slower or faster runs at random; psyne now slices send/recv messages of 1 MiB and more "
-     "(`results/tcp-slices/`: 1 MiB 347 to 244 µs), but its collectives' messages gained at some "
-     "sizes and lost at others sliced, so they are written whole, and where Open MPI's 128 KiB "
-     "fragments land faster (all-to-all, all-gather, broadcast at 1-4 MiB) psyne is behind."),
+     "Over loopback TCP both libraries copy every byte into the kernel and out again, and from "
+     "1 MiB both run at about loopback's copy limit on this host: two copies by two cores at once "
+     "(broadcast of 1 MiB: 123.6 µs for psyne and 123.5 µs for Open MPI, 8.5 GB/s one way, against "
+     "an 11 GB/s single-thread memory copy). A 1.2x lead there would need fewer copies than a TCP "
+     "socket allows; on one host psyne's answer is shared memory. The reducing collectives, where "
+     "psyne's reduction is faster, and most others from 16 MiB meet the goal. Since the send "
+     "buffer of a link to a peer on the same host became 128 KiB (`results/tcp-sndbuf/`) these "
+     "cells are 0.89-1.17, where the 4 MiB buffer of the run before left 65 cells at 0.59-1.19; "
+     "with it, all-reduce at 1 MiB became 10% slower, not analysed."),
     ("crowded",
      lambda r: r["layout"] == "shm8" and (r["bytes"] >= 64 << 10 or r["collective"] == "barrier"),
      "8 ranks on 2 cores: each step waits until its peer is scheduled (4 processes per core), so "

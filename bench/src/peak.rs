@@ -1,6 +1,9 @@
 //! `psybench peak`: how fast this host can move bytes at all, the yardstick for "% of peak":
-//! a single-threaded memory copy and a loopback TCP stream between two threads (4 MiB socket
-//! buffers, like psyne's links).
+//! a single-threaded memory copy and a loopback TCP stream between two threads (the kernel's
+//! own socket buffers, 4 MiB writes and reads). Loopback is moody: the same stream written and
+//! read 256 KiB at a time ran at 3.7–8.3 GB/s across runs here, and psyne's broadcast of 64 MiB
+//! over TCP reaches about 7 GB/s (`results/tcp-sndbuf/`), so take this as a floor of what
+//! loopback can do, not a ceiling.
 
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};

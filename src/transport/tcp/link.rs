@@ -138,7 +138,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let link = TcpLink::new(stream, 200 << 10).unwrap();
-        let got = socket2::SockRef::from(&link.stream).send_buffer_size().unwrap();
+        let got = socket2::SockRef::from(&link.stream)
+            .send_buffer_size()
+            .unwrap();
         // Linux doubles the request for its bookkeeping.
         assert_eq!(got, 400 << 10);
     }

@@ -141,9 +141,52 @@ fn sends_to_each_other_before_receiving_complete_under_every_pull_policy() {
     }
 }
 
-/// Over TCP, point-to-point messages of 1 MiB and more go out in 256 KiB slices (see
-/// `transport::tcp::link`): both ranks send to each other (the kernel holds each send until the
-/// other rank receives), messages around and well past the threshold, and every element arrives.
+/// Over shared memory a send whose receiver is already blocked receiving it is handed over in one
+/// copy (the receiver pulls it); any other send still completes once the ring holds it. Rank 1
+/// waits for message 1 before rank 0 sends it; then rank 0 sends two messages and receives one
+/// larger than the ring, while rank 1 receives the first, sends its large one and only then
+/// receives the second: had rank 0's second send waited for a receiver that was not yet
+/// receiving it, the two would deadlock.
+#[test]
+fn a_send_to_a_waiting_receiver_arrives_whole_and_other_sends_stay_buffered() {
+    let (a, b, d) = (100_000usize, 70_001usize, 300_000usize);
+    let results = common::with_wiring(2, common::Wiring::Shm, Duration::from_secs(30), move |g| {
+        let pause = || std::thread::sleep(Duration::from_millis(100));
+        if g.rank() == 0 {
+            pause();
+            g.send(&input(0, a), 1)?;
+            g.send(&input(0, b), 1)?;
+            g.send(&input(2, b), 1)?;
+            let mut theirs = vec![0i64; d];
+            g.recv(&mut theirs, 1)?;
+            Ok::<_, psyne::Error>(vec![theirs])
+        } else {
+            let mut got = vec![vec![0i64; a], vec![0i64; b], vec![0i64; b]];
+            g.recv(&mut got[0], 0)?;
+            pause();
+            g.recv(&mut got[1], 0)?;
+            g.send(&input(1, d), 0)?;
+            g.recv(&mut got[2], 0)?;
+            Ok(got)
+        }
+    });
+    let got: Vec<_> = results
+        .into_iter()
+        .enumerate()
+        .map(|(r, x)| x.unwrap_or_else(|e| panic!("rank {r}: {e}")))
+        .collect();
+    assert!(
+        got[0][0] == input(1, d),
+        "rank 0: the large message differs"
+    );
+    let want = [input(0, a), input(0, b), input(2, b)];
+    for (i, (g, w)) in got[1].iter().zip(&want).enumerate() {
+        assert!(g == w, "rank 1: message {} differs", i + 1);
+    }
+}
+
+/// Over TCP both ranks send each other large messages at once (the kernel holds each send until
+/// the other rank receives), around and well past 1 MiB, and every element arrives.
 #[test]
 fn large_messages_sent_both_ways_at_once_over_tcp_arrive_whole() {
     let sizes = [

@@ -1,7 +1,7 @@
 //! One step of a schedule: all its sends and receives, driven together without blocking.
 
 use super::fail::Site;
-use super::header::{self, Header, OpKind, Pair, HEADER_LEN};
+use super::header::{self, Header, OpDesc, OpKind, Pair, HEADER_LEN};
 use super::view::WorkView;
 use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
@@ -51,23 +51,50 @@ impl Engine for Steps<'_> {
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
         };
-        let traffic = traffic_of(call.desc.kind);
+        let traffic = traffic_of(&call.desc);
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
             if let Some(Some(l)) = links.get_mut(send.peer) {
                 l.set_traffic(traffic);
             }
         }
+        let awaited = await_messages(&call.desc, &self.schedule.steps, links, true);
         let mut buf = self.buf;
-        for step in &self.schedule.steps {
-            run_step(&ctx, links, mid_message, step, &mut buf, self.memory)?;
+        let result =
+            self.schedule.steps.iter().try_for_each(|step| {
+                run_step(&ctx, links, mid_message, step, &mut buf, self.memory)
+            });
+        if awaited {
+            await_messages(&call.desc, &self.schedule.steps, links, false);
         }
-        Ok(())
+        result
     }
 }
 
+/// For a point-to-point receive, tells the link of each source that this rank is now blocked
+/// receiving the call's message (`waiting`), or no longer ([`crate::transport::Link::await_message`]);
+/// true if it told any.
+fn await_messages(
+    desc: &OpDesc,
+    steps: &[Step],
+    links: &mut [Option<Box<dyn Link>>],
+    waiting: bool,
+) -> bool {
+    if desc.kind != OpKind::PointToPoint {
+        return false;
+    }
+    let mut told = false;
+    for recv in steps.iter().flat_map(|s| &s.recvs) {
+        if let Some(Some(l)) = links.get_mut(recv.peer) {
+            l.await_message(waiting.then_some(desc.seq));
+            told = true;
+        }
+    }
+    told
+}
+
 /// The pattern of a call's messages, which a link may carry differently ([`Link::set_traffic`]).
-fn traffic_of(kind: OpKind) -> Traffic {
-    match kind {
+fn traffic_of(desc: &OpDesc) -> Traffic {
+    match desc.kind {
         OpKind::Collective(
             Collective::AllToAll | Collective::AllGather | Collective::ReduceScatter,
         ) => Traffic::Exchange,
@@ -79,7 +106,7 @@ fn traffic_of(kind: OpKind) -> Traffic {
             | Collective::Gather { .. }
             | Collective::Barrier,
         ) => Traffic::OneWay,
-        OpKind::PointToPoint => Traffic::Eager,
+        OpKind::PointToPoint => Traffic::Eager { seq: desc.seq },
     }
 }
 

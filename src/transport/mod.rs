@@ -77,6 +77,12 @@ pub trait Link: Send {
     fn set_traffic(&mut self, traffic: Traffic) {
         let _ = traffic;
     }
+    /// Says that this rank is blocked receiving point-to-point message `seq` (from 1) of the
+    /// pair, or no longer (`None`), so a transport may hand that message over in one copy. The
+    /// default ignores it.
+    fn await_message(&mut self, seq: Option<u64>) {
+        let _ = seq;
+    }
 }
 
 /// The pattern of the messages a link is about to carry, for [`Link::set_traffic`].
@@ -91,9 +97,14 @@ pub enum Traffic {
     OneWay,
     /// One side sends while the other reduces what arrives (reduce).
     ReducingOneWay,
-    /// A point-to-point send, which completes once the transport holds the message, whatever
-    /// the receiver is doing (as MPI's buffered sends): it must not wait for the receiver.
-    Eager,
+    /// A point-to-point send, number `seq` on its pair, which completes once the transport holds
+    /// the message (as MPI's buffered sends): it must not wait for a receiver that is doing
+    /// something else. It may wait for one already blocked receiving this very message
+    /// ([`Link::await_message`]).
+    Eager {
+        /// The message's number among this pair's point-to-point messages (from 1).
+        seq: u64,
+    },
 }
 
 /// Which transport carries the link to a peer.

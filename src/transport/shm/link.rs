@@ -31,6 +31,9 @@ pub struct ShmLink {
     /// The slice lengths (`min..=max`) sent by pull descriptor, when the peer can pull, for the
     /// traffic of the current call; `None`: none.
     pull_window: Option<(usize, usize)>,
+    /// For a point-to-point send, its number on the pair: pulled whole if the peer is blocked
+    /// receiving it ([`cma::rendezvous_window`]).
+    eager_seq: Option<u64>,
     /// Whether the peer said it can pull from this process (cached once true).
     peer_pulls: bool,
     /// Whether this side said it can pull from the peer: only then can descriptors arrive, so
@@ -123,6 +126,7 @@ impl ShmLink {
             pulls,
             crowded,
             pull_window: cma::pull_window(pulls, Traffic::OneWay, crowded),
+            eager_seq: None,
             peer_pulls: false,
             accepts_pulls,
             peer_pid: 0,
@@ -225,6 +229,27 @@ impl ShmLink {
         Some(Ok(n as usize))
     }
 
+    /// Which slice of `bufs` goes by pull descriptor, if any: one inside the traffic's window
+    /// ([`cma::pull_window`]), or a point-to-point message the peer is blocked receiving.
+    fn pulled_slice(&mut self, bufs: &[IoSlice<'_>]) -> Option<usize> {
+        let (min, max, rendezvous) = match (self.pull_window, self.eager_seq) {
+            (Some((min, max)), _) => (min, max, false),
+            (None, Some(_)) => {
+                let (min, max) = cma::rendezvous_window(self.pulls)?;
+                (min, max, true)
+            }
+            (None, None) => return None, // no scan on the hot path
+        };
+        let i = bufs.iter().position(|b| !b.is_empty() && b.len() >= min)?;
+        // Under a maximum, and for a rendezvous, only a whole message is pulled: its slice comes
+        // right after its header. A slice with nothing before it continues a message that the
+        // ring has carried part of; pulling the rest would leave the sender idle.
+        let whole = bufs[..i].iter().any(|b| !b.is_empty());
+        let fits = bufs[i].len() <= max && (whole || (max == usize::MAX && !rendezvous));
+        let awaited = !rendezvous || self.eager_seq == Some(self.tx_slot().awaited());
+        (fits && awaited && self.peer_pulls()).then_some(i)
+    }
+
     /// Looks (without blocking) whether the peer's end of the TCP connection has closed; if so,
     /// marks the receiving ring closed, so reads drain what is there and then see the end, and
     /// writes fail.
@@ -254,19 +279,7 @@ impl Link for ShmLink {
         }
         // Slices before the first large one go through the ring; the large one by descriptor once
         // they are all in.
-        let big = match self.pull_window {
-            None => None, // no scan on the hot path
-            Some((min, max)) => bufs
-                .iter()
-                .position(|b| !b.is_empty() && b.len() >= min)
-                .filter(|&i| {
-                    // Under a maximum, only a whole message is pulled: its slice comes right after
-                    // its header. A slice with nothing before it continues a message that the
-                    // ring has carried part of; pulling the rest would leave the sender idle.
-                    let whole = max == usize::MAX || bufs[..i].iter().any(|b| !b.is_empty());
-                    bufs[i].len() <= max && whole && self.peer_pulls()
-                }),
-        };
+        let big = self.pulled_slice(bufs);
         let inline = &bufs[..big.unwrap_or(bufs.len())];
         let want: usize = inline.iter().map(|b| b.len()).sum();
         let written = if want > 0 { self.tx.write(inline) } else { 0 };
@@ -344,6 +357,16 @@ impl Link for ShmLink {
 
     fn set_traffic(&mut self, traffic: Traffic) {
         self.pull_window = cma::pull_window(self.pulls, traffic, self.crowded);
+        self.eager_seq = match traffic {
+            Traffic::Eager { seq } => Some(seq),
+            _ => None,
+        };
+    }
+
+    fn await_message(&mut self, seq: Option<u64>) {
+        if self.accepts_pulls {
+            self.rx_slot().set_awaited(seq.unwrap_or(0));
+        }
     }
 
     fn transport(&self) -> TransportKind {
@@ -526,6 +549,38 @@ mod tests {
             Some(1),
             "one descriptor"
         );
+    }
+
+    #[test]
+    fn a_point_to_point_message_is_pulled_only_when_its_receiver_awaits_it() {
+        let (mut lower, higher) = pair("rendezvous", true);
+        lower.pulls = PullPolicy::ByTraffic;
+        let payload = |len: usize| (0..len).map(|i| (i % 253) as u8).collect::<Vec<u8>>();
+        // Message 1: the receiver is not waiting yet, so the send completes into the ring.
+        lower.set_traffic(Traffic::Eager { seq: 1 });
+        let lower = exchange_checked(lower, higher, vec![(vec![1; 40], payload(200_000))]);
+        assert_eq!(lower.tx.written(), 40 + 200_000);
+        assert!(lower.tx_slot().pending(0).is_none(), "no descriptor");
+
+        // Message 2: the receiver is blocked receiving it (and says so), so it is pulled.
+        let (mut lower, mut higher) = pair("rendezvous2", true);
+        lower.pulls = PullPolicy::ByTraffic;
+        higher.await_message(Some(2));
+        lower.set_traffic(Traffic::Eager { seq: 2 });
+        let lower = exchange_checked(lower, higher, vec![(vec![2; 40], payload(200_000))]);
+        assert_eq!(lower.tx.written(), 40, "only the header crossed the ring");
+        assert_eq!(lower.tx_slot().pending(0).map(|d| d.0), Some(1));
+
+        // The receiver awaits an earlier message than the one sent, or none any more: the ring.
+        for awaited in [Some(2), None] {
+            let (mut lower, mut higher) = pair("rendezvous3", true);
+            lower.pulls = PullPolicy::ByTraffic;
+            higher.await_message(Some(3));
+            higher.await_message(awaited);
+            lower.set_traffic(Traffic::Eager { seq: 3 });
+            let lower = exchange_checked(lower, higher, vec![(vec![3; 40], payload(200_000))]);
+            assert_eq!(lower.tx.written(), 40 + 200_000, "awaited {awaited:?}");
+        }
     }
 
     #[test]

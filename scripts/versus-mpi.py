@@ -193,11 +193,14 @@ REASONS = [
     ("sendrecv-buffered",
      lambda r: r["collective"] == "sendrecv" and r["layout"] in SHM and r["bytes"] <= 1 << 20,
      "A `send` completes as soon as the transport holds the message (psyne's buffered-send "
-     "promise), so up to the ring's 1 MiB it goes through the ring: two copies, one by each side. "
-     "Open MPI's sends above its 4 KiB eager limit wait for the receiver (rendezvous) and then copy "
-     "once, straight out of the sender's memory (CMA). psyne's collectives pull the same way "
-     "(`src/transport/shm/cma.rs`), but a send may not wait for its receiver. Pulling only when the "
-     "receiver is already waiting would close most of this gap; it is not built."),
+     "promise), so it may not wait for a receiver that is busy elsewhere: unless its receiver is "
+     "already blocked receiving it, a send up to the ring's 1 MiB goes through the ring, two "
+     "copies, one by each side. Open MPI's sends above its 4 KiB eager limit always wait for the "
+     "receiver (rendezvous) and then copy once, straight out of the sender's memory (CMA). Since "
+     "this run psyne pulls a send of 64 KiB-1 MiB whose receiver is already waiting for it "
+     "(`results/shm-p2p-rendezvous/`: 0.73-0.77 of the time at 64-256 KiB), which took these "
+     "cells from 0.34-0.69 in the run before to 0.64-0.88; where the remaining gap to Open MPI's "
+     "single copy goes (64 KiB: 9.3 against 7.5 µs) is not broken down."),
     ("allreduce-small",
      lambda r: r["collective"] == "allreduce" and r["layout"] == "shm2" and r["bytes"] <= 4096,
      "The node-board all-reduce (up to 4 KiB per rank) is one exchange of cache lines between the "
@@ -211,12 +214,12 @@ REASONS = [
      lambda r: r["layout"] == "tcp2" and r["bytes"] >= 256 << 10,
      "Over loopback TCP both libraries copy every byte into the kernel and out again, and from "
      "1 MiB both run at about loopback's copy limit on this host: two copies by two cores at once "
-     "(broadcast of 1 MiB: 123.6 µs for psyne and 123.5 µs for Open MPI, 8.5 GB/s one way, against "
+     "(broadcast of 1 MiB: 122.7 µs for psyne and 124.7 µs for Open MPI, 8.5 GB/s one way, against "
      "an 11 GB/s single-thread memory copy). A 1.2x lead there would need fewer copies than a TCP "
      "socket allows; on one host psyne's answer is shared memory. The reducing collectives, where "
      "psyne's reduction is faster, and most others from 16 MiB meet the goal. Since the send "
      "buffer of a link to a peer on the same host became 128 KiB (`results/tcp-sndbuf/`) these "
-     "cells are 0.89-1.17, where the 4 MiB buffer of the run before left 65 cells at 0.59-1.19; "
+     "cells are 0.94-1.18, where the 4 MiB buffer (the 12:51 run) left 65 cells at 0.59-1.19; "
      "with it, all-reduce at 1 MiB became 10% slower, not analysed."),
     ("crowded",
      lambda r: r["layout"] == "shm8" and (r["bytes"] >= 64 << 10 or r["collective"] == "barrier"),

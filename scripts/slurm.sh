@@ -313,17 +313,27 @@ MinJobAge=60
 EOF
 }
 
-up() {
-  need
-  if is_up; then
-    log "already up in $dir"
-    echo "export SLURM_CONF=$dir/slurm.conf"
-    return 0
-  fi
-  # Leftovers of an earlier, half-finished run in the same DIR go first.
+# Says that the cluster in DIR is up already, and how to use it.
+already_up() {
+  log "already up in $dir"
+  echo "export SLURM_CONF=$dir/slurm.conf"
+}
+
+# Leftovers of an earlier, half-finished run in the same DIR go first; then munge, with the
+# failure trap armed.
+fresh_start() {
   down
   arm
   start_munge
+}
+
+up() {
+  need
+  if is_up; then
+    already_up
+    return 0
+  fi
+  fresh_start
 
   local cpus
   cpus=$(nproc)
@@ -356,13 +366,10 @@ up_nodes() {
   local n=$nodes_n i ns addr cpus
   need ip unshare nsenter
   if [ -f "$dir/nodes" ] && [ "$(wc -l <"$dir/nodes")" -eq "$n" ] && is_up; then
-    log "already up in $dir"
-    echo "export SLURM_CONF=$dir/slurm.conf"
+    already_up
     return 0
   fi
-  down
-  arm
-  start_munge
+  fresh_start
   # The hosts: namespaces psyh1..psyhN on the bridge, each with its own address (and an sshd,
   # unused here). cluster.sh refuses if another test cluster is up.
   "$CLUSTER_SH" up "$n" "$dir/net" >&2

@@ -141,6 +141,13 @@ impl Nodes {
         );
     }
 
+    /// [`Nodes::assert_nothing_left`], and no shared-memory segment of psyne job `job` either.
+    fn assert_nothing_left_of(&self, job: &str) {
+        self.assert_nothing_left();
+        let left = segments_of(job);
+        assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+    }
+
     /// SIGKILLs node `node`'s slurmd (by its pid file, after checking the process is slurmd).
     fn kill_slurmd(&self, node: &str) {
         let file = self.dir.join(format!("slurmd-{node}.pid"));
@@ -315,9 +322,7 @@ fn a_rank_killed_on_one_node_fails_the_job_naming_it_and_leaves_nothing_anywhere
     );
     let jobs = job_ids(&done.stdout);
     assert_eq!(jobs.len(), 1, "one job id from the ranks: {ctx}");
-    nodes.assert_nothing_left();
-    let left = segments_of(&jobs[0]);
-    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+    nodes.assert_nothing_left_of(&jobs[0]);
 }
 
 /// Starts `salloc -N3 -n6 psyrun -n 6 psyne-check --fault hang:5`: every rank forms the group
@@ -369,9 +374,7 @@ fn a_nodes_slurmd_killed_during_a_job_ends_it_within_a_bound_and_leaves_nothing(
         "the job took {took:?} to end: {ctx}"
     );
     eprintln!("slurmd of psyh2 killed: the job ended {took:?} later");
-    nodes.assert_nothing_left();
-    let left = segments_of(&id);
-    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+    nodes.assert_nothing_left_of(&id);
 }
 
 #[test]
@@ -402,9 +405,7 @@ fn scancel_of_the_job_leaves_nothing_anywhere() {
         "{ctx}"
     );
     eprintln!("scancel: the job ended {:?} later", t0.elapsed());
-    nodes.assert_nothing_left();
-    let left = segments_of(&id);
-    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+    nodes.assert_nothing_left_of(&id);
 }
 
 /// `srun --mpi=pmix -N3 -n6 psyne-check --backend native`: no psyrun, each rank started by the

@@ -57,39 +57,35 @@ impl Engine for Steps<'_> {
                 l.set_traffic(traffic);
             }
         }
-        let awaited = await_messages(&call.desc, &self.schedule.steps, links, true);
+        await_messages(&call.desc, &self.schedule.steps, links, true);
         let mut buf = self.buf;
         let result =
             self.schedule.steps.iter().try_for_each(|step| {
                 run_step(&ctx, links, mid_message, step, &mut buf, self.memory)
             });
-        if awaited {
-            await_messages(&call.desc, &self.schedule.steps, links, false);
-        }
+        await_messages(&call.desc, &self.schedule.steps, links, false);
         result
     }
 }
 
 /// For a point-to-point receive, tells the link of each source that this rank is now blocked
-/// receiving the call's message (`waiting`), or no longer ([`crate::transport::Link::await_message`]);
-/// true if it told any.
+/// receiving the call's message of `desc.count` elements (`waiting`), or no longer
+/// ([`Link::await_message`]).
 fn await_messages(
     desc: &OpDesc,
     steps: &[Step],
     links: &mut [Option<Box<dyn Link>>],
     waiting: bool,
-) -> bool {
+) {
     if desc.kind != OpKind::PointToPoint {
-        return false;
+        return;
     }
-    let mut told = false;
+    let bytes = desc.count as usize * desc.dtype.size();
     for recv in steps.iter().flat_map(|s| &s.recvs) {
         if let Some(Some(l)) = links.get_mut(recv.peer) {
-            l.await_message(waiting.then_some(desc.seq));
-            told = true;
+            l.await_message(waiting.then_some((desc.seq, bytes)));
         }
     }
-    told
 }
 
 /// The pattern of a call's messages, which a link may carry differently ([`Link::set_traffic`]).

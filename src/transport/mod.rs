@@ -78,10 +78,10 @@ pub trait Link: Send {
         let _ = traffic;
     }
     /// Says that this rank is blocked receiving point-to-point message `seq` (from 1) of the
-    /// pair, or no longer (`None`), so a transport may hand that message over in one copy. The
-    /// default ignores it.
-    fn await_message(&mut self, seq: Option<u64>) {
-        let _ = seq;
+    /// pair, of `bytes` bytes, or no longer (`None`), so a transport may hand that message over
+    /// in one copy. The default ignores it.
+    fn await_message(&mut self, message: Option<(u64, usize)>) {
+        let _ = message;
     }
 }
 

@@ -254,12 +254,14 @@ impl PullSlot {
 
     /// Reader: says which point-to-point message it is blocked receiving (0: none).
     pub fn set_awaited(&self, seq: u64) {
-        self.awaited.store(seq, SeqCst);
+        // Relaxed: a writer that misses the newest value only sends through the ring, and a
+        // stale value names a message already received, which no writer sends again.
+        self.awaited.store(seq, Relaxed);
     }
 
     /// Writer: the point-to-point message the reader is blocked receiving (0: none).
     pub fn awaited(&self) -> u64 {
-        self.awaited.load(SeqCst)
+        self.awaited.load(Relaxed)
     }
 }
 

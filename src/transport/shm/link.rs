@@ -34,6 +34,8 @@ pub struct ShmLink {
     /// For a point-to-point send, its number on the pair: pulled whole if the peer is blocked
     /// receiving it ([`cma::rendezvous_window`]).
     eager_seq: Option<u64>,
+    /// Whether this side published a message it awaits (so only then is there one to clear).
+    awaiting: bool,
     /// Whether the peer said it can pull from this process (cached once true).
     peer_pulls: bool,
     /// Whether this side said it can pull from the peer: only then can descriptors arrive, so
@@ -127,6 +129,7 @@ impl ShmLink {
             crowded,
             pull_window: cma::pull_window(pulls, Traffic::OneWay, crowded),
             eager_seq: None,
+            awaiting: false,
             peer_pulls: false,
             accepts_pulls,
             peer_pid: 0,
@@ -363,9 +366,20 @@ impl Link for ShmLink {
         };
     }
 
-    fn await_message(&mut self, seq: Option<u64>) {
-        if self.accepts_pulls {
-            self.rx_slot().set_awaited(seq.unwrap_or(0));
+    fn await_message(&mut self, message: Option<(u64, usize)>) {
+        // Only a message the peer could pull is worth a store into the shared line: small
+        // receives keep their path as it was.
+        let window = cma::rendezvous_window(self.pulls).filter(|_| self.accepts_pulls);
+        match (message, window) {
+            (Some((seq, bytes)), Some((min, max))) if (min..=max).contains(&bytes) => {
+                self.rx_slot().set_awaited(seq);
+                self.awaiting = true;
+            }
+            (None, _) if self.awaiting => {
+                self.rx_slot().set_awaited(0);
+                self.awaiting = false;
+            }
+            _ => {}
         }
     }
 
@@ -562,20 +576,23 @@ mod tests {
         assert_eq!(lower.tx.written(), 40 + 200_000);
         assert!(lower.tx_slot().pending(0).is_none(), "no descriptor");
 
-        // Message 2: the receiver is blocked receiving it (and says so), so it is pulled.
+        // Message 2: the receiver is blocked receiving it (and says so), so it is pulled. A
+        // receive too small to be pulled publishes nothing.
         let (mut lower, mut higher) = pair("rendezvous2", true);
         lower.pulls = PullPolicy::ByTraffic;
-        higher.await_message(Some(2));
+        higher.await_message(Some((2, 100)));
+        assert_eq!(lower.tx_slot().awaited(), 0);
+        higher.await_message(Some((2, 200_000)));
         lower.set_traffic(Traffic::Eager { seq: 2 });
         let lower = exchange_checked(lower, higher, vec![(vec![2; 40], payload(200_000))]);
         assert_eq!(lower.tx.written(), 40, "only the header crossed the ring");
         assert_eq!(lower.tx_slot().pending(0).map(|d| d.0), Some(1));
 
         // The receiver awaits an earlier message than the one sent, or none any more: the ring.
-        for awaited in [Some(2), None] {
+        for awaited in [Some((2, 200_000)), None] {
             let (mut lower, mut higher) = pair("rendezvous3", true);
             lower.pulls = PullPolicy::ByTraffic;
-            higher.await_message(Some(3));
+            higher.await_message(Some((3, 200_000)));
             higher.await_message(awaited);
             lower.set_traffic(Traffic::Eager { seq: 3 });
             let lower = exchange_checked(lower, higher, vec![(vec![3; 40], payload(200_000))]);

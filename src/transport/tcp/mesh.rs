@@ -10,8 +10,10 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Socket buffer size asked for on every link (the kernel may cap it at `net.core.*mem_max`).
-const SOCKET_BUFFER: usize = 4 << 20;
+/// Receive buffer asked for on every connection before it connects, so the window scale it
+/// negotiates allows it (the kernel may cap it at `net.core.rmem_max`). The send buffer is the
+/// link's own choice, by where the peer lives ([`super::send_buffer_for`]).
+const RECV_BUFFER: usize = 4 << 20;
 
 /// What [`connect_mesh`] needs to know.
 pub struct MeshOptions<'a> {
@@ -46,8 +48,7 @@ pub struct Mesh {
 }
 
 fn tune(socket: &Socket) -> std::io::Result<()> {
-    socket.set_recv_buffer_size(SOCKET_BUFFER)?;
-    socket.set_send_buffer_size(SOCKET_BUFFER)?;
+    socket.set_recv_buffer_size(RECV_BUFFER)?;
     socket.set_nodelay(true)
 }
 

@@ -140,8 +140,9 @@ pub fn pull_window(policy: PullPolicy, traffic: Traffic, crowded: bool) -> Optio
 /// The lengths (`min..=max`) of point-to-point messages sent by pull descriptor to a receiver
 /// already blocked receiving them (the sender then waits for the receiver's one copy instead of
 /// making the ring's first), or `None` under [`PullPolicy::Off`]. By default those of one-way
-/// traffic, 64 KiB to 1 MiB: a 2-rank ping-pong moved 64 KiB-1 MiB 1.15-1.35x faster pulled and
-/// 4-16 MiB 0.7-0.9x as fast (`results/shm-p2p-rendezvous/`).
+/// traffic, 64 KiB to 1 MiB: a 2-rank ping-pong took 0.73-0.95 of the time at 64 KiB-1 MiB
+/// pulled (`results/shm-p2p-rendezvous/`), and in a first try without the maximum 4-16 MiB ran
+/// 0.7-0.9x as fast.
 pub fn rendezvous_window(policy: PullPolicy) -> Option<(usize, usize)> {
     match policy {
         PullPolicy::Off => None,

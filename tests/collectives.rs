@@ -84,14 +84,14 @@ fn mixed_worlds_of_4_and_5() {
 
 /// The rooted calls, reduce-scatter and all-to-all off the node board, with each of their
 /// algorithms: where a rank only sends from the caller's input and receives into its output
-/// (leaves, linear roots, pairwise, the ring of 2), it runs without a work buffer; the ranks that
+/// (leaves, linear roots, both all-to-alls, the ring of 2), it runs without a work buffer; the ranks that
 /// pass data on (binomial trees and rings of 5) work in one. Both against the oracle, and a
 /// non-root's reduce input unchanged.
 #[test]
 fn rooted_calls_reduce_scatter_and_all_to_all_with_each_algorithm_over_the_links() {
-    for algo in ["binomial", "linear"] {
+    for (algo, all_to_all) in [("binomial", "pairwise"), ("linear", "linear")] {
         let policy = format!(
-            "scatter:{algo},gather:{algo},reduce:binomial,reducescatter:ring,alltoall:pairwise"
+            "scatter:{algo},gather:{algo},reduce:binomial,reducescatter:ring,alltoall:{all_to_all}"
         );
         let tuning = Tuning::parse(&policy).expect("a valid PSY_ALGO");
         for (size, wiring) in [(2, Wiring::Shm), (5, Wiring::Shm), (5, Wiring::Tcp)] {

@@ -3,7 +3,7 @@
 //!
 //! A schedule addresses one work buffer ([`crate::schedule::Layout`]). Most collectives need it
 //! whole: they reduce into their input, or forward what they receive. But where a rank only sends
-//! from its input and only receives into its output (pairwise all-to-all, linear scatter and
+//! from its input and only receives into its output (all-to-all, linear scatter and
 //! gather, the leaves of a reduce tree, a send), the caller's two slices can stand in for the
 //! buffer. Copying them in and out would otherwise cost two more passes over memory: at 64 MiB,
 //! more than the transfer itself ([`WorkView::fits`] decides, per call).

@@ -147,7 +147,8 @@ pub enum Algo {
     Pipeline,
     /// Pairwise exchange: step k sends to rank+k and receives from rank-k.
     Pairwise,
-    /// The root talks to every other rank directly.
+    /// Every rank talks to every rank it exchanges with directly, in one step: the root of a
+    /// scatter or gather to each other rank, each rank of an all-to-all to every peer.
     Linear,
     /// Dissemination barrier: log2(p) rounds of empty messages.
     Dissemination,
@@ -240,7 +241,7 @@ impl Algo {
             Collective::ReduceScatter => &[Ring],
             Collective::Scatter { .. } => &[Binomial, Linear],
             Collective::Gather { .. } => &[Binomial, Linear],
-            Collective::AllToAll => &[Pairwise],
+            Collective::AllToAll => &[Pairwise, Linear],
             Collective::Barrier => &[Dissemination],
         }
     }

@@ -1,5 +1,5 @@
-//! Linear scatter and gather: the root exchanges each rank's chunk with it directly, all in one
-//! step.
+//! Linear scatter, gather and all-to-all: a rank exchanges each peer's chunk with it directly, all
+//! in one step.
 
 use super::{chunk_span, copy, send, step, wrap, Step};
 
@@ -33,6 +33,27 @@ pub(super) fn gather(rank: usize, size: usize, count: usize, root: usize) -> Vec
     }
 }
 
+/// All-to-all of `count` input elements per rank (laid out as [`pairwise::all_to_all`]'s): every
+/// send and every receive in one step, so a rank moves whichever peer's block is ready instead
+/// of waiting for the peers in turn. The k-th send goes to `rank + k` and the k-th receive comes
+/// from `rank - k`, so the ranks start on different peers.
+///
+/// [`pairwise::all_to_all`]: super::pairwise::all_to_all
+pub(super) fn all_to_all(rank: usize, size: usize, count: usize) -> Vec<Step> {
+    if size < 2 {
+        return vec![];
+    }
+    let block = chunk_span(count, size, rank).len();
+    let sends = others(rank, size)
+        .map(|to| send(to, chunk_span(count, size, to)))
+        .collect();
+    let recvs = (1..size as isize)
+        .map(|k| wrap(rank, -k, size))
+        .map(|from| copy(from, count + from * block..count + (from + 1) * block))
+        .collect();
+    vec![step(sends, recvs)]
+}
+
 /// Every rank but `root`, starting after it.
 fn others(root: usize, size: usize) -> impl Iterator<Item = usize> {
     (1..size as isize).map(move |k| wrap(root, k, size))
@@ -53,5 +74,25 @@ mod tests {
         assert_eq!(peers, vec![(2, 4..6), (0, 0..2)]);
         let g = gather(2, 3, 6, 1);
         assert_eq!(g[0].sends[0].span, 4..6);
+    }
+
+    #[test]
+    fn all_to_all_is_one_step_with_every_peer() {
+        // count 7 over 3: chunks 0..3, 3..5, 5..7; rank 1's blocks are 2 long at 7..13.
+        let s = all_to_all(1, 3, 7);
+        assert_eq!(s.len(), 1);
+        let sends: Vec<_> = s[0]
+            .sends
+            .iter()
+            .map(|m| (m.peer, m.span.clone()))
+            .collect();
+        assert_eq!(sends, vec![(2, 5..7), (0, 0..3)]);
+        let recvs: Vec<_> = s[0]
+            .recvs
+            .iter()
+            .map(|m| (m.peer, m.span.clone()))
+            .collect();
+        assert_eq!(recvs, vec![(0, 7..9), (2, 11..13)]);
+        assert!(all_to_all(0, 1, 7).is_empty());
     }
 }

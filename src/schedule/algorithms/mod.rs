@@ -88,7 +88,10 @@ fn steps(coll: Collective, algo: Algo, rank: usize, size: usize, count: usize) -
             Algo::Linear => linear::gather(rank, size, count, root),
             _ => binomial::gather(rank, size, count, root),
         },
-        Collective::AllToAll => pairwise::all_to_all(rank, size, count),
+        Collective::AllToAll => match algo {
+            Algo::Linear => linear::all_to_all(rank, size, count),
+            _ => pairwise::all_to_all(rank, size, count),
+        },
         Collective::Barrier => dissemination::barrier(rank, size),
     }
 }

@@ -39,6 +39,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 /// Slices shorter than this go through the ring unless `PSY_SHM_CMA_MIN` says otherwise.
 pub const DEFAULT_MIN_PULL: usize = 64 << 10;
 
+/// Under [`PullPolicy::ByTraffic`], the smallest point-to-point message pulled by a receiver
+/// blocked receiving it ([`rendezvous_window`]).
+pub const RENDEZVOUS_MIN_PULL: usize = 16 << 10;
+
 /// Under [`PullPolicy::ByTraffic`], the smallest slice pulled when both sides of the pair send at
 /// once ([`Traffic::Exchange`]).
 pub const EXCHANGE_MIN_PULL: usize = 8 << 10;
@@ -96,8 +100,8 @@ impl PullPolicy {
 /// A pulled slice counts as sent only once the receiver has pulled it, so a point-to-point send
 /// ([`Traffic::Eager`]) is not pulled by this window: it completes as soon as the ring holds it,
 /// and a program may send to a peer that is itself sending before it receives. Only when the
-/// receiver is already blocked receiving that very message ([`PullSlot::awaited`]) is it pulled,
-/// whole ([`rendezvous_window`]).
+/// receiver is blocked receiving that very message ([`PullSlot::awaited`]) is it pulled, or what
+/// the ring has not yet carried of it ([`rendezvous_window`]).
 ///
 /// The default ([`PullPolicy::ByTraffic`]) follows what was measured on a 2-core host, 2 and 8
 /// ranks (`results/versus-openmpi`, and the ring against pulls alternated in one session): a pull
@@ -138,16 +142,21 @@ pub fn pull_window(policy: PullPolicy, traffic: Traffic, crowded: bool) -> Optio
 }
 
 /// The lengths (`min..=max`) of point-to-point messages sent by pull descriptor to a receiver
-/// already blocked receiving them (the sender then waits for the receiver's one copy instead of
-/// making the ring's first), or `None` under [`PullPolicy::Off`]. By default those of one-way
-/// traffic, 64 KiB to 1 MiB: a 2-rank ping-pong took 0.73-0.95 of the time at 64 KiB-1 MiB
-/// pulled (`results/shm-p2p-rendezvous/`), and in a first try without the maximum 4-16 MiB ran
-/// 0.7-0.9x as fast.
-pub fn rendezvous_window(policy: PullPolicy) -> Option<(usize, usize)> {
+/// blocked receiving them (the sender then waits for the receiver's one copy instead of making
+/// the ring's first), or `None` under [`PullPolicy::Off`]. A message whose receiver is not
+/// waiting yet enters the ring a growing slice at a time, and once the receiver waits, the rest
+/// is pulled. By default 16 KiB to 1 MiB, and 64 KiB to 1 MiB on a `crowded` host, where a
+/// receiver that waits may be asleep, and its sender with it until it is scheduled (8 ranks on 2
+/// cores, 16 KiB: 1.2x slower pulled). On 2 ranks, ping-pong (`psybench sendrecv`, stream):
+/// pulls from 16 KiB took 0.73-0.80 of the time of pulls from 64 KiB at 16-32 KiB, where pulls
+/// from 4 or 8 KiB did not gain at 8 KiB; without the maximum, 4-16 MiB ran 0.7-0.9x as fast
+/// (`results/shm-p2p-rendezvous/`).
+pub fn rendezvous_window(policy: PullPolicy, crowded: bool) -> Option<(usize, usize)> {
     match policy {
         PullPolicy::Off => None,
         PullPolicy::Every { min } => Some((min, usize::MAX)),
-        PullPolicy::ByTraffic => Some((DEFAULT_MIN_PULL, ONE_WAY_MAX_PULL)),
+        PullPolicy::ByTraffic if crowded => Some((DEFAULT_MIN_PULL, ONE_WAY_MAX_PULL)),
+        PullPolicy::ByTraffic => Some((RENDEZVOUS_MIN_PULL, ONE_WAY_MAX_PULL)),
     }
 }
 
@@ -359,9 +368,21 @@ mod tests {
         for policy in [Off, Every { min: 1 }, ByTraffic] {
             assert_eq!(pull_window(policy, Traffic::Eager { seq: 1 }, false), None);
         }
-        assert_eq!(rendezvous_window(Off), None);
-        assert_eq!(rendezvous_window(Every { min: 9 }), Some((9, usize::MAX)));
-        assert_eq!(rendezvous_window(ByTraffic), Some((64 << 10, 1 << 20)));
+        for crowded in [false, true] {
+            assert_eq!(rendezvous_window(Off, crowded), None);
+            assert_eq!(
+                rendezvous_window(Every { min: 9 }, crowded),
+                Some((9, usize::MAX))
+            );
+        }
+        assert_eq!(
+            rendezvous_window(ByTraffic, false),
+            Some((16 << 10, 1 << 20))
+        );
+        assert_eq!(
+            rendezvous_window(ByTraffic, true),
+            Some((64 << 10, 1 << 20))
+        );
         let by = |t| pull_window(ByTraffic, t, false);
         assert_eq!(by(Traffic::Exchange), Some((8 << 10, usize::MAX)));
         let crowded = pull_window(ByTraffic, Traffic::Exchange, true);

@@ -6,7 +6,8 @@ per cell, the goal of issue 15 per cell, a CSV of every median, and one plot spe
                               [--cadences "stream osu"]
 
 Reads OUT/raw/LAYOUT-CADENCE-rROUND-WHO.json (WHO: default, tuned, mpi), OUT/peak.txt,
-OUT/commands.txt and OUT/tune-LAYOUT.txt; writes OUT/README.md, OUT/summary.csv and
+OUT/commands.txt, OUT/tune-LAYOUT.txt, and if present OUT/floors.txt (scripts/floors.sh) and
+OUT/about.md (a note on the run, written by hand, placed under the heading); writes OUT/README.md, OUT/summary.csv and
 OUT/plots/COLLECTIVE.json (the stream-cadence rows of every layout, each job's series named
 `psyne LAYOUT`, `psyne tuned LAYOUT` or `mpi LAYOUT`), which versus-mpi.sh draws with
 `psybench plot`.
@@ -38,8 +39,9 @@ def time_of(r: dict) -> float:
 
 
 def load_runs(raw: Path, layout: str, cadence: str, rounds: int):
-    """(collective, bytes) -> who -> [time per round]; and -> who -> set of algorithms."""
-    times, algos = {}, {}
+    """(collective, bytes) -> who -> [time per round]; -> who -> set of algorithms; and -> who ->
+    [(fastest rank's time, slowest rank's time) per round]."""
+    times, algos, spans = {}, {}, {}
     for who in WHO:
         for rnd in range(1, rounds + 1):
             path = raw / f"{layout}-{cadence}-r{rnd}-{who}.json"
@@ -49,7 +51,9 @@ def load_runs(raw: Path, layout: str, cadence: str, rounds: int):
                 key = (r["collective"], r["bytes"])
                 times.setdefault(key, {}).setdefault(who, []).append(time_of(r))
                 algos.setdefault(key, {}).setdefault(who, set()).add(r["algo"])
-    return times, algos
+                spans.setdefault(key, {}).setdefault(who, []).append(
+                    (r["time_us_min"], r["time_us_max"]))
+    return times, algos, spans
 
 
 def loads(raw: Path, layout: str, cadence: str) -> str:
@@ -79,7 +83,7 @@ def summarise(out: Path, layouts, cadences, rounds):
     rows = []
     for layout in layouts:
         for cadence in cadences:
-            times, algos = load_runs(out / "raw", layout, cadence, rounds)
+            times, algos, spans = load_runs(out / "raw", layout, cadence, rounds)
             for (coll, size), by in times.items():
                 if not all(w in by for w in WHO):
                     continue
@@ -103,6 +107,10 @@ def summarise(out: Path, layouts, cadences, rounds):
                     # The ratio of the slowest Open MPI round over the fastest psyne round: the
                     # best case the rounds' spread allows.
                     "best_round_ratio": max(by["mpi"]) / min(tuned_rounds) if min(tuned_rounds) else None,
+                    # Medians of the fastest and the slowest rank's time (they differ where the
+                    # time is a mean over ranks: osu cadence).
+                    **{f"{w}_{end}_rank_us": statistics.median(x[i] for x in spans[(coll, size)][w])
+                       for w in ("tuned", "mpi") for i, end in enumerate(("fastest", "slowest"))},
                 })
     rows.sort(key=lambda r: (layouts.index(r["layout"]), cadences.index(r["cadence"]),
                              ORDER.index(r["collective"]) if r["collective"] in ORDER else 99,
@@ -157,25 +165,128 @@ def sendrecv_small(rows) -> str:
 
 # The single-thread memory copy rate of this run's `psybench peak`, GB/s (set by main).
 COPY_GBPS = None
+# This run's floors (scripts/floors.sh, OUT/floors.txt; set by main): ("allreduce2", bytes,
+# slice bytes or 0 for whole) and ("pingpong", bytes) -> µs.
+FLOORS = {}
+
+
+def read_floors(path: Path) -> dict:
+    floors = {}
+    if not path.exists():
+        return floors
+    for line in path.read_text().splitlines():
+        m = re.match(r"allreduce2 (\d+) B, slices of (\d+) B: ([0-9.]+) us", line)
+        if m:
+            b, sl, us = int(m[1]), int(m[2]), float(m[3])
+            floors[("allreduce2", b, 0 if sl * 2 >= b else sl)] = us
+        m = re.match(r"pingpong (\d+) B: ([0-9.]+) us", line)
+        if m:
+            floors[("pingpong", int(m[1]))] = float(m[2])
+    return floors
+
+
+def allreduce_floor(size: int):
+    """The faster of the whole and the sliced floor program at `size`, or None."""
+    found = [us for (kind, b, _), us in ((k, v) for k, v in FLOORS.items() if len(k) == 3)
+             if kind == "allreduce2" and b == size]
+    return min(found) if found else None
+
+
+def sendrecv_pulled(rows) -> str:
+    pairs = []
+    for size in (64 << 10, 1 << 20):
+        r = cell_of(rows, "shm2", "stream", "sendrecv", size)
+        floor = FLOORS.get(("pingpong", size))
+        if r and floor:
+            pairs.append(f"{size_text(size)}: floor {floor:.1f}, Open MPI {r['mpi_us']:.1f}, "
+                         f"psyne {r['tuned_us']:.1f} µs")
+    measured = ("A plain C ping-pong of the same kernel copy (`scripts/floors.sh`, this run) is the "
+                "floor both libraries approach, per round trip: " + "; ".join(pairs) + ". " if pairs
+                else "")
+    return ("From 16 KiB a `send` over shared memory is pulled in one copy by its receiver once the "
+            "receiver waits for it, the whole message or, if the receiver began to wait after the "
+            "send started, the rest of it (`results/shm-p2p-rendezvous/`); any other send is "
+            "buffered through the ring, two copies, since a `send` completes once the transport "
+            "holds the message. Open MPI's sends above 4 KiB always wait for the receiver and copy "
+            "once. " + measured + "What psyne adds to the floor is its per-message cost (as for "
+            "small messages, below) and the first slices that cross the ring before the receiver "
+            "says it waits.")
 
 
 def allreduce_2x(rows) -> str:
-    r = cell_of(rows, "shm2", "stream", "allreduce", 64 << 20)
-    big = ""
+    parts = []
+    for size in (256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20):
+        r = cell_of(rows, "shm2", "stream", "allreduce", size)
+        floor = allreduce_floor(size)
+        if r and floor:
+            need = r["mpi_us"] / r["goal"]
+            parts.append(f"{size_text(size)}: floor {floor:.0f}, {r['goal']:g}x needs {need:.0f}, "
+                         f"psyne {r['tuned_us']:.0f}")
+    if parts:
+        measured = ("A C program that does just that with the same kernel copy, one process per core "
+                    "(`scripts/floors.sh`, this run, the better of whole transfers and 256 KiB "
+                    "slices), against what the goal needs, in µs: " + "; ".join(parts) + ". Where "
+                    "the floor is above what the goal needs, the goal is out of reach on "
+                    "caller-owned buffers; psyne's zero-copy path, `alloc_shared` buffers, skips "
+                    "the copies (not in this report).")
+    else:
+        measured = "(No floors were measured in this run: `scripts/floors.sh`.)"
+    return ("On ordinary buffers each rank must at least pull the peer's copy of its half of the "
+            "input, add it into its own, and pull the peer's reduced half: every byte crosses "
+            "between the cores once, and half of them are summed. psyne does this (a reduce-scatter "
+            "then an all-gather, the sum in a window that stays in the cache). " + measured)
+
+
+def tcp_loopback(rows) -> str:
+    r = cell_of(rows, "tcp2", "stream", "broadcast", 1 << 20)
+    example = (f" (broadcast of 1 MiB: {r['tuned_us']:.1f} µs for psyne and {r['mpi_us']:.1f} µs for "
+               f"Open MPI, {(1 << 20) / r['tuned_us'] / 1000:.1f} GB/s one way, two copies by two "
+               "cores at once)" if r else "")
+    return ("Over loopback TCP both libraries copy every byte into the kernel and out again, and "
+            "from 1 MiB both run at about loopback's copy limit on this host" + example + ". A 1.2x "
+            "lead there would need fewer copies than a TCP socket allows; on one host psyne's "
+            "answer is shared memory. The reducing collectives, where psyne's reduction is faster, "
+            "and most others from 16 MiB meet the goal. All-reduce of 1-4 MiB is the exception "
+            "that a setting changes: its ring sends 512 KiB halves, which cross the 128 KiB send "
+            "buffer of a same-host link in four fills, each waiting for the peer to drain; with a "
+            "512 KiB buffer it took 185-188 µs at 1 MiB against 204-212 µs "
+            "(`results/tcp-sndbuf/allreduce-buffers.md`), while the other collectives were "
+            "fastest with 128 KiB. A send buffer chosen per call's traffic would serve both; it is "
+            "not built.")
+
+
+CROWDED = (
+    "8 ranks on 2 cores: a step waits until its peer is scheduled (4 processes per core), so one "
+    "cell moves between rounds and between runs. In a run of this layout alone, 5 rounds at "
+    "64 KiB-16 MiB (`results/crowded-8ranks/`, the build before this one), 24 of its 56 cells "
+    "were above Open MPI in some rounds and below in others, and a cell's ratio spanned up to 2x "
+    "(all-gather of 64 KiB, stream: 0.60-1.20). Below 1 in all 5 rounds were: all-to-all (0.51-0.92 "
+    "by pairwise exchange, which waits for each peer in turn; linear since, "
+    "`results/alltoall-linear/`: 0.50-0.91 of pairwise's time), broadcast (osu at every size, "
+    "0.32-0.88, and stream at 64 KiB, 0.53-0.66), all-reduce of 1 MiB (0.77-0.95), all-gather "
+    "from 1 MiB in osu cadence (0.77-0.95), send/recv of 64 KiB-1 MiB (0.59-0.86) and scatter of "
+    "16 MiB in osu cadence (0.66-0.83); these are not broken down further. One attempt, a "
+    "broadcast root that collects its peers' confirmations after sending all its data instead of "
+    "step by step, changed nothing measurable (rounds within 0.7-1.4x of each other).")
+
+def slowest_ratio(r: dict) -> float:
+    """Open MPI's slowest rank's time ÷ psyne's (tuned)."""
+    return r["mpi_slowest_rank_us"] / r["tuned_slowest_rank_us"]
+
+
+def osu_mean(rows) -> str:
+    r = cell_of(rows, "shm2", "osu", "gather", 1 << 20)
+    example = ""
     if r:
-        big = (f" At 64 MiB psyne takes {r['tuned_us'] / 1000:.1f} ms and Open MPI "
-               f"{r['mpi_us'] / 1000:.1f} ms: 4x would be {r['mpi_us'] / 4000:.1f} ms")
-        if COPY_GBPS:
-            big += (", while reading and writing each rank's 64 MiB once at this run's memory copy "
-                    f"rate ({COPY_GBPS} GB/s, `psybench peak`) takes about "
-                    f"{2 * 64 * 1.048576 / COPY_GBPS:.1f} ms")
-        big += "."
-    return ("On ordinary buffers the 2-rank all-reduce is a reduce-scatter then an all-gather (each "
-            "rank reduces its half as the other's arrives, pulled in one copy from 1 MiB, then gets "
-            "the other half back): each rank reads both halves and writes the whole result." + big +
-            " So at 64 MiB the goal is out of reach without `alloc_shared` buffers (psyne's zero-copy "
-            "path, not in this report). Between 256 KiB and 16 MiB the remaining gap to 2x has not "
-            "been broken down further.")
+        example = (f" Gather of 1 MiB on 2 ranks: Open MPI's ranks took {r['mpi_fastest_rank_us']:.1f} "
+                   f"and {r['mpi_slowest_rank_us']:.1f} µs, psyne's {r['tuned_fastest_rank_us']:.1f} "
+                   f"and {r['tuned_slowest_rank_us']:.1f} µs.")
+    return ("osu cadence averages over the ranks. On the slowest rank these cells meet the goal or "
+            "come within 5% of it (`summary.csv` has each job's fastest and slowest rank): the miss "
+            "is in the ranks that finish first. In a gather or a send, Open MPI's sending rank "
+            "returns once its data is on "
+            "its way, while a psyne rank whose data is pulled waits until the receiver has copied "
+            "it, so both take the whole time." + example)
 
 
 # Why a cell misses its goal, as far as it has been found out: (name, test on a row, explanation,
@@ -187,20 +298,17 @@ REASONS = [
      "every rank learn of a mismatch (issue 14). Open MPI's root returns once its eager send is "
      "posted, so back to back it runs ahead. With 8 ranks on 2 cores the root waits until all 8 "
      "processes have been scheduled once. Over TCP the wait costs a loopback crossing (5-6 µs)."),
+    ("osu-mean",
+     lambda r: (r["cadence"] == "osu" and r["tuned_slowest_rank_us"]
+                and slowest_ratio(r) >= 0.95 * r["goal"]),
+     osu_mean),
     ("sendrecv-small",
-     lambda r: r["collective"] == "sendrecv" and r["bytes"] <= 16 << 10,
+     lambda r: r["collective"] == "sendrecv" and (r["bytes"] < 16 << 10 or (
+         r["layout"] == "tcp2" and r["bytes"] <= 16 << 10)),
      sendrecv_small),
-    ("sendrecv-buffered",
-     lambda r: r["collective"] == "sendrecv" and r["layout"] in SHM and r["bytes"] <= 1 << 20,
-     "A `send` completes as soon as the transport holds the message (psyne's buffered-send "
-     "promise), so it may not wait for a receiver that is busy elsewhere: unless its receiver is "
-     "already blocked receiving it, a send up to the ring's 1 MiB goes through the ring, two "
-     "copies, one by each side. Open MPI's sends above its 4 KiB eager limit always wait for the "
-     "receiver (rendezvous) and then copy once, straight out of the sender's memory (CMA). Since "
-     "this run psyne pulls a send of 64 KiB-1 MiB whose receiver is already waiting for it "
-     "(`results/shm-p2p-rendezvous/`: 0.73-0.77 of the time at 64-256 KiB), which took these "
-     "cells from 0.34-0.69 in the run before to 0.64-0.88; where the remaining gap to Open MPI's "
-     "single copy goes (64 KiB: 9.3 against 7.5 µs) is not broken down."),
+    ("sendrecv-pulled",
+     lambda r: r["collective"] == "sendrecv" and r["layout"] == "shm2" and r["bytes"] <= 1 << 20,
+     sendrecv_pulled),
     ("allreduce-small",
      lambda r: r["collective"] == "allreduce" and r["layout"] == "shm2" and r["bytes"] <= 4096,
      "The node-board all-reduce (up to 4 KiB per rank) is one exchange of cache lines between the "
@@ -212,26 +320,23 @@ REASONS = [
      allreduce_2x),
     ("tcp-loopback",
      lambda r: r["layout"] == "tcp2" and r["bytes"] >= 256 << 10,
-     "Over loopback TCP both libraries copy every byte into the kernel and out again, and from "
-     "1 MiB both run at about loopback's copy limit on this host: two copies by two cores at once "
-     "(broadcast of 1 MiB: 122.7 µs for psyne and 124.7 µs for Open MPI, 8.5 GB/s one way, against "
-     "an 11 GB/s single-thread memory copy). A 1.2x lead there would need fewer copies than a TCP "
-     "socket allows; on one host psyne's answer is shared memory. The reducing collectives, where "
-     "psyne's reduction is faster, and most others from 16 MiB meet the goal. Since the send "
-     "buffer of a link to a peer on the same host became 128 KiB (`results/tcp-sndbuf/`) these "
-     "cells are 0.94-1.18, where the 4 MiB buffer (the 12:51 run) left 65 cells at 0.59-1.19; "
-     "with it, all-reduce at 1 MiB became 10% slower, not analysed."),
+     tcp_loopback),
     ("crowded",
-     lambda r: r["layout"] == "shm8" and (r["bytes"] >= 64 << 10 or r["collective"] == "barrier"),
-     "8 ranks on 2 cores: each step waits until its peer is scheduled (4 processes per core), so "
-     "times swing between rounds (see `~`). Not analysed further."),
+     lambda r: r["layout"] == "shm8" and (r["bytes"] >= 16 << 10 or r["collective"] in (
+         "barrier", "sendrecv")),
+     CROWDED),
     ("shm-large",
      lambda r: r["layout"] == "shm2" and r["bytes"] >= 16 << 10,
      "Both libraries move large messages between processes at memory speed: psyne by single-copy "
      "pull (the same kernel copy as Open MPI's CMA) where that was measured faster, else through "
-     "its ring, whose two copies the two sides make at once. Most of these cells are ties within "
-     "the rounds' spread or close to it. Gather and scatter in osu cadence (0.8-0.9 at 64 KiB-1 "
-     "MiB) and broadcast at 16 KiB (0.7-0.9) are not analysed."),
+     "its ring, whose two copies the two sides make at once. These cells are ties within the "
+     "rounds' spread or close to it. Scatter and gather of 4 MiB go through the ring (2 MiB per "
+     "rank: pulled from 4 MiB, a broadcast or gather was 1.1x slower, `results/shm-pulls/`), "
+     "where Open MPI copies once. Gather and scatter of 64 KiB in osu cadence (0.8 in this run) "
+     "send 32 KiB per rank, through the ring (one-way traffic is pulled from 64 KiB), where Open "
+     "MPI's root copies once; pulled from 16 KiB (`PSY_SHM_CMA_MIN=16384`) their osu means "
+     "went from 3.6-3.8 and 4.1-4.9 µs to 2.8-4.2 and 2.8-4.5 µs in 3 alternated rounds: not "
+     "conclusive, so the window stays."),
 ]
 
 
@@ -334,6 +439,8 @@ def main(argv) -> int:
     global COPY_GBPS
     copy = re.search(r"memory copy:\s+([0-9.]+) GB/s", (a.out / "peak.txt").read_text())
     COPY_GBPS = float(copy.group(1)) if copy else None
+    global FLOORS
+    FLOORS = read_floors(a.out / "floors.txt")
     rows = summarise(a.out, layouts, cadences, a.rounds)
     if not rows:
         print(f"no complete cells under {a.out}/raw", file=sys.stderr)
@@ -357,9 +464,17 @@ def main(argv) -> int:
         "the same thing and their rounds are pooled): **above 1 psyne is faster**; bold cells miss the goal (all-reduce on 2 ranks "
         "over shared memory ≥ 2, ≥ 4 at 64 MiB; TCP ≥ 1.2; else ≥ 1). Sizes as nccl-tests counts them; "
         "`stream` is back to back, slowest rank; `osu` a barrier after each call, mean over ranks.", "",
+    ]
+    if (a.out / "about.md").exists():
+        text += [(a.out / "about.md").read_text().rstrip(), ""]
+    text += [
         "This host's raw rates, same run (`psybench peak`):", "", "```",
         (a.out / "peak.txt").read_text().rstrip(), "```", "",
     ]
+    if (a.out / "floors.txt").exists():
+        text += ["Floors of the 2-rank all-reduce and ping-pong with single-copy transfers, same "
+                 "run (`scripts/floors.sh`: plain C, one process per core, `process_vm_readv`):", "",
+                 "```", (a.out / "floors.txt").read_text().rstrip(), "```", ""]
     for layout in layouts:
         for cadence in cadences:
             text += [f"## {LAYOUT_TEXT.get(layout, layout)}, {cadence}", "",

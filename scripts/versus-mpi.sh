@@ -8,7 +8,8 @@
 # `psybench tune` wrote for this machine at the start of the run, and Open MPI, each as its users
 # run it (psyne under psyrun, Open MPI under mpirun as a plain MPI program; psybench's MPI backend
 # is cross-checked against a plain C benchmark by scripts/mpi-crosscheck.sh). Every result is
-# checked against the oracle. scripts/versus-mpi.py then writes the tables (medians over the
+# checked against the oracle. scripts/floors.sh measures the floors the report compares with.
+# scripts/versus-mpi.py then writes the tables (medians over the
 # rounds), the goal per cell, and one PNG per collective and layout.
 #
 #   scripts/versus-mpi.sh [OUT_DIR]          default results/versus-openmpi
@@ -53,6 +54,7 @@ layout() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 logged "$bench" peak | tee "$out/peak.txt"
+logged scripts/floors.sh | tee "$out/floors.txt"
 
 if [ "${TUNE:-1}" != 0 ]; then
   rm -f "$tuning"

@@ -212,3 +212,31 @@ fn a_board_call_against_a_call_over_the_links_fails_every_rank_without_a_timeout
         assert_ne!(e.kind(), ErrorKind::Timeout, "rank {rank}: {e}");
     }
 }
+
+#[test]
+fn a_board_wait_finds_a_message_from_a_rank_far_from_the_one_it_waits_for() {
+    // More ranks than a blocked board wait looks at in one turn (the peer it waits for and 8
+    // others, in turns). Rank 0 waits on the board for rank 1, which does not come for 3 s,
+    // while rank 13 sends rank 0 a message: rank 0 must find it on a later turn and fail with a
+    // mismatch naming rank 13 well before rank 1 would have come.
+    let results = common::with_wiring(14, Wiring::Shm, T, move |g| match g.rank() {
+        1 => {
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(())
+        }
+        13 => g.send(&[1.0f32; 16], 0),
+        rank => {
+            let started = std::time::Instant::now();
+            let r = g.all_reduce(&mut [1.0f32; 16], ReduceOp::Sum);
+            match r {
+                Err(e) if rank == 0 && started.elapsed() > Duration::from_secs(2) => Err(
+                    psyne::Error::invalid(format!("rank 0 failed only after 2 s: {e}")),
+                ),
+                r => r,
+            }
+        }
+    });
+    let e = results[0].as_ref().expect_err("rank 0 returned Ok");
+    assert_ne!(e.kind(), ErrorKind::Timeout, "rank 0: {e}");
+    assert!(e.to_string().contains("rank 13"), "rank 0: {e}");
+}

@@ -98,6 +98,7 @@ fn wait_for_all(
     counts.add(mine);
     // The deadline is set when a wait first blocks, so the fast path reads no clock.
     let mut deadline = None;
+    let mut next_checked = me;
     for j in (0..board.size()).filter(|&j| j != me) {
         let slot = board.slot(j, parity);
         let mut watch = Watch {
@@ -108,6 +109,7 @@ fn wait_for_all(
             parity,
             k,
             call,
+            next_checked: &mut next_checked,
         };
         watch.wait(&mut deadline)?;
         let theirs = slot.desc();
@@ -254,7 +256,15 @@ struct Watch<'a, 'b> {
     parity: usize,
     k: u64,
     call: &'a Call,
+    /// Where the next round of [`Watch::check_peers`] goes on among the other peers.
+    next_checked: &'a mut usize,
 }
+
+/// How many peers besides the one waited for [`Watch::check_peers`] looks at each time a wait
+/// blocks. Looking at a peer costs system calls (is its process alive, has its link a message),
+/// so looking at all of them every time made a 256-rank board wait cost O(N) calls per wake-up
+/// on every rank; in turns, every peer is still seen within `size / PEERS_PER_CHECK` sleeps.
+const PEERS_PER_CHECK: usize = 8;
 
 impl Watch<'_, '_> {
     fn site(&self) -> Site<'_> {
@@ -284,11 +294,22 @@ impl Watch<'_, '_> {
     }
 
     /// Fails if a peer died, or sent a message over the links while its slot still lacks
-    /// operation `k` (it is in another collective, or aborted). Every peer, not only the one
-    /// waited for: the one that is in another call may be a third rank.
+    /// operation `k` (it is in another collective, or aborted): the peer waited for, and the
+    /// next [`PEERS_PER_CHECK`] others in turn, since the one that is in another call may be a
+    /// third rank.
     fn check_peers(&mut self) -> Result<()> {
-        let me = self.board.rank();
-        for j in (0..self.board.size()).filter(|&j| j != me) {
+        let (me, size) = (self.board.rank(), self.board.size());
+        let others = size - 1;
+        let mut turn = Vec::with_capacity(PEERS_PER_CHECK + 1);
+        turn.push(self.peer);
+        for _ in 0..PEERS_PER_CHECK.min(others) {
+            *self.next_checked = (*self.next_checked + 1) % size;
+            if *self.next_checked == me {
+                *self.next_checked = (me + 1) % size;
+            }
+            turn.push(*self.next_checked);
+        }
+        for j in turn {
             let slot = self.board.slot(j, self.parity);
             let pid = self.board.pid(j);
             // A peer may publish its slot and exit (its last collective): look at the slot again.

@@ -24,6 +24,12 @@ pub trait Store: Send + Sync {
     fn set(&self, key: &str, value: &[u8]) -> Result<()>;
     /// The value of `key`, waiting until some rank sets it or `deadline` passes.
     fn get(&self, key: &str, deadline: Instant) -> Result<Vec<u8>>;
+    /// The values of `keys`, in order, waiting until all are set or `deadline` passes: one
+    /// request to a store over the network, where `get` per key would make one each (N ranks
+    /// reading every rank's address: N requests, not N²).
+    fn get_many(&self, keys: &[String], deadline: Instant) -> Result<Vec<Vec<u8>>> {
+        keys.iter().map(|k| self.get(k, deadline)).collect()
+    }
     /// Adds `delta` to the integer at `key` (missing counts as 0) and returns the new value.
     fn add(&self, key: &str, delta: i64) -> Result<i64>;
     /// Sets `key` to `value` unless it is set already, in one atomic step, and returns the value
@@ -44,6 +50,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn get(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
         (**self).get(key, deadline)
+    }
+    fn get_many(&self, keys: &[String], deadline: Instant) -> Result<Vec<Vec<u8>>> {
+        (**self).get_many(keys, deadline)
     }
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
         (**self).add(key, delta)

@@ -4,8 +4,10 @@
 //! Wire format, after the [`crate::auth`] handshake. Request: `op: u8`, `key_len: u32`, key,
 //! `val_len: u32`, value (little endian). `op` is 1 set, 2 get (value: the wait in ms as u64),
 //! 3 add (value: i64), 4 set once (replies with the value held), 5 set while connected (value:
-//! `len: u32`, the value, then the value for when the connection ends). Reply: `status: u8`
-//! (0 ok, 1 timed out, 2 error), `len: u32`, payload.
+//! `len: u32`, the value, then the value for when the connection ends), 6 get many (key: the
+//! keys joined by newlines; value: the wait in ms as u64; the reply's payload: each value as
+//! `len: u32` then its bytes, in order). Reply: `status: u8` (0 ok, 1 timed out, 2 error),
+//! `len: u32`, payload.
 //!
 //! The server answers each client on a thread of its own, and when a client's connection ends
 //! it sets every key that client set with op 5 to its value for when the client is gone.
@@ -25,6 +27,7 @@ const OP_GET: u8 = 2;
 const OP_ADD: u8 = 3;
 const OP_SET_ONCE: u8 = 4;
 const OP_SET_EPHEMERAL: u8 = 5;
+const OP_GET_MANY: u8 = 6;
 const MAX_FIELD: u32 = 64 << 20;
 
 /// Serves a store on a TCP port until dropped.
@@ -195,8 +198,35 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>>
             table.add(key, d).map(|v| v.to_le_bytes().to_vec())
         }
         OP_SET_ONCE => table.set_once(key, val),
+        OP_GET_MANY => {
+            let ms = u64::from_le_bytes(
+                val.try_into()
+                    .map_err(|_| Error::invalid("bad get-many request"))?,
+            );
+            let deadline = Instant::now() + Duration::from_millis(ms);
+            let mut reply = Vec::new();
+            for key in key.split('\n') {
+                let value = table.get(key, deadline)?;
+                reply.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                reply.extend_from_slice(&value);
+            }
+            Ok(reply)
+        }
         _ => Err(Error::invalid(format!("unknown store op {op}"))),
     }
+}
+
+/// `count` values, each `len: u32` then its bytes, filling `raw` exactly; `None` otherwise.
+fn split_values(mut raw: &[u8], count: usize) -> Option<Vec<Vec<u8>>> {
+    let mut values = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (len, rest) = raw.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let (value, rest) = (len <= rest.len()).then(|| rest.split_at(len))?;
+        values.push(value.to_vec());
+        raw = rest;
+    }
+    raw.is_empty().then_some(values)
 }
 
 fn read_field(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
@@ -350,6 +380,30 @@ impl Store for TcpStore {
         self.call(OP_GET, key, &(wait.as_millis() as u64).to_le_bytes(), wait)
     }
 
+    fn get_many(&self, keys: &[String], deadline: Instant) -> Result<Vec<Vec<u8>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(k) = keys.iter().find(|k| k.contains('\n')) {
+            return Err(Error::invalid(format!(
+                "store key {k:?} holds a newline, which a get of many keys cannot carry"
+            )));
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let raw = self.call(
+            OP_GET_MANY,
+            &keys.join("\n"),
+            &(wait.as_millis() as u64).to_le_bytes(),
+            wait,
+        )?;
+        split_values(&raw, keys.len()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                format!("the store at {} answered a get of {} keys with a malformed reply (a different psyne version?)", self.addr, keys.len()),
+            )
+        })
+    }
+
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
         let v = self.call(OP_ADD, key, &delta.to_le_bytes(), Duration::ZERO)?;
         Ok(i64::from_le_bytes(v.try_into().map_err(|_| {
@@ -405,6 +459,40 @@ mod tests {
         assert_eq!(stranger.err().map(|e| e.kind()), Some(ErrorKind::Auth));
         // The store still serves its own clients after the stranger.
         assert_eq!(a.add("c", 1).unwrap(), 5);
+    }
+
+    #[test]
+    fn get_many_returns_every_value_in_order_once_all_are_set() {
+        let (_server, a, b) = store_and_two_clients();
+        let keys: Vec<String> = ["x/0", "x/1", "x/2"].map(String::from).to_vec();
+        a.set("x/2", b"").unwrap();
+        a.set("x/0", b"zero").unwrap();
+        let b =
+            std::thread::spawn(move || b.get_many(&keys, Instant::now() + Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(50));
+        a.set("x/1", b"one, set last").unwrap();
+        let got = b.join().unwrap().unwrap();
+        assert_eq!(
+            got,
+            vec![b"zero".to_vec(), b"one, set last".to_vec(), Vec::new()]
+        );
+        assert_eq!(
+            a.get_many(&[], Instant::now()).unwrap(),
+            Vec::<Vec<u8>>::new()
+        );
+        // A key nobody sets: a timeout naming it; a key with a newline: refused.
+        let missing = ["x/0", "x/9"].map(String::from);
+        let e = a
+            .get_many(&missing, Instant::now() + Duration::from_millis(50))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(e.to_string().contains("x/9"), "{e}");
+        let e = a
+            .get_many(&["a\nb".to_string()], Instant::now())
+            .unwrap_err();
+        assert!(e.to_string().contains("newline"), "{e}");
+        // The connection still serves requests after both.
+        assert_eq!(a.get("x/0", Instant::now()).unwrap(), b"zero");
     }
 
     #[test]

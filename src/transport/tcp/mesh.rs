@@ -120,11 +120,14 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
     };
     let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
     let mut peers = vec![me; size];
-    for (peer, info) in peers.iter_mut().enumerate().filter(|(p, _)| *p != rank) {
-        let (addr, found) = read_address(store, &opts, peer)?;
-        *info = found;
+    let addresses = read_addresses(store, &opts)?;
+    for (peer, (addr, found)) in addresses.into_iter().enumerate() {
+        if peer == rank {
+            continue;
+        }
+        peers[peer] = found;
         if peer < rank {
-            streams[peer] = Some(connect_lower(&opts, peer, info, addr)?);
+            streams[peer] = Some(connect_lower(&opts, peer, &peers[peer], addr)?);
         }
     }
     let accepted = acceptor
@@ -169,21 +172,25 @@ fn listen_and_publish(
     Ok((listener, me))
 }
 
-/// Waits for `peer` to publish its address, and reads it.
-fn read_address(
+/// Waits for every rank (this one too) to publish its address, and reads them all in one
+/// request ([`Store::get_many`]).
+fn read_addresses(
     store: &dyn Store,
     opts: &MeshOptions<'_>,
-    peer: usize,
-) -> Result<(SocketAddr, PeerInfo)> {
+) -> Result<Vec<(SocketAddr, PeerInfo)>> {
     let rank = opts.rank;
-    let raw = store
-        .get(&format!("{}/addr/{peer}", opts.prefix), opts.deadline)
-        .map_err(|e| {
-            e.context(format!(
-                "rank {rank}: waiting for rank {peer} to publish its address"
-            ))
-        })?;
-    parse_entry(peer, &raw)
+    let keys: Vec<String> = (0..opts.size)
+        .map(|peer| format!("{}/addr/{peer}", opts.prefix))
+        .collect();
+    let raw = store.get_many(&keys, opts.deadline).map_err(|e| {
+        e.context(format!(
+            "rank {rank}: waiting for every rank to publish its address"
+        ))
+    })?;
+    raw.iter()
+        .enumerate()
+        .map(|(peer, raw)| parse_entry(peer, raw))
+        .collect()
 }
 
 /// Connects to a lower rank and proves the job secret.

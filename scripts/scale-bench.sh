@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 19's curve: how long a job that forms a group and runs one all-reduce takes as the rank
+# count doubles, for two builds measured alternately on this machine (A: before a change, B:
+# after). Each round runs `psyrun -n N examples/allreduce 1` (form the group, all-reduce and
+# average one f32, check the result) for every N with A and B, the order swapping every round.
+# Prints a CSV line per run (build,ranks,round,wall_s,exit) and writes them to OUT/runs.csv.
+#
+#   scripts/scale-bench.sh A_TARGET_DIR B_TARGET_DIR OUT [RANKS...]     (default 64 128 256 512)
+#
+# Each TARGET_DIR must hold release builds of psyrun and examples/allreduce
+# (`cargo build --release -p psyrun --example allreduce`). ROUNDS (default 3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+a=$1 b=$2 out=$3
+shift 3
+ranks=("$@")
+[ $# -gt 0 ] || ranks=(64 128 256 512)
+rounds=${ROUNDS:-3}
+mkdir -p "$out"
+csv="$out/runs.csv"
+echo "build,ranks,round,wall_s,exit" > "$csv"
+echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/run.txt"
+for round in $(seq 1 "$rounds"); do
+  order=(A B)
+  [ $((round % 2)) -eq 0 ] && order=(B A)
+  for n in "${ranks[@]}"; do
+    for side in "${order[@]}"; do
+      dir=$a
+      [ "$side" = B ] && dir=$b
+      start=$(date +%s.%N)
+      code=0
+      timeout 600 "$dir/psyrun" -n "$n" "$dir/examples/allreduce" 1 >/dev/null 2>"$out/last-stderr.txt" || code=$?
+      end=$(date +%s.%N)
+      line="$side,$n,$round,$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", e - s }'),$code"
+      echo "$line" | tee -a "$csv"
+    done
+  done
+done
+echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/run.txt"

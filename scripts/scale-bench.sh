@@ -18,6 +18,8 @@ ranks=("$@")
 rounds=${ROUNDS:-3}
 mkdir -p "$out"
 csv="$out/runs.csv"
+errors=$(mktemp)
+trap 'rm -f "$errors"' EXIT
 echo "build,ranks,round,wall_s,exit" > "$csv"
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/run.txt"
 for round in $(seq 1 "$rounds"); do
@@ -29,7 +31,8 @@ for round in $(seq 1 "$rounds"); do
       [ "$side" = B ] && dir=$b
       start=$(date +%s.%N)
       code=0
-      timeout 600 "$dir/psyrun" -n "$n" "$dir/examples/allreduce" 1 >/dev/null 2>"$out/last-stderr.txt" || code=$?
+      timeout 600 "$dir/psyrun" -n "$n" "$dir/examples/allreduce" 1 >/dev/null 2>"$errors" || code=$?
+      [ "$code" = 0 ] || { echo "build $side, $n ranks failed (exit $code):" >&2; tail -5 "$errors" >&2; }
       end=$(date +%s.%N)
       line="$side,$n,$round,$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", e - s }'),$code"
       echo "$line" | tee -a "$csv"

@@ -224,7 +224,12 @@ fn a_board_wait_finds_a_message_from_a_rank_far_from_the_one_it_waits_for() {
             std::thread::sleep(Duration::from_secs(3));
             Ok(())
         }
-        13 => g.send(&[1.0f32; 16], 0),
+        13 => {
+            g.send(&[1.0f32; 16], 0)?;
+            // Stays in the group (its links open) while rank 0 looks for its message.
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(())
+        }
         rank => {
             let started = std::time::Instant::now();
             let r = g.all_reduce(&mut [1.0f32; 16], ReduceOp::Sum);
@@ -239,4 +244,26 @@ fn a_board_wait_finds_a_message_from_a_rank_far_from_the_one_it_waits_for() {
     let e = results[0].as_ref().expect_err("rank 0 returned Ok");
     assert_ne!(e.kind(), ErrorKind::Timeout, "rank 0: {e}");
     assert!(e.to_string().contains("rank 13"), "rank 0: {e}");
+}
+
+#[test]
+fn on_a_large_board_ranks_waiting_for_a_rank_in_another_call_hear_that_the_group_was_given_up() {
+    // Ranks 0-12 make a small all-reduce (the node board), rank 13 an all-gather over the ring,
+    // whose first message goes to rank 0. Rank 0 finds it and gives up the group. Ranks 1-12 wait
+    // for rank 13's slot; rank 0's slot is ready, so its abort message over the links looks like
+    // the next call's: they learn of it from the board, not by timing out.
+    let results = common::with_wiring(14, Wiring::Shm, T, move |g| {
+        if g.rank() < 13 {
+            g.all_reduce(&mut [1.0f32; 16], ReduceOp::Sum)
+        } else {
+            g.all_gather(&vec![1.0f32; 4096]).map(drop)
+        }
+    });
+    for (rank, r) in results.iter().enumerate().take(13) {
+        let e = r
+            .as_ref()
+            .err()
+            .unwrap_or_else(|| panic!("rank {rank} returned Ok"));
+        assert_ne!(e.kind(), ErrorKind::Timeout, "rank {rank}: {e}");
+    }
 }

@@ -293,12 +293,19 @@ impl Watch<'_, '_> {
         }
     }
 
-    /// Fails if a peer died, or sent a message over the links while its slot still lacks
-    /// operation `k` (it is in another collective, or aborted): the peer waited for, and the
+    /// Fails if a peer gave up the group (any peer: the board says so), or died, or sent a
+    /// message over the links while its slot still lacks operation `k` (it is in another
+    /// collective, or aborted): the peer waited for, and the
     /// next [`PEERS_PER_CHECK`] others in turn, since the one that is in another call may be a
     /// third rank.
     fn check_peers(&mut self) -> Result<()> {
         let (me, size) = (self.board.rank(), self.board.size());
+        // A peer that gave up the group says so on the board: cheap to look at for every peer.
+        for j in (0..size).filter(|&j| j != me) {
+            if let Some(code) = self.board.aborted(j) {
+                return Err(self.site().aborted_by(j, header::kind_of(code), None));
+            }
+        }
         let others = size - 1;
         let mut turn = Vec::with_capacity(PEERS_PER_CHECK + 1);
         turn.push(self.peer);

@@ -236,12 +236,25 @@ pub fn encode_data(desc: &OpDesc, len: u64) -> [u8; HEADER_LEN] {
     h
 }
 
+/// The number an error kind travels as (in an abort header, or a node board's abort mark).
+pub(crate) fn kind_code(kind: ErrorKind) -> u8 {
+    ERROR_KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u8
+}
+
+/// The error kind of [`kind_code`]'s number; [`ErrorKind::Aborted`] for an unknown one.
+pub(crate) fn kind_of(code: u8) -> ErrorKind {
+    ERROR_KINDS
+        .get(code as usize)
+        .copied()
+        .unwrap_or(ErrorKind::Aborted)
+}
+
 /// Encodes an abort header announcing `len` bytes of reason.
 pub fn encode_abort(kind: ErrorKind, len: u64) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[0..2].copy_from_slice(&MAGIC.to_le_bytes());
     h[2] = KIND_ABORT;
-    h[3] = ERROR_KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u8;
+    h[3] = kind_code(kind);
     h[32..40].copy_from_slice(&len.to_le_bytes());
     h
 }
@@ -255,10 +268,7 @@ pub fn decode(h: &[u8; HEADER_LEN]) -> Header {
     let len = u64_at(32);
     match h[2] {
         KIND_ABORT => Header::Abort {
-            kind: ERROR_KINDS
-                .get(h[3] as usize)
-                .copied()
-                .unwrap_or(ErrorKind::Aborted),
+            kind: kind_of(h[3]),
             len,
         },
         KIND_DATA => {

@@ -31,6 +31,7 @@ pub(crate) mod stray;
 mod view;
 
 pub(crate) use abort::abort_links;
+pub(crate) use header::kind_code;
 pub(crate) use header::{OpDesc, OpKind, Pair};
 pub(crate) use step::{StepMemory, Steps};
 pub(crate) use view::WorkView;

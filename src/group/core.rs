@@ -255,7 +255,7 @@ impl Core {
     /// to end first (calls hold the links).
     pub(crate) fn revoke(&self) -> Result<()> {
         let mut comm = self.lock()?;
-        let wire = &mut comm.wire;
+        let Comm { wire, board, .. } = &mut *comm;
         if wire.poisoned.is_none() {
             let err = Error::new(
                 ErrorKind::Revoked,
@@ -264,8 +264,7 @@ impl Core {
                     self.rank
                 ),
             );
-            abort_links(&mut wire.links, &err, self.timeout);
-            wire.poisoned = Some(err);
+            give_up(wire, board.as_ref(), &err, self.timeout);
         }
         Ok(())
     }
@@ -381,7 +380,8 @@ impl Core {
                     k: *flat_seq,
                     buf,
                 };
-                self.execute(wire, desc(seq), engine).map(|()| true)
+                self.execute(wire, Some(board), desc(seq), engine)
+                    .map(|()| true)
             }
             _ => {
                 let hier = (algo == Algo::Hier).then(|| {
@@ -397,7 +397,8 @@ impl Core {
                     buf: view,
                     memory,
                 };
-                self.execute(wire, desc(seq), engine).map(|()| true)
+                self.execute(wire, board.as_ref(), desc(seq), engine)
+                    .map(|()| true)
             }
         }
     }
@@ -439,6 +440,7 @@ impl Core {
         let Comm {
             memory,
             wire,
+            board,
             p2p_plan,
             ..
         } = &mut *comm;
@@ -448,7 +450,7 @@ impl Core {
             buf: work,
             memory,
         };
-        self.execute(wire, desc, engine)
+        self.execute(wire, board.as_ref(), desc, engine)
     }
 
     /// The in-place all-reduce of shared buffers ([`SharedAllReduce`]); `op` is checked for `T`.
@@ -480,7 +482,7 @@ impl Core {
             op,
             next_flat,
         };
-        self.execute(wire, desc, engine)
+        self.execute(wire, board.as_ref(), desc, engine)
     }
 
     /// The refusal of a call on a poisoned group, if it is.
@@ -492,7 +494,13 @@ impl Core {
 
     /// Runs one call on `engine`: the one place every engine is called from. A poisoned group
     /// refuses; a failure aborts the links (so the other ranks learn of it) and poisons the group.
-    fn execute(&self, wire: &mut Wire, desc: OpDesc, engine: impl Engine) -> Result<()> {
+    fn execute(
+        &self,
+        wire: &mut Wire,
+        board: Option<&Board>,
+        desc: OpDesc,
+        engine: impl Engine,
+    ) -> Result<()> {
         if let Some(refusal) = self.refuse_if_poisoned(wire, &desc) {
             return Err(refusal);
         }
@@ -508,11 +516,20 @@ impl Core {
             if let (Some(peer), Some(report)) = (e.peer(), self.losses.get()) {
                 report.tell(self.rank, peer);
             }
-            abort_links(&mut wire.links, e, self.timeout);
-            wire.poisoned = Some(e.clone());
+            give_up(wire, board, e, self.timeout);
         }
         out
     }
+}
+
+/// After a failure (`err`) or a revoke: tells the peers over the links and on the node board
+/// that this rank gives up the group, and refuses every later call with `err`.
+fn give_up(wire: &mut Wire, board: Option<&Board>, err: &Error, timeout: Duration) {
+    if let Some(board) = board {
+        board.mark_aborted(crate::executor::kind_code(err.kind()));
+    }
+    abort_links(&mut wire.links, err, timeout);
+    wire.poisoned = Some(err.clone());
 }
 
 /// One collective call as the core runs it.

@@ -5,8 +5,8 @@
 //! Layout: a header page (magic, nonce, size, then each rank's pid at `64 + 4 × rank`), then for
 //! every rank two slots (double buffering by the parity of the operation's number). A slot is a
 //! 128-byte header (`seq: u64` the number of the operation its data belongs to and 40 bytes
-//! describing the operation; then `seq32: u32`, the futex word mirroring `seq`, and `sleepers`)
-//! followed by
+//! describing the operation; then `seq32: u32`, the futex word mirroring `seq`, `sleepers`, and
+//! in parity 0 `aborted`, set when the rank gives up the group) followed by
 //! [`SLOT_DATA`] bytes. The polled word (`seq`) and the description share the first cache line;
 //! the futex word and the sleeper count have a line of their own, so a publisher's look at
 //! `sleepers` does not fight the readers polling `seq`.
@@ -29,6 +29,9 @@ const SLOT_HEADER: usize = 128;
 const DESC_AT: usize = 8;
 const SEQ32_AT: usize = 64;
 const SLEEPERS_AT: usize = 68;
+/// In a rank's slot of parity 0: 0, or 1 + the code of the error kind with which it gave up the
+/// group ([`Board::mark_aborted`]).
+const ABORTED_AT: usize = 72;
 const SLOT: usize = SLOT_HEADER + SLOT_DATA;
 const PAGE: usize = 4096;
 const MAGIC: &[u8; 8] = b"PSYBRD01";
@@ -147,6 +150,24 @@ impl Board {
         self.pid_word(rank).load(Ordering::SeqCst)
     }
 
+    /// Marks this rank as having given up the group after an error of kind `code` (the
+    /// executor's number for it, below 255). Ranks waiting on the board for some other rank see
+    /// it ([`Board::aborted`]) even when this rank's slot already holds the operation they are
+    /// in: its abort message over the links would then look like the next call's and stay unread.
+    pub fn mark_aborted(&self, code: u8) {
+        self.slot(self.rank, 0)
+            .aborted()
+            .store(u32::from(code) + 1, Ordering::SeqCst);
+    }
+
+    /// The error kind's code with which `rank` gave up the group, if it did.
+    pub fn aborted(&self, rank: usize) -> Option<u8> {
+        match self.slot(rank, 0).aborted().load(Ordering::SeqCst) {
+            0 => None,
+            n => Some((n - 1).min(255) as u8),
+        }
+    }
+
     /// Slot `parity` (0 or 1) of `rank`.
     pub fn slot(&self, rank: usize, parity: usize) -> Slot<'_> {
         assert!(rank < self.size && parity < 2, "slot outside the board");
@@ -178,6 +199,11 @@ impl<'a> Slot<'a> {
     fn sleepers(&self) -> &AtomicU32 {
         // SAFETY: offset 68 of a 64-byte aligned slot, accessed only atomically.
         unsafe { &*(self.base.add(SLEEPERS_AT) as *const AtomicU32) }
+    }
+    fn aborted(&self) -> &AtomicU32 {
+        // SAFETY: offset 72 of a 64-byte aligned slot (inside its 128-byte header), accessed
+        // only atomically.
+        unsafe { &*(self.base.add(ABORTED_AT) as *const AtomicU32) }
     }
 
     /// Writes `desc` and `data` (at most [`SLOT_DATA`] bytes) and then publishes them as the data

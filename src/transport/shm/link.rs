@@ -272,9 +272,9 @@ impl ShmLink {
     }
 
     /// Whether the point-to-point message being sent could still be pulled by its receiver, if
-    /// it began waiting for it: the rest of its payload is within [`cma::rendezvous_window`].
-    /// Such a message enters the ring [`RENDEZVOUS_PROBE`] bytes at a time, so the sender looks
-    /// again between slices.
+    /// it began waiting for it: the rest of its payload is within [`ShmLink::rendezvous_bounds`].
+    /// Such a message enters the ring in growing slices (from [`RENDEZVOUS_PROBE`] bytes, at
+    /// most doubling what the ring holds of it), so the sender looks again between slices.
     fn rendezvous_still_possible(&mut self, bufs: &[IoSlice<'_>]) -> bool {
         if self.eager_seq.is_none() || self.pull_window.is_some() {
             return false;

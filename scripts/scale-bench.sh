@@ -3,12 +3,15 @@
 # count doubles, for two builds measured alternately on this machine (A: before a change, B:
 # after). Each round runs `psyrun -n N examples/allreduce 1` (form the group, all-reduce and
 # average one f32, check the result) for every N with A and B, the order swapping every round.
-# Prints a CSV line per run (build,ranks,round,wall_s,exit) and writes them to OUT/runs.csv.
+# Prints a CSV line per run (build,ranks,round,wall_s,max_rss_kib,exit) and writes them to
+# OUT/runs.csv; max_rss_kib is the largest resident set of any process of the job (psyrun or a
+# rank: GNU time's %M, which covers the descendants psyrun waited for).
 #
 #   scripts/scale-bench.sh A_TARGET_DIR B_TARGET_DIR OUT [RANKS...]     (default 64 128 256 512)
 #
 # Each TARGET_DIR must hold release builds of psyrun and examples/allreduce
-# (`cargo build --release -p psyrun --example allreduce`). ROUNDS (default 3).
+# (`cargo build --release -p psyrun && cargo build --release --example allreduce`). ROUNDS
+# (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=$1 b=$2 out=$3
@@ -19,8 +22,9 @@ rounds=${ROUNDS:-3}
 mkdir -p "$out"
 csv="$out/runs.csv"
 errors=$(mktemp)
-trap 'rm -f "$errors"' EXIT
-echo "build,ranks,round,wall_s,exit" > "$csv"
+usage=$(mktemp)
+trap 'rm -f "$errors" "$usage"' EXIT
+echo "build,ranks,round,wall_s,max_rss_kib,exit" > "$csv"
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/run.txt"
 for round in $(seq 1 "$rounds"); do
   order=(A B)
@@ -29,13 +33,12 @@ for round in $(seq 1 "$rounds"); do
     for side in "${order[@]}"; do
       dir=$a
       [ "$side" = B ] && dir=$b
-      start=$(date +%s.%N)
       code=0
-      timeout 600 "$dir/psyrun" -n "$n" "$dir/examples/allreduce" 1 >/dev/null 2>"$errors" || code=$?
+      /usr/bin/time -o "$usage" -f "%e %M" timeout 600 "$dir/psyrun" -n "$n" \
+        "$dir/examples/allreduce" 1 >/dev/null 2>"$errors" || code=$?
       [ "$code" = 0 ] || { echo "build $side, $n ranks failed (exit $code):" >&2; tail -5 "$errors" >&2; }
-      end=$(date +%s.%N)
-      line="$side,$n,$round,$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", e - s }'),$code"
-      echo "$line" | tee -a "$csv"
+      read -r wall rss < <(tail -1 "$usage")
+      echo "$side,$n,$round,$wall,$rss,$code" | tee -a "$csv"
     done
   done
 done

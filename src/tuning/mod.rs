@@ -246,10 +246,6 @@ impl Tuning {
                 Algo::Binomial
             }
             Collective::Scatter { .. } | Collective::Gather { .. } => Algo::Linear,
-            // Every peer at once, as Gloo, NCCL and MPICH's scattered all-to-all do: 8 ranks on
-            // 2 cores took 0.56-0.88 of pairwise's time from 512 B to 8 MiB and tied at 16 MiB;
-            // on 2 ranks the two are the same single exchange.
-            Collective::AllToAll => Algo::Linear,
             other => Algo::for_collective(other)[0],
         }
     }

@@ -1,7 +1,7 @@
 //! Linear scatter, gather and all-to-all: a rank exchanges each peer's chunk with it directly, all
 //! in one step.
 
-use super::{chunk_span, copy, send, step, wrap, Step};
+use super::{chunk_span, copy, pairwise, send, step, wrap, Step};
 
 /// Scatter of `count` elements from `root`: one send per other rank, in ring order from the root.
 pub(super) fn scatter(rank: usize, size: usize, count: usize, root: usize) -> Vec<Step> {
@@ -33,25 +33,21 @@ pub(super) fn gather(rank: usize, size: usize, count: usize, root: usize) -> Vec
     }
 }
 
-/// All-to-all of `count` input elements per rank (laid out as [`pairwise::all_to_all`]'s): every
-/// send and every receive in one step, so a rank moves whichever peer's block is ready instead
-/// of waiting for the peers in turn. The k-th send goes to `rank + k` and the k-th receive comes
-/// from `rank - k`, so the ranks start on different peers.
-///
-/// [`pairwise::all_to_all`]: super::pairwise::all_to_all
+/// All-to-all of `count` input elements per rank: [`pairwise::all_to_all`]'s steps merged into
+/// one, so a rank moves whichever peer's block is ready instead of waiting for the peers in
+/// turn. The k-th send goes to `rank + k` and the k-th receive comes from `rank - k`, so the
+/// ranks start on different peers.
 pub(super) fn all_to_all(rank: usize, size: usize, count: usize) -> Vec<Step> {
-    if size < 2 {
-        return vec![];
+    let rounds = pairwise::all_to_all(rank, size, count);
+    if rounds.is_empty() {
+        return rounds;
     }
-    let block = chunk_span(count, size, rank).len();
-    let sends = others(rank, size)
-        .map(|to| send(to, chunk_span(count, size, to)))
-        .collect();
-    let recvs = (1..size as isize)
-        .map(|k| wrap(rank, -k, size))
-        .map(|from| copy(from, count + from * block..count + (from + 1) * block))
-        .collect();
-    vec![step(sends, recvs)]
+    let mut one = Step::default();
+    for round in rounds {
+        one.sends.extend(round.sends);
+        one.recvs.extend(round.recvs);
+    }
+    vec![one]
 }
 
 /// Every rank but `root`, starting after it.
@@ -86,12 +82,12 @@ mod tests {
             .iter()
             .map(|m| (m.peer, m.span.clone()))
             .collect();
-        assert_eq!(sends, vec![(2, 5..7), (0, 0..3)]);
         let recvs: Vec<_> = s[0]
             .recvs
             .iter()
             .map(|m| (m.peer, m.span.clone()))
             .collect();
+        assert_eq!(sends, vec![(2, 5..7), (0, 0..3)]);
         assert_eq!(recvs, vec![(0, 7..9), (2, 11..13)]);
         assert!(all_to_all(0, 1, 7).is_empty());
     }

@@ -183,13 +183,7 @@ fn split_ephemeral(val: &[u8]) -> Result<(&[u8], &[u8])> {
 fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>> {
     match op {
         OP_SET => table.set(key, val).map(|_| Vec::new()),
-        OP_GET => {
-            let ms = u64::from_le_bytes(
-                val.try_into()
-                    .map_err(|_| Error::invalid("bad get request"))?,
-            );
-            table.get(key, Instant::now() + Duration::from_millis(ms))
-        }
+        OP_GET => table.get(key, deadline_in(val)?),
         OP_ADD => {
             let d = i64::from_le_bytes(
                 val.try_into()
@@ -199,11 +193,7 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>>
         }
         OP_SET_ONCE => table.set_once(key, val),
         OP_GET_MANY => {
-            let ms = u64::from_le_bytes(
-                val.try_into()
-                    .map_err(|_| Error::invalid("bad get-many request"))?,
-            );
-            let deadline = Instant::now() + Duration::from_millis(ms);
+            let deadline = deadline_in(val)?;
             let mut reply = Vec::new();
             for key in key.split('\n') {
                 let value = table.get(key, deadline)?;
@@ -214,6 +204,15 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>>
         }
         _ => Err(Error::invalid(format!("unknown store op {op}"))),
     }
+}
+
+/// The deadline a get request carries: its value is the wait in ms (u64).
+fn deadline_in(val: &[u8]) -> Result<Instant> {
+    let ms = u64::from_le_bytes(
+        val.try_into()
+            .map_err(|_| Error::invalid("bad get request: its wait is not 8 bytes"))?,
+    );
+    Ok(Instant::now() + Duration::from_millis(ms))
 }
 
 /// `count` values, each `len: u32` then its bytes, filling `raw` exactly; `None` otherwise.

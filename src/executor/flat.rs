@@ -295,9 +295,8 @@ impl Watch<'_, '_> {
 
     /// Fails if a peer gave up the group (any peer: the board says so), or died, or sent a
     /// message over the links while its slot still lacks operation `k` (it is in another
-    /// collective, or aborted): the peer waited for, and the
-    /// next [`PEERS_PER_CHECK`] others in turn, since the one that is in another call may be a
-    /// third rank.
+    /// collective, or aborted). The last two for the peer waited for and the next
+    /// [`PEERS_PER_CHECK`] others in turn, since the one in another call may be a third rank.
     fn check_peers(&mut self) -> Result<()> {
         let (me, size) = (self.board.rank(), self.board.size());
         // A peer that gave up the group says so on the board: cheap to look at for every peer.
@@ -306,17 +305,16 @@ impl Watch<'_, '_> {
                 return Err(self.site().aborted_by(j, header::kind_of(code), None));
             }
         }
-        let others = size - 1;
-        let mut turn = Vec::with_capacity(PEERS_PER_CHECK + 1);
-        turn.push(self.peer);
-        for _ in 0..PEERS_PER_CHECK.min(others) {
+        let mut turn = [self.peer; PEERS_PER_CHECK + 1];
+        let looked_at = 1 + PEERS_PER_CHECK.min(size - 1);
+        for j in &mut turn[1..looked_at] {
             *self.next_checked = (*self.next_checked + 1) % size;
             if *self.next_checked == me {
                 *self.next_checked = (me + 1) % size;
             }
-            turn.push(*self.next_checked);
+            *j = *self.next_checked;
         }
-        for j in turn {
+        for &j in &turn[..looked_at] {
             let slot = self.board.slot(j, self.parity);
             let pid = self.board.pid(j);
             // A peer may publish its slot and exit (its last collective): look at the slot again.

@@ -35,7 +35,7 @@ pub struct ShmLink {
     /// pulled once the peer is blocked receiving it ([`cma::rendezvous_window`]).
     eager_seq: Option<u64>,
     /// Bytes of that message written into the ring while its receiver could still pull the
-    /// rest ([`ShmLink::rendezvous_still_possible`]).
+    /// rest ([`Route::RingUpTo`]).
     eager_inline: usize,
     /// Whether this side published a message it awaits (so only then is there one to clear).
     awaiting: bool,
@@ -236,18 +236,22 @@ impl ShmLink {
         Some(Ok(n as usize))
     }
 
-    /// Which slice of `bufs` goes by pull descriptor, if any: one inside the traffic's window
-    /// ([`cma::pull_window`]), or a point-to-point message the peer is blocked receiving.
-    fn pulled_slice(&mut self, bufs: &[IoSlice<'_>]) -> Option<usize> {
-        let (min, max, rendezvous) = match (self.pull_window, self.eager_seq) {
-            (Some((min, max)), _) => (min, max, false),
-            (None, Some(_)) => {
-                let (min, max) = self.rendezvous_bounds()?;
-                (min, max, true)
-            }
-            (None, None) => return None, // no scan on the hot path
+    /// How this write goes ([`Route`]): a slice inside the traffic's window
+    /// ([`cma::pull_window`]) by pull descriptor; a point-to-point message by descriptor if the
+    /// peer is blocked receiving it, else into the ring a growing slice at a time while the peer
+    /// could still pull the rest; everything else through the ring.
+    fn route(&mut self, bufs: &[IoSlice<'_>]) -> Route {
+        let (min, max, seq) = match (self.pull_window, self.eager_seq) {
+            (Some((min, max)), _) => (min, max, None),
+            (None, Some(seq)) => match self.rendezvous_bounds() {
+                Some((min, max)) => (min, max, Some(seq)),
+                None => return Route::Ring,
+            },
+            (None, None) => return Route::Ring, // no scan on the hot path
         };
-        let i = bufs.iter().position(|b| !b.is_empty() && b.len() >= min)?;
+        let Some(i) = bufs.iter().position(|b| !b.is_empty() && b.len() >= min) else {
+            return Route::Ring;
+        };
         // Under a maximum only a whole message is pulled: its slice comes right after its header.
         // A slice with nothing before it continues a message that the ring has carried part of;
         // pulling the rest would leave the sender idle. Not so for a rendezvous: a receiver that
@@ -255,9 +259,16 @@ impl ShmLink {
         // sends usually start before the peer's receive says it waits: 1 MiB round trips took
         // 146 µs, against 97 µs when both receives were waiting first).
         let whole = bufs[..i].iter().any(|b| !b.is_empty());
-        let fits = bufs[i].len() <= max && (whole || rendezvous || max == usize::MAX);
-        let awaited = !rendezvous || self.eager_seq == Some(self.tx_slot().awaited());
-        (fits && awaited && self.peer_pulls()).then_some(i)
+        let fits = bufs[i].len() <= max && (whole || seq.is_some() || max == usize::MAX);
+        if !fits || !self.peer_pulls() {
+            return Route::Ring;
+        }
+        match seq {
+            Some(seq) if seq != self.tx_slot().awaited() => {
+                Route::RingUpTo(self.eager_inline.max(RENDEZVOUS_PROBE))
+            }
+            _ => Route::Pull(i),
+        }
     }
 
     /// The lengths of a point-to-point payload that may be pulled: [`cma::rendezvous_window`]'s
@@ -271,25 +282,6 @@ impl ShmLink {
         })
     }
 
-    /// Whether the point-to-point message being sent could still be pulled by its receiver, if
-    /// it began waiting for it: the rest of its payload is within [`ShmLink::rendezvous_bounds`].
-    /// Such a message enters the ring in growing slices (from [`RENDEZVOUS_PROBE`] bytes, at
-    /// most doubling what the ring holds of it), so the sender looks again between slices.
-    fn rendezvous_still_possible(&mut self, bufs: &[IoSlice<'_>]) -> bool {
-        if self.eager_seq.is_none() || self.pull_window.is_some() {
-            return false;
-        }
-        let Some((min, max)) = self.rendezvous_bounds() else {
-            return false;
-        };
-        let payload = bufs
-            .iter()
-            .rev()
-            .find(|b| !b.is_empty())
-            .map_or(0, |b| b.len());
-        (min..=max).contains(&payload) && self.peer_pulls()
-    }
-
     /// Looks (without blocking) whether the peer's end of the TCP connection has closed; if so,
     /// marks the receiving ring closed, so reads drain what is there and then see the end, and
     /// writes fail.
@@ -301,9 +293,20 @@ impl ShmLink {
     }
 }
 
+/// How one write of a [`ShmLink`] goes ([`ShmLink::route`]).
+enum Route {
+    /// Slice `i` by pull descriptor, once the slices before it are in the ring.
+    Pull(usize),
+    /// At most this many bytes into the ring: a point-to-point message its receiver could pull
+    /// but does not wait for yet.
+    RingUpTo(usize),
+    /// Everything through the ring.
+    Ring,
+}
+
 /// How many bytes of a point-to-point message that its receiver could pull, but does not wait
 /// for yet, go into the ring by the first write; each later write may double what the ring
-/// holds of it ([`ShmLink::rendezvous_still_possible`]). A receiver arriving soon after the
+/// holds of it ([`Route::RingUpTo`]). A receiver arriving soon after the
 /// sender pulls nearly all of the message, and a sender whose receiver is busy elsewhere makes
 /// few writes. 2-rank ping-pong round trips, first slice 64 / 16 / 4 KiB: 7.3 / 9.1 / 6.9 µs at
 /// 64 KiB, 26.9 / 22.2 / 19.9 µs at 256 KiB, 117.5 / 105.1 / 102.4 µs at 1 MiB.
@@ -339,13 +342,16 @@ impl Link for ShmLink {
         }
         // Slices before the first large one go through the ring; the large one by descriptor once
         // they are all in.
-        let big = self.pulled_slice(bufs);
+        let route = self.route(bufs);
+        let big = match route {
+            Route::Pull(i) => Some(i),
+            _ => None,
+        };
         let inline = &bufs[..big.unwrap_or(bufs.len())];
         let want: usize = inline.iter().map(|b| b.len()).sum();
-        let written = match big.is_none().then(|| self.rendezvous_still_possible(bufs)) {
-            Some(true) => {
-                let probe = self.eager_inline.max(RENDEZVOUS_PROBE);
-                let n = self.tx.write(&truncated(inline, probe));
+        let written = match route {
+            Route::RingUpTo(limit) => {
+                let n = self.tx.write(&truncated(inline, limit));
                 self.eager_inline += n;
                 n
             }

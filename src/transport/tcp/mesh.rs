@@ -106,8 +106,8 @@ fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
 
 /// Connects this rank to every other rank of the group: listens, publishes its address under
 /// `prefix`, reads everyone's, connects to lower ranks (the nearest first) and accepts higher
-/// ones. Connections that
-/// fail the handshake are logged to stderr and dropped; wiring goes on until `deadline`.
+/// ones. Connections that fail the handshake are logged to stderr and dropped; wiring goes on
+/// until `deadline`.
 pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
     let (rank, size, deadline) = (opts.rank, opts.size, opts.deadline);
     let (listener, me) = listen_and_publish(store, &opts)?;
@@ -120,14 +120,9 @@ pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
             .map_err(|e| Error::io("starting the accept thread", e))?
     };
     let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
-    let mut peers = vec![me; size];
-    let mut addresses = Vec::with_capacity(size);
-    for (peer, (addr, found)) in read_addresses(store, &opts)?.into_iter().enumerate() {
-        if peer != rank {
-            peers[peer] = found;
-        }
-        addresses.push(addr);
-    }
+    let (addresses, mut peers): (Vec<SocketAddr>, Vec<PeerInfo>) =
+        read_addresses(store, &opts)?.into_iter().unzip();
+    peers[rank] = me;
     // Nearest lower rank first: at any moment each rank is dialled by about one other, where in
     // rank order every rank would dial rank 0 at once (and a listener holds at most
     // `handshakes::MAX_PENDING` unproven connections: 256 ranks on 2 cores overflowed it).

@@ -6,24 +6,14 @@
 // median time per call and its phases. Used by scripts/floors.sh.
 //
 //   allreduce2 BYTES ITERS [SLICE]
-#define _GNU_SOURCE
-#include <sched.h>
+#include "floors.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
 
 typedef struct {
   _Alignas(64) _Atomic long gen[2];
@@ -38,19 +28,6 @@ static void barrier(int me, long g) {
   }
 }
 
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static void pull(long pid, void *dst, const void *src, size_t n) {
-  struct iovec l = {dst, n}, r = {(void *)src, n};
-  if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)n) {
-    perror("process_vm_readv");
-    exit(1);
-  }
-}
-
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s BYTES ITERS [SLICE]\n", argv[0]);
@@ -60,10 +37,7 @@ int main(int argc, char **argv) {
   int iters = atoi(argv[2]);
   sh = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   int me = fork() == 0 ? 1 : 0;
-  cpu_set_t s;
-  CPU_ZERO(&s);
-  CPU_SET(me, &s);
-  sched_setaffinity(0, sizeof s, &s);
+  pin_to_core(me);
   size_t cnt = n / 4, half = cnt / 2;
   if (slice == 0 || slice > half * 4) slice = half * 4;
   size_t slice_n = slice / 4;
@@ -100,11 +74,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "wrong result at %zu: %f\n", i, buf[i]);
       return 1;
     }
-  qsort(total, iters, sizeof(double), by_value);
-  qsort(first, iters, sizeof(double), by_value);
   if (me == 0) {
     printf("allreduce2 %zu B, slices of %zu B: %.2f us per call (pull and sum %.2f), median of %d\n",
-           n, slice, total[iters / 2], first[iters / 2], iters);
+           n, slice, median(total, iters), median(first, iters), iters);
     wait(0);
   }
   return 0;

@@ -5,24 +5,14 @@
 // scripts/floors.sh.
 //
 //   pingpong BYTES ITERS
-#define _GNU_SOURCE
-#include <sched.h>
+#include "floors.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
 
 typedef struct {
   _Alignas(64) _Atomic long posted[2];
@@ -31,11 +21,6 @@ typedef struct {
   long pid[2];
   uintptr_t buf[2];
 } Shared;
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
   if (argc < 3) {
@@ -46,10 +31,7 @@ int main(int argc, char **argv) {
   int iters = atoi(argv[2]);
   Shared *sh = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   int me = fork() == 0;
-  cpu_set_t s;
-  CPU_ZERO(&s);
-  CPU_SET(me, &s);
-  sched_setaffinity(0, sizeof s, &s);
+  pin_to_core(me);
   char *src = aligned_alloc(64, n ? n : 1), *dst = aligned_alloc(64, n ? n : 1);
   memset(src, me + 1, n);
   memset(dst, 0, n);
@@ -73,11 +55,7 @@ int main(int argc, char **argv) {
       } else {  // receive: wait for the post, pull, say so
         while (atomic_load(&sh->posted[1 - me]) != k) {
         }
-        struct iovec l = {dst, n}, r = {(void *)theirs, n};
-        if (process_vm_readv(peer, &l, 1, &r, 1, 0) != (ssize_t)n) {
-          perror("process_vm_readv");
-          return 1;
-        }
+        pull(peer, dst, (const void *)theirs, n);
         atomic_store(&sh->pulled[1 - me], k);
       }
     }
@@ -87,9 +65,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "wrong data received\n");
     return 1;
   }
-  qsort(t, iters, sizeof(double), by_value);
   if (me == 0) {
-    printf("pingpong %zu B: %.2f us per round trip, median of %d\n", n, t[iters / 2], iters);
+    printf("pingpong %zu B: %.2f us per round trip, median of %d\n", n, median(t, iters), iters);
     wait(0);
   }
   return 0;

@@ -5,8 +5,8 @@
 //! host, 4 MiB across hosts, or `PSY_TCP_SNDBUF` bytes. Over loopback a sender that may run far
 //! ahead of its receiver writes megabytes into socket memory that the receiver then reads back
 //! from beyond the caches; a 128 KiB buffer keeps sender and receiver within a few hundred KiB of
-//! each other. Measured (`results/tcp-sndbuf/`): 1.3–2.1× faster for every collective from
-//! 256 KiB to 64 MiB, no change below. Below 64 KiB loopback stalls (a 64 KiB-segment sender
+//! each other. Measured (`results/tcp-sndbuf/`): 0.33–0.80 of the time for every collective
+//! from 256 KiB to 64 MiB (all-reduce of 1 MiB excepted, 10% slower), no change below. Below 64 KiB loopback stalls (a 64 KiB-segment sender
 //! waits on delayed acknowledgements: 19 ms per 64 KiB broadcast at 32 KiB), hence the floor.
 //! With it, writing large messages in slices (as send/recv did until then, `results/tcp-slices/`)
 //! gained nothing, so every message is written whole.

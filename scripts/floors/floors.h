@@ -1,0 +1,47 @@
+// What the floor programs share: a clock, pinning, a median, and the kernel's single copy from
+// another process (process_vm_readv, as psyne's pulls and Open MPI's CMA).
+#ifndef PSYNE_FLOORS_H
+#define PSYNE_FLOORS_H
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+// Runs the calling process on core `core` only.
+static void pin_to_core(int core) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(core, &s);
+  sched_setaffinity(0, sizeof s, &s);
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+// The median of `n` times (sorts them).
+static double median(double *t, int n) {
+  qsort(t, n, sizeof(double), by_value);
+  return t[n / 2];
+}
+
+// Copies `n` bytes at `src` in process `pid` into `dst`; exits on failure.
+static void pull(pid_t pid, void *dst, const void *src, size_t n) {
+  struct iovec l = {dst, n}, r = {(void *)src, n};
+  if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)n) {
+    perror("process_vm_readv");
+    exit(1);
+  }
+}
+
+#endif

@@ -163,10 +163,8 @@ def sendrecv_small(rows) -> str:
             "of the 1.2x goal.")
 
 
-# The single-thread memory copy rate of this run's `psybench peak`, GB/s (set by main).
-COPY_GBPS = None
-# This run's floors (scripts/floors.sh, OUT/floors.txt; set by main): ("allreduce2", bytes,
-# slice bytes or 0 for whole) and ("pingpong", bytes) -> µs.
+# This run's floors (scripts/floors.sh, OUT/floors.txt; set by main): (program, bytes) -> µs,
+# for "allreduce2" the faster of its whole and sliced transfers.
 FLOORS = {}
 
 
@@ -175,21 +173,11 @@ def read_floors(path: Path) -> dict:
     if not path.exists():
         return floors
     for line in path.read_text().splitlines():
-        m = re.match(r"allreduce2 (\d+) B, slices of (\d+) B: ([0-9.]+) us", line)
+        m = re.match(r"(allreduce2|pingpong) (\d+) B[^:]*: ([0-9.]+) us", line)
         if m:
-            b, sl, us = int(m[1]), int(m[2]), float(m[3])
-            floors[("allreduce2", b, 0 if sl * 2 >= b else sl)] = us
-        m = re.match(r"pingpong (\d+) B: ([0-9.]+) us", line)
-        if m:
-            floors[("pingpong", int(m[1]))] = float(m[2])
+            key, us = (m[1], int(m[2])), float(m[3])
+            floors[key] = min(us, floors.get(key, us))
     return floors
-
-
-def allreduce_floor(size: int):
-    """The faster of the whole and the sliced floor program at `size`, or None."""
-    found = [us for (kind, b, _), us in ((k, v) for k, v in FLOORS.items() if len(k) == 3)
-             if kind == "allreduce2" and b == size]
-    return min(found) if found else None
 
 
 def sendrecv_pulled(rows) -> str:
@@ -217,7 +205,7 @@ def allreduce_2x(rows) -> str:
     parts = []
     for size in (256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20):
         r = cell_of(rows, "shm2", "stream", "allreduce", size)
-        floor = allreduce_floor(size)
+        floor = FLOORS.get(("allreduce2", size))
         if r and floor:
             need = r["mpi_us"] / r["goal"]
             parts.append(f"{size_text(size)}: floor {floor:.0f}, {r['goal']:g}x needs {need:.0f}, "
@@ -437,9 +425,6 @@ def main(argv) -> int:
     p.add_argument("--cadences", default="stream osu")
     a = p.parse_args(argv[1:])
     layouts, cadences = a.layouts.split(), a.cadences.split()
-    global COPY_GBPS
-    copy = re.search(r"memory copy:\s+([0-9.]+) GB/s", (a.out / "peak.txt").read_text())
-    COPY_GBPS = float(copy.group(1)) if copy else None
     global FLOORS
     FLOORS = read_floors(a.out / "floors.txt")
     rows = summarise(a.out, layouts, cadences, a.rounds)

@@ -145,12 +145,13 @@ pub fn pull_window(policy: PullPolicy, traffic: Traffic, crowded: bool) -> Optio
 /// blocked receiving them (the sender then waits for the receiver's one copy instead of making
 /// the ring's first), or `None` under [`PullPolicy::Off`]. A message whose receiver is not
 /// waiting yet enters the ring a growing slice at a time, and once the receiver waits, the rest
-/// is pulled. By default 16 KiB to 1 MiB, and 64 KiB to 1 MiB on a `crowded` host, where a
-/// receiver that waits may be asleep, and its sender with it until it is scheduled (8 ranks on 2
-/// cores, 16 KiB: 1.2x slower pulled). On 2 ranks, ping-pong (`psybench sendrecv`, stream):
-/// pulls from 16 KiB took 0.73-0.80 of the time of pulls from 64 KiB at 16-32 KiB, where pulls
-/// from 4 or 8 KiB did not gain at 8 KiB; without the maximum, 4-16 MiB ran 0.7-0.9x as fast
-/// (`results/shm-p2p-rendezvous/`).
+/// is pulled. By default 16 KiB to 1 MiB: on 2 ranks, ping-pong (`psybench sendrecv`), this and
+/// the late receiver's pulls took 0.61-0.88 of the time of whole messages from 64 KiB at
+/// 16 KiB-1 MiB (`results/shm-p2p-rendezvous/late-receiver/`); pulls from 4 or 8 KiB did not
+/// gain at 8 KiB, and without the maximum 4-16 MiB ran 0.7-0.9x as fast. On a `crowded` host,
+/// where a receiver that waits may be asleep and its sender with it until it is scheduled, 64 KiB
+/// to 1 MiB (8 ranks on 2 cores, 16 KiB: 1.2x slower pulled, within the rounds' spread; quick
+/// runs, not kept).
 pub fn rendezvous_window(policy: PullPolicy, crowded: bool) -> Option<(usize, usize)> {
     match policy {
         PullPolicy::Off => None,

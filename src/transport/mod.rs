@@ -222,7 +222,7 @@ pub struct TransportTunables {
     pub shm_ring_bytes: Option<usize>,
     /// Which slices a shared-memory link sends by pull descriptor (single copy with
     /// `process_vm_readv`, `shm::cma`): by default chosen by the traffic
-    /// ([`shm::cma::pull_window`]). From `PSY_SHM_CMA` (`1`: every slice from
+    /// (`shm::cma::pull_window`). From `PSY_SHM_CMA` (`1`: every slice from
     /// `PSY_SHM_CMA_MIN` bytes, default 64 KiB; `0`/`off`/`no`: none).
     pub shm_pulls: shm::cma::PullPolicy,
     /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, `rdma::config`), or why those
@@ -230,7 +230,7 @@ pub struct TransportTunables {
     /// where RDMA is forced (`PSY_TRANSPORT=rdma`); elsewhere it is the reason RDMA is refused.
     pub rdma: Result<RdmaConfig>,
     /// The send buffer of every TCP link (`PSY_TCP_SNDBUF`); `None`: by where the peer lives
-    /// ([`tcp::send_buffer_for`]).
+    /// (`tcp::send_buffer_for`).
     pub tcp_send_buffer: Option<usize>,
 }
 

@@ -76,12 +76,13 @@ pub enum PullPolicy {
         /// The smallest slice pulled.
         min: usize,
     },
-    /// By the traffic the message belongs to ([`pull_window`]): the default.
+    /// By the traffic the message belongs to (`pull_window`): the default.
     ByTraffic,
 }
 
 impl PullPolicy {
-    /// From the values of [`CMA`] and [`CMA_MIN`]; an unreadable minimum counts as unset.
+    /// From the values of `PSY_SHM_CMA` and `PSY_SHM_CMA_MIN`; an unreadable minimum counts as
+    /// unset.
     pub fn parse(on: Option<&str>, min: Option<&str>) -> PullPolicy {
         let min = min.and_then(|v| v.trim().parse::<usize>().ok());
         match (on.map(str::trim), min) {

@@ -4,6 +4,7 @@
 
 use super::header::OpDesc;
 use crate::error::{Error, ErrorKind};
+use crate::transport::shm::board::AbortMark;
 use crate::transport::PeerInfo;
 use std::fmt::Display;
 
@@ -99,6 +100,18 @@ impl Site<'_> {
                 self.who(peer)
             ),
         )
+    }
+
+    /// `peer` gave up the group, as its board slot says (`mark`); the whole reason follows over
+    /// the links, but this names at least the rank its error was about.
+    pub(crate) fn aborted_on_board(&self, peer: usize, mark: AbortMark) -> Error {
+        let kind = super::header::kind_of(mark.code);
+        let reason = mark.about.map(|about| match kind {
+            ErrorKind::PeerLost => format!("it lost {}", self.who(about)),
+            ErrorKind::Timeout => format!("it timed out waiting for {}", self.who(about)),
+            _ => format!("its {kind:?} error was about {}", self.who(about)),
+        });
+        self.aborted_by(peer, kind, reason.as_deref())
     }
 
     /// `peer`'s point-to-point counts disagree with `mine` (this rank's for `peer`): a `send`

@@ -301,8 +301,8 @@ impl Watch<'_, '_> {
         let (me, size) = (self.board.rank(), self.board.size());
         // A peer that gave up the group says so on the board: cheap to look at for every peer.
         for j in (0..size).filter(|&j| j != me) {
-            if let Some(code) = self.board.aborted(j) {
-                return Err(self.site().aborted_by(j, header::kind_of(code), None));
+            if let Some(mark) = self.board.aborted(j) {
+                return Err(self.site().aborted_on_board(j, mark));
             }
         }
         let mut turn = [self.peer; PEERS_PER_CHECK + 1];

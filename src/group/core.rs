@@ -526,7 +526,7 @@ impl Core {
 /// that this rank gives up the group, and refuses every later call with `err`.
 fn give_up(wire: &mut Wire, board: Option<&Board>, err: &Error, timeout: Duration) {
     if let Some(board) = board {
-        board.mark_aborted(crate::executor::kind_code(err.kind()));
+        board.mark_aborted(crate::executor::kind_code(err.kind()), err.peer());
     }
     abort_links(&mut wire.links, err, timeout);
     wire.poisoned = Some(err.clone());

@@ -29,12 +29,43 @@ const SLOT_HEADER: usize = 128;
 const DESC_AT: usize = 8;
 const SEQ32_AT: usize = 64;
 const SLEEPERS_AT: usize = 68;
-/// In a rank's slot of parity 0: 0, or 1 + the code of the error kind with which it gave up the
-/// group ([`Board::mark_aborted`]).
+/// In a rank's slot of parity 0: 0, or the mark with which it gave up the group
+/// ([`Board::mark_aborted`]): 1 + the code of the error kind in the low byte, 1 + the rank the
+/// error was about (0 for none) above it.
 const ABORTED_AT: usize = 72;
 const SLOT: usize = SLOT_HEADER + SLOT_DATA;
 const PAGE: usize = 4096;
 const MAGIC: &[u8; 8] = b"PSYBRD01";
+
+/// How a rank gave up the group, as its board slot says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortMark {
+    /// The executor's code of the error kind.
+    pub code: u8,
+    /// The rank the error was about (the peer it lost or timed out waiting for), if any.
+    pub about: Option<usize>,
+}
+
+impl AbortMark {
+    /// The word stored at `ABORTED_AT`: never 0. A code of 255 is stored as 254 and a rank
+    /// beyond 2^24 − 2 as none.
+    fn encode(self) -> u32 {
+        let about = self
+            .about
+            .and_then(|r| u32::try_from(r + 1).ok())
+            .filter(|&r| r < 1 << 24)
+            .unwrap_or(0);
+        about << 8 | (u32::from(self.code.min(254)) + 1)
+    }
+
+    /// The mark of a stored word, `None` for 0 (the rank did not give up).
+    fn decode(word: u32) -> Option<AbortMark> {
+        (word != 0).then(|| AbortMark {
+            code: ((word & 0xff).max(1) - 1) as u8,
+            about: (word >> 8).checked_sub(1).map(|r| r as usize),
+        })
+    }
+}
 
 /// The board of one group on one host.
 pub struct Board {
@@ -151,21 +182,19 @@ impl Board {
     }
 
     /// Marks this rank as having given up the group after an error of kind `code` (the
-    /// executor's number for it, below 255). Ranks waiting on the board for some other rank see
-    /// it ([`Board::aborted`]) even when this rank's slot already holds the operation they are
-    /// in: its abort message over the links would then look like the next call's and stay unread.
-    pub fn mark_aborted(&self, code: u8) {
+    /// executor's number for it, below 255) about rank `about`, if it was about one. Ranks
+    /// waiting on the board for some other rank see it ([`Board::aborted`]) even when this
+    /// rank's slot already holds the operation they are in: its abort message over the links
+    /// (which carries the whole reason) would then look like the next call's and stay unread.
+    pub fn mark_aborted(&self, code: u8, about: Option<usize>) {
         self.slot(self.rank, 0)
             .aborted()
-            .store(u32::from(code) + 1, Ordering::SeqCst);
+            .store(AbortMark { code, about }.encode(), Ordering::SeqCst);
     }
 
-    /// The error kind's code with which `rank` gave up the group, if it did.
-    pub fn aborted(&self, rank: usize) -> Option<u8> {
-        match self.slot(rank, 0).aborted().load(Ordering::SeqCst) {
-            0 => None,
-            n => Some((n - 1).min(255) as u8),
-        }
+    /// The mark with which `rank` gave up the group, if it did.
+    pub fn aborted(&self, rank: usize) -> Option<AbortMark> {
+        AbortMark::decode(self.slot(rank, 0).aborted().load(Ordering::SeqCst))
     }
 
     /// Slot `parity` (0 or 1) of `rank`.
@@ -259,5 +288,27 @@ impl<'a> Slot<'a> {
         // the caller observed; the owner does not write this parity again until every rank has
         // finished reading it (see `executor::flat`).
         unsafe { std::slice::from_raw_parts(self.base.add(SLOT_HEADER), len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AbortMark;
+
+    #[test]
+    fn an_abort_mark_keeps_its_kind_and_the_rank_it_was_about() {
+        for about in [None, Some(0), Some(1), Some(1007), Some((1 << 24) - 2)] {
+            for code in [0, 3, 254] {
+                let mark = AbortMark { code, about };
+                assert_ne!(mark.encode(), 0, "{mark:?}");
+                assert_eq!(AbortMark::decode(mark.encode()), Some(mark));
+            }
+        }
+        assert_eq!(AbortMark::decode(0), None);
+        let far = AbortMark {
+            code: 2,
+            about: Some(1 << 24),
+        };
+        assert_eq!(AbortMark::decode(far.encode()).unwrap().about, None);
     }
 }

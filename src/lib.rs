@@ -62,6 +62,7 @@ pub use half::{bf16, f16};
 pub use init::init;
 pub use reduce::ReduceOp;
 pub use schedule::{Algo, Collective};
+pub use transport::pairs::ConnectPolicy;
 pub use transport::rdma::RdmaConfig;
 pub use transport::shm::cma::PullPolicy;
 pub use transport::{host_key, hostname, TransportKind, TransportPolicy, TransportTunables};

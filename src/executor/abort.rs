@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 pub fn abort_links(links: &mut Links, err: &Error, drain: Duration) {
     let reason = err.message().as_bytes();
     let hdr = header::encode_abort(err.kind(), reason.len() as u64);
+    // Links the accept thread connected meanwhile hear it too, and so do later ones.
+    let _ = links.adopt_arrived();
+    if let Some(connector) = &links.connector {
+        connector.give_up([&hdr[..], reason].concat());
+    }
     let give_up = Instant::now() + Duration::from_millis(500);
     for (peer, link) in links.links.iter_mut().enumerate() {
         let Some(link) = link else { continue };

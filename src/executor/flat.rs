@@ -305,6 +305,8 @@ impl Watch<'_, '_> {
                 return Err(self.site().aborted_on_board(j, mark));
             }
         }
+        // A peer in a call over the links may have connected to this rank just now.
+        self.links.adopt_arrived()?;
         let mut turn = [self.peer; PEERS_PER_CHECK + 1];
         let looked_at = 1 + PEERS_PER_CHECK.min(size - 1);
         for j in &mut turn[1..looked_at] {

@@ -23,6 +23,7 @@
 //! A new fast path is a new engine: a struct holding what it runs on, and its `run`.
 
 mod abort;
+mod connect;
 pub(crate) mod fail;
 pub(crate) mod flat;
 mod header;
@@ -38,6 +39,7 @@ pub(crate) use view::WorkView;
 
 use crate::error::Result;
 use crate::reduce::Reducer;
+use crate::transport::pairs::Connector;
 use crate::transport::{Link, PeerInfo};
 use crate::wait::WaitPolicy;
 use std::time::Duration;
@@ -49,7 +51,8 @@ use crate::schedule::Schedule;
 pub(crate) struct Links {
     /// This rank.
     pub(crate) rank: usize,
-    /// Index = peer rank; `None` for this rank itself (and after the links were given up).
+    /// Index = peer rank; `None` for this rank itself, for a pair not connected yet, and after
+    /// the links were given up.
     pub(crate) links: Vec<Option<Box<dyn Link>>>,
     /// Where each rank lives.
     pub(crate) peers: Vec<PeerInfo>,
@@ -57,6 +60,8 @@ pub(crate) struct Links {
     pub(crate) mid_message: Vec<bool>,
     /// Point-to-point messages exchanged with each peer so far (collectives' headers carry them).
     pub(crate) p2p: Vec<Pair>,
+    /// What connects the pairs not connected yet, for a group that has them.
+    pub(crate) connector: Option<Connector>,
 }
 
 impl Links {
@@ -65,6 +70,7 @@ impl Links {
         rank: usize,
         links: Vec<Option<Box<dyn Link>>>,
         peers: Vec<PeerInfo>,
+        connector: Option<Connector>,
     ) -> Self {
         let mid_message = vec![false; links.len()];
         let p2p = vec![Pair::default(); links.len()];
@@ -74,6 +80,7 @@ impl Links {
             peers,
             mid_message,
             p2p,
+            connector,
         }
     }
 }
@@ -105,4 +112,10 @@ impl Call {
 pub(crate) trait Engine {
     /// Runs `call` to completion, using `links` for data or only to watch the peers.
     fn run(self, call: &Call, links: &mut Links) -> Result<()>;
+
+    /// Calls `f` with every peer whose link the engine sends to or receives from (repeats
+    /// allowed), so that the pair is connected before it runs. None by default.
+    fn each_peer(&self, f: &mut dyn FnMut(usize)) {
+        let _ = f;
+    }
 }

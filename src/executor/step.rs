@@ -35,6 +35,13 @@ pub(crate) struct Steps<'a> {
 }
 
 impl Engine for Steps<'_> {
+    fn each_peer(&self, f: &mut dyn FnMut(usize)) {
+        for step in &self.schedule.steps {
+            step.sends.iter().for_each(|s| f(s.peer));
+            step.recvs.iter().for_each(|r| f(r.peer));
+        }
+    }
+
     fn run(self, call: &Call, links: &mut Links) -> Result<()> {
         let Links {
             rank,
@@ -42,6 +49,7 @@ impl Engine for Steps<'_> {
             peers,
             mid_message,
             p2p,
+            ..
         } = links;
         let ctx = StepCtx {
             site: call.site(*rank, peers),

@@ -277,6 +277,17 @@ impl Core {
 
     /// The transports of this rank's links, deduplicated and sorted (`shm`, `tcp`, `shm+tcp`;
     /// `self` for a world of one).
+    /// The peers this rank has a link to (not counting links that arrived since its last call).
+    pub(crate) fn connected_peers(&self) -> Vec<usize> {
+        let Ok(comm) = self.lock() else {
+            return Vec::new();
+        };
+        let links = &comm.wire.links;
+        (0..links.links.len())
+            .filter(|&p| links.links[p].is_some())
+            .collect()
+    }
+
     pub(crate) fn transports(&self) -> String {
         let Ok(comm) = self.lock() else {
             return "?".into();
@@ -380,7 +391,7 @@ impl Core {
                     k: *flat_seq,
                     buf,
                 };
-                self.execute(wire, Some(board), desc(seq), engine)
+                self.execute(wire, Some(board), *flat_seq + 1, desc(seq), engine)
                     .map(|()| true)
             }
             _ => {
@@ -397,7 +408,7 @@ impl Core {
                     buf: view,
                     memory,
                 };
-                self.execute(wire, board.as_ref(), desc(seq), engine)
+                self.execute(wire, board.as_ref(), *flat_seq + 1, desc(seq), engine)
                     .map(|()| true)
             }
         }
@@ -441,6 +452,7 @@ impl Core {
             memory,
             wire,
             board,
+            flat_seq,
             p2p_plan,
             ..
         } = &mut *comm;
@@ -450,7 +462,7 @@ impl Core {
             buf: work,
             memory,
         };
-        self.execute(wire, board.as_ref(), desc, engine)
+        self.execute(wire, board.as_ref(), *flat_seq + 1, desc, engine)
     }
 
     /// The in-place all-reduce of shared buffers ([`SharedAllReduce`]); `op` is checked for `T`.
@@ -482,7 +494,7 @@ impl Core {
             op,
             next_flat,
         };
-        self.execute(wire, board.as_ref(), desc, engine)
+        self.execute(wire, board.as_ref(), *flat_seq + 1, desc, engine)
     }
 
     /// The refusal of a call on a poisoned group, if it is.
@@ -498,6 +510,7 @@ impl Core {
         &self,
         wire: &mut Wire,
         board: Option<&Board>,
+        next_flat: u64,
         desc: OpDesc,
         engine: impl Engine,
     ) -> Result<()> {
@@ -511,7 +524,10 @@ impl Core {
             wait: self.wait,
             timeout: self.timeout,
         };
-        let out = engine.run(&call, &mut wire.links);
+        let out = wire
+            .links
+            .connect_for(&engine, &call, board.map(|b| (b, next_flat)))
+            .and_then(|()| engine.run(&call, &mut wire.links));
         if let Err(e) = &out {
             if let (Some(peer), Some(report)) = (e.peer(), self.losses.get()) {
                 report.tell(self.rank, peer);

@@ -21,7 +21,7 @@ use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
 use crate::transport::shm::board::Board;
 use crate::transport::table::{connect_links, Wired, Wiring};
-use crate::transport::tcp::{connect_mesh, MeshOptions};
+use crate::transport::tcp::{exchange_addresses, MeshOptions};
 use crate::transport::{hostname, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
 use crate::tuning::Tuning;
 use std::net::IpAddr;
@@ -109,7 +109,7 @@ impl Group {
             transport: TransportKind::Local,
         };
         Group::from_links(
-            Links::new(0, vec![None], vec![me]),
+            Links::new(0, vec![None], vec![me], None),
             None,
             CoreOptions {
                 timeout: crate::contract::DEFAULT_TIMEOUT,
@@ -188,9 +188,9 @@ impl Group {
                 "rank {rank} is not inside a group of {size}"
             )));
         }
-        // Exchange addresses (the TCP mesh), then, for each peer, the first transport in the
-        // table that can connect the pair turns its stream into the link.
-        let mesh = connect_mesh(store, mesh_options(&options, deadline))?;
+        // Exchange addresses, then, for each peer, the first transport in the table that can
+        // connect the pair; pairs connect now or when first needed (`PSY_CONNECT`).
+        let exchanged = exchange_addresses(store, &mesh_options(&options, deadline))?;
         let wiring = Wiring {
             store,
             rank,
@@ -198,8 +198,15 @@ impl Group {
             job_id: &options.job_id,
             deadline,
             tunables: &options.transport,
+            secret: &options.secret,
+            lazy: options.transport.connect.lazy_for(size),
+            timeout: options.timeout,
         };
-        let Wired { links, peers } = connect_links(&wiring, mesh)?;
+        let Wired {
+            links,
+            peers,
+            connector,
+        } = connect_links(&wiring, exchanged)?;
         let all_local = all_share_memory(&peers, rank, options.transport.policy);
         let board = node_board(store, &options, all_local, deadline)?;
         let GroupOptions {
@@ -216,7 +223,7 @@ impl Group {
             prefix,
             next: Default::default(),
         };
-        let links = Links::new(rank, links, peers);
+        let links = Links::new(rank, links, peers, Some(connector));
         let core = CoreOptions {
             timeout,
             spin,
@@ -260,6 +267,12 @@ impl Group {
     /// (`self` alone).
     pub fn transports(&self) -> String {
         self.core.transports()
+    }
+
+    /// The peers this rank has a link to so far: every peer once the group formed, unless its
+    /// pairs connect lazily (`PSY_CONNECT`), then those its calls have used.
+    pub fn connected_peers(&self) -> Vec<usize> {
+        self.core.connected_peers()
     }
 
     /// The deadline of every wait.
@@ -535,7 +548,6 @@ fn mesh_options(options: &GroupOptions, deadline: Instant) -> MeshOptions<'_> {
         rank: options.rank,
         size: options.size,
         prefix: &options.prefix,
-        secret: &options.secret,
         bind_ip: options.bind_ip,
         host: hostname(),
         host_key: options.host_key.clone(),

@@ -207,6 +207,8 @@ impl<T: Element> Mapped<T> {
     ) -> Result<()> {
         let epoch = self.epoch.wrapping_add(1);
         arrival(&self.segments[self.rank]).arrive(epoch, kind, self.len as u64);
+        // A peer in a call over the links shows its message there, once its link is adopted.
+        links.adopt_arrived()?;
         for (peer, seg) in self.segments.iter().enumerate() {
             if peer == self.rank {
                 continue;

@@ -7,9 +7,8 @@
 //! (`src/transport.cc`, `selectTransport`). Forming a group ([`table::connect_links`]) is:
 //!
 //! 1. **Exchange addresses.** Every rank listens, publishes where it is (address, host, host key,
-//!    whether it allows shared memory) and connects to every other rank over TCP, authenticated
-//!    with the job secret ([`tcp::connect_mesh`]). Every pair now has a bootstrap stream, and every
-//!    rank knows every peer's [`PeerInfo`].
+//!    whether it allows shared memory) and reads everyone's in one request
+//!    ([`tcp::exchange_addresses`]). Every rank now knows every peer's [`PeerInfo`].
 //! 2. **For each peer, the first transport in the table that can connect.** The table
 //!    ([`table::TABLE`]) lists the transports in preference order; each implements
 //!    [`table::Transport`], whose `can_connect` both ends of a pair answer alike from facts both
@@ -23,10 +22,13 @@
 //!
 //!    A transport may first take a collective step every rank takes (`prepare`: RDMA publishes
 //!    whether it offers itself).
-//! 3. **Links.** Each transport upgrades the bootstrap streams of the peers it won into its
-//!    [`Link`]s, all at once (shared memory exchanges segment offers, RDMA queue-pair endpoints).
-//!    A pair a transport cannot upgrade after all (say `/dev/shm` is full, under `auto`) stays on
-//!    TCP. Shared memory and RDMA keep the stream beside their link to notice a peer that dies.
+//! 3. **Links.** A pair's bootstrap stream is a TCP connection the higher rank dials,
+//!    authenticated with the job secret; the transport that won the pair upgrades it into its
+//!    [`Link`] (shared memory exchanges a segment offer, RDMA queue-pair endpoints). A pair a
+//!    transport cannot upgrade after all (say `/dev/shm` is full, under `auto`) stays on TCP.
+//!    Shared memory and RDMA keep the stream beside their link to notice a peer that dies. Pairs
+//!    connect when the group forms, or when a call first needs them ([`pairs`],
+//!    `PSY_CONNECT`).
 //!
 //! Adding a transport is one module implementing [`table::Transport`] and one entry in
 //! [`table::TABLE`].
@@ -36,6 +38,7 @@
 //! hot path. [`TransportPolicy`] (`PSY_TRANSPORT`) narrows which transports may be used.
 
 mod host;
+pub mod pairs;
 pub mod rdma;
 pub mod shm;
 pub mod table;
@@ -232,6 +235,8 @@ pub struct TransportTunables {
     /// The send buffer of every TCP link (`PSY_TCP_SNDBUF`); `None`: by where the peer lives
     /// (`tcp::send_buffer_for`).
     pub tcp_send_buffer: Option<usize>,
+    /// When pairs connect (`PSY_CONNECT`; default [`pairs::ConnectPolicy::Auto`]).
+    pub connect: pairs::ConnectPolicy,
 }
 
 impl Default for TransportTunables {
@@ -242,13 +247,14 @@ impl Default for TransportTunables {
             shm_pulls: shm::cma::PullPolicy::ByTraffic,
             rdma: Ok(RdmaConfig::default()),
             tcp_send_buffer: None,
+            connect: pairs::ConnectPolicy::Auto,
         }
     }
 }
 
 impl TransportTunables {
     /// Reads every variable through `get` (the environment in production, a map in tests).
-    /// Only a malformed `PSY_TRANSPORT` is an error here.
+    /// Only a malformed `PSY_TRANSPORT` or `PSY_CONNECT` is an error here.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TransportTunables> {
         let policy = match get(crate::contract::TRANSPORT) {
             Some(v) => TransportPolicy::parse(&v)?,
@@ -265,6 +271,7 @@ impl TransportTunables {
             ),
             rdma: RdmaConfig::from_lookup(&get),
             tcp_send_buffer: tcp::parse_send_buffer(get(tcp::SEND_BUFFER_VAR).as_deref()),
+            connect: pairs::ConnectPolicy::parse(get(pairs::CONNECT).as_deref())?,
         })
     }
 

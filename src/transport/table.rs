@@ -2,27 +2,32 @@
 //! (in the spirit of NCCL's `ncclTransports` and `selectTransport`).
 //!
 //! Forming a group's links ([`connect_links`]) after the addresses are exchanged
-//! ([`crate::transport::tcp::connect_mesh`]):
+//! ([`crate::transport::tcp::exchange_addresses`]):
 //!
 //! 1. every entry of [`TABLE`] takes its collective first step ([`Transport::prepare`]), which
 //!    every rank takes whatever it later chooses (RDMA publishes its offer);
 //! 2. for each peer, the first entry whose [`Transport::can_connect`] says yes wins the pair;
-//! 3. each entry, in table order, upgrades the bootstrap streams of the pairs it won into links
-//!    ([`Transport::connect`]). A pair it could not upgrade after all comes back and falls to the
-//!    last entry, TCP, which takes any authenticated stream.
+//! 3. pairs are connected ([`crate::transport::pairs`]): each pair's bootstrap stream, dialed by
+//!    its higher rank, is upgraded by the entry that won it ([`Transport::connect`]); a pair it
+//!    could not upgrade after all falls to the last entry, TCP, which takes any authenticated
+//!    stream. Pairs of entries that connect only while the group forms
+//!    ([`Transport::connects_later`] is false: RDMA) are upgraded then, all together; the others
+//!    then too, or when a call first needs them (`PSY_CONNECT`).
 //!
 //! Both ends of a pair reach the same choice, because `can_connect` decides only from facts both
 //! see (the addresses, host keys and policies every rank published, and the offers of step 1),
 //! and every rank runs the entries' steps in the same order, so a rank waiting in one entry's
 //! exchange waits only for peers that will reach it.
 
+use crate::auth::Secret;
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::tcp::Mesh;
+use crate::transport::pairs::{Arrived, Connector, PairSetup};
+use crate::transport::tcp::Exchanged;
 use crate::transport::{rdma, shm, tcp};
 use crate::transport::{Link, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
 use std::net::TcpStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The transports in preference order. Each entry makes the transport's state for one group
 /// being formed. The last entry must connect every pair (it takes the pairs the others could not
@@ -48,6 +53,12 @@ pub trait Transport {
     /// of the pair must answer alike; an error where the policy demands this transport and the
     /// pair cannot have it.
     fn can_connect(&mut self, f: &Formation<'_>, peer: usize) -> Result<bool>;
+
+    /// Whether this transport's pairs may connect after the group formed, when the group's
+    /// store is gone (true by default).
+    fn connects_later(&self) -> bool {
+        true
+    }
 
     /// Upgrades the bootstrap streams of the pairs this transport won (in rank order) into its
     /// links, all together (a transport may need an exchange among them). Pairs it could not
@@ -79,6 +90,12 @@ pub struct Wiring<'a> {
     pub deadline: Instant,
     /// What the transports read from the environment, read once.
     pub tunables: &'a TransportTunables,
+    /// The job secret every connection proves.
+    pub secret: &'a Secret,
+    /// Whether pairs connect when a call first needs them rather than now.
+    pub lazy: bool,
+    /// How long a pair may take to connect later.
+    pub timeout: Duration,
 }
 
 /// What every transport sees: the [`Wiring`] and where every rank lives.
@@ -123,39 +140,77 @@ impl Formation<'_> {
 
 /// The links of a formed group and where each peer lives, with the transport that carries it.
 pub struct Wired {
-    /// The link to each peer, by rank (`None` for this rank).
+    /// The link to each peer, by rank (`None` for this rank, and for pairs not connected yet).
     pub links: Vec<Option<Box<dyn Link>>>,
-    /// Every rank's [`PeerInfo`], `transport` set from its link.
+    /// Every rank's [`PeerInfo`], `transport` set from its link, or to the transport chosen for
+    /// a pair not connected yet.
     pub peers: Vec<PeerInfo>,
+    /// What connects the group's other pairs when they are first needed.
+    pub connector: Connector,
 }
 
-/// Turns the exchanged addresses and bootstrap streams into links: for each peer, the first
-/// transport of [`TABLE`] that can connect the pair. Every rank of the group calls this.
-pub fn connect_links(wiring: &Wiring<'_>, mesh: Mesh) -> Result<Wired> {
-    let Mesh { streams, mut peers } = mesh;
-    let links = {
-        let f = Formation {
-            store: wiring.store,
-            rank: wiring.rank,
-            peers: &peers,
-            prefix: wiring.prefix,
-            job_id: wiring.job_id,
-            deadline: wiring.deadline,
-            tunables: wiring.tunables,
-        };
-        let mut table: Vec<Box<dyn Transport>> = TABLE.iter().map(|entry| entry()).collect();
-        for transport in &mut table {
-            transport.prepare(&f)?;
-        }
-        let chosen = choose(&mut table, &f)?;
-        upgrade(&mut table, &f, streams, &chosen)?
+/// Chooses, for each peer, the first transport of [`TABLE`] that can connect the pair, and
+/// connects the pairs that connect now: every pair, or (lazily) those whose transport cannot
+/// connect later. Every rank of the group calls this.
+pub fn connect_links(wiring: &Wiring<'_>, exchanged: Exchanged) -> Result<Wired> {
+    let Exchanged {
+        listener,
+        addresses,
+        mut peers,
+    } = exchanged;
+    let f = Formation {
+        store: wiring.store,
+        rank: wiring.rank,
+        peers: &peers,
+        prefix: wiring.prefix,
+        job_id: wiring.job_id,
+        deadline: wiring.deadline,
+        tunables: wiring.tunables,
     };
-    for (peer, link) in peers.iter_mut().zip(&links) {
-        peer.transport = link
-            .as_ref()
-            .map_or(TransportKind::Local, |l| l.transport());
+    let mut table: Vec<Box<dyn Transport>> = TABLE.iter().map(|entry| entry()).collect();
+    for transport in &mut table {
+        transport.prepare(&f)?;
     }
-    Ok(Wired { links, peers })
+    let chosen = choose(&mut table, &f)?;
+    let setup = PairSetup {
+        rank: wiring.rank,
+        peers: peers.clone(),
+        prefix: wiring.prefix.to_string(),
+        job_id: wiring.job_id.to_string(),
+        tunables: wiring.tunables.clone(),
+        chosen: chosen.clone(),
+        later: table.iter().map(|t| t.connects_later()).collect(),
+        timeout: wiring.timeout,
+    };
+    let now: Vec<usize> = (0..f.size())
+        .filter(|&p| p != f.rank && !(wiring.lazy && setup.connects_later(p)))
+        .collect();
+    let connector = Connector::start(listener, setup, wiring.secret.clone(), addresses)?;
+    let mut links: Vec<Option<Box<dyn Link>>> = (0..f.size()).map(|_| None).collect();
+    let mut streams: Vec<Pair> = Vec::new();
+    for (peer, arrived) in connector.connect(&now, wiring.deadline, &|_| None)? {
+        match arrived {
+            Arrived::Link(link) => links[peer] = Some(link),
+            Arrived::Stream(stream) => streams.push((peer, stream)),
+            Arrived::Failed(e) => return Err(e),
+        }
+    }
+    streams.sort_by_key(|(peer, _)| *peer);
+    for (peer, link) in upgrade(&mut table, &f, streams, &chosen)? {
+        links[peer] = Some(link);
+    }
+    for (peer, info) in peers.iter_mut().enumerate() {
+        info.transport = match (&links[peer], chosen[peer]) {
+            (Some(link), _) => link.transport(),
+            (None, Some(i)) => table[i].kind(),
+            (None, None) => TransportKind::Local,
+        };
+    }
+    Ok(Wired {
+        links,
+        peers,
+        connector,
+    })
 }
 
 /// For each peer, the index in the table of the first transport that can connect it (`None` for
@@ -182,21 +237,21 @@ fn choose(table: &mut [Box<dyn Transport>], f: &Formation<'_>) -> Result<Vec<Opt
     Ok(chosen)
 }
 
-/// Hands each transport, in table order, the streams of the pairs it won; what one keeps goes to
-/// the last entry.
-fn upgrade(
+/// Hands each transport, in table order, the streams of the pairs it won (`pairs`, in rank
+/// order); what one keeps goes to the last entry. Returns the links by peer.
+pub(crate) fn upgrade(
     table: &mut [Box<dyn Transport>],
     f: &Formation<'_>,
-    streams: Vec<Option<TcpStream>>,
+    pairs: Vec<Pair>,
     chosen: &[Option<usize>],
-) -> Result<Vec<Option<Box<dyn Link>>>> {
+) -> Result<Vec<(usize, Box<dyn Link>)>> {
     let mut won: Vec<Vec<Pair>> = table.iter().map(|_| Vec::new()).collect();
-    for (peer, stream) in streams.into_iter().enumerate() {
-        if let (Some(stream), Some(i)) = (stream, chosen[peer]) {
+    for (peer, stream) in pairs {
+        if let Some(i) = chosen[peer] {
             won[i].push((peer, stream));
         }
     }
-    let mut links: Vec<Option<Box<dyn Link>>> = (0..f.size()).map(|_| None).collect();
+    let mut links = Vec::new();
     let mut kept: Vec<Pair> = Vec::new();
     let last = table.len() - 1;
     for (i, (transport, mut pairs)) in table.iter_mut().zip(won).enumerate() {
@@ -210,7 +265,7 @@ fn upgrade(
         let done = transport.connect(f, pairs)?;
         for (peer, link) in done.links {
             debug_assert_eq!(link.transport(), transport.kind());
-            links[peer] = Some(link);
+            links.push((peer, link));
         }
         kept.extend(done.kept);
     }
@@ -221,4 +276,35 @@ fn upgrade(
         ));
     }
     Ok(links)
+}
+
+/// The store a pair connected after the group formed sees: the group keeps none, so transports
+/// that need one say [`Transport::connects_later`] is false, and never reach this.
+pub(crate) struct NoStore;
+
+impl NoStore {
+    fn gone() -> Error {
+        Error::new(
+            ErrorKind::Bootstrap,
+            "the group's store is not kept after the group formed (a transport that needs it must connect its pairs then)",
+        )
+    }
+}
+
+impl Store for NoStore {
+    fn set(&self, _: &str, _: &[u8]) -> Result<()> {
+        Err(NoStore::gone())
+    }
+    fn get(&self, _: &str, _: Instant) -> Result<Vec<u8>> {
+        Err(NoStore::gone())
+    }
+    fn add(&self, _: &str, _: i64) -> Result<i64> {
+        Err(NoStore::gone())
+    }
+    fn set_once(&self, _: &str, _: &[u8]) -> Result<Vec<u8>> {
+        Err(NoStore::gone())
+    }
+    fn set_ephemeral(&self, _: &str, _: &[u8], _: &[u8]) -> Result<()> {
+        Err(NoStore::gone())
+    }
 }

@@ -105,6 +105,12 @@ impl Transport for Rdma {
         TransportKind::Rdma
     }
 
+    /// RDMA pairs exchange their endpoints through the group's store, which is gone once the
+    /// group formed: they connect while it forms.
+    fn connects_later(&self) -> bool {
+        false
+    }
+
     /// Publishes this rank's offer (probing the device only where some peer may use it).
     fn prepare(&mut self, f: &Formation<'_>) -> Result<()> {
         if f.size() <= 1 {

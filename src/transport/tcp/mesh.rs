@@ -1,13 +1,12 @@
-//! Wiring the full mesh of TCP links through the store.
+//! Exchanging addresses through the store, and dialing a peer: how every pair's bootstrap
+//! stream begins ([`crate::transport::pairs`] decides when).
 
 use crate::auth::{self, Secret};
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::handshakes::{Handshakes, Log};
 use crate::transport::{PeerInfo, TransportKind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receive buffer asked for on every connection before it connects, so the window scale it
@@ -15,7 +14,7 @@ use std::time::{Duration, Instant};
 /// link's own choice, by where the peer lives ([`super::send_buffer_for`]).
 const RECV_BUFFER: usize = 4 << 20;
 
-/// What [`connect_mesh`] needs to know.
+/// What [`exchange_addresses`] needs to know.
 pub struct MeshOptions<'a> {
     /// This rank.
     pub rank: usize,
@@ -23,8 +22,6 @@ pub struct MeshOptions<'a> {
     pub size: usize,
     /// Prefix of this group's keys in the store (unique per group instance).
     pub prefix: &'a str,
-    /// The job secret every link proves.
-    pub secret: &'a Secret,
     /// The local address to listen on and advertise.
     pub bind_ip: IpAddr,
     /// The host name to report in messages.
@@ -35,16 +32,6 @@ pub struct MeshOptions<'a> {
     pub shm_ok: bool,
     /// When to give up.
     pub deadline: Instant,
-}
-
-/// The authenticated connections of a rank, in blocking mode, and where each peer lives: what
-/// exchanging addresses gives, before any transport is chosen.
-pub struct Mesh {
-    /// The bootstrap stream to each peer, by rank (`None` for this rank itself).
-    pub streams: Vec<Option<TcpStream>>,
-    /// Where each rank lives (this rank's own entry included), with
-    /// [`TransportKind::Tcp`] for every peer until a transport upgrades its stream.
-    pub peers: Vec<PeerInfo>,
 }
 
 fn tune(socket: &Socket) -> std::io::Result<()> {
@@ -104,38 +91,30 @@ fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
     ))
 }
 
-/// Connects this rank to every other rank of the group: listens, publishes its address under
-/// `prefix`, reads everyone's, connects to lower ranks (the nearest first) and accepts higher
-/// ones. Connections that fail the handshake are logged to stderr and dropped; wiring goes on
-/// until `deadline`.
-pub fn connect_mesh(store: &dyn Store, opts: MeshOptions<'_>) -> Result<Mesh> {
-    let (rank, size, deadline) = (opts.rank, opts.size, opts.deadline);
-    let (listener, me) = listen_and_publish(store, &opts)?;
-    let acceptor = {
-        let secret = opts.secret.clone();
-        let expected = size - rank - 1;
-        std::thread::Builder::new()
-            .name("psyne-accept".into())
-            .spawn(move || accept_all(listener, rank, size, expected, &secret, deadline))
-            .map_err(|e| Error::io("starting the accept thread", e))?
-    };
-    let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
+/// Where every rank of a group listens and lives: what exchanging addresses gives, before any
+/// pair is connected.
+pub struct Exchanged {
+    /// This rank's listener (its address is published).
+    pub listener: TcpListener,
+    /// Every rank's listening address, by rank.
+    pub addresses: Vec<SocketAddr>,
+    /// Where each rank lives (this rank's own entry included), with [`TransportKind::Tcp`] for
+    /// every peer until a transport is chosen for the pair.
+    pub peers: Vec<PeerInfo>,
+}
+
+/// Listens, publishes this rank's address under the options' prefix and reads everyone's in one
+/// request. Connecting pairs is [`dial`]'s and the listener's owner's business.
+pub fn exchange_addresses(store: &dyn Store, opts: &MeshOptions<'_>) -> Result<Exchanged> {
+    let (listener, me) = listen_and_publish(store, opts)?;
     let (addresses, mut peers): (Vec<SocketAddr>, Vec<PeerInfo>) =
-        read_addresses(store, &opts)?.into_iter().unzip();
-    peers[rank] = me;
-    // Nearest lower rank first: at any moment each rank is dialled by about one other, where in
-    // rank order every rank would dial rank 0 at once (and a listener holds at most
-    // `handshakes::MAX_PENDING` unproven connections: 256 ranks on 2 cores overflowed it).
-    for peer in (0..rank).rev() {
-        streams[peer] = Some(connect_lower(&opts, peer, &peers[peer], addresses[peer])?);
-    }
-    let accepted = acceptor
-        .join()
-        .map_err(|_| Error::new(ErrorKind::Bootstrap, "the accept thread panicked"))??;
-    for (peer, stream) in accepted {
-        streams[peer] = Some(stream);
-    }
-    Ok(Mesh { streams, peers })
+        read_addresses(store, opts)?.into_iter().unzip();
+    peers[opts.rank] = me;
+    Ok(Exchanged {
+        listener,
+        addresses,
+        peers,
+    })
 }
 
 /// Listens on the options' address and publishes it (with host, host key and whether this rank
@@ -192,76 +171,24 @@ fn read_addresses(
         .collect()
 }
 
-/// Connects to a lower rank and proves the job secret.
-fn connect_lower(
-    opts: &MeshOptions<'_>,
+/// Connects this rank (`rank`) to `peer` (listening at `addr`, living as `info`) and proves the
+/// job secret; a connection refused is retried (with backoff) until `deadline`.
+pub fn dial(
+    rank: usize,
+    secret: &Secret,
     peer: usize,
     info: &PeerInfo,
     addr: SocketAddr,
+    deadline: Instant,
 ) -> Result<TcpStream> {
-    let rank = opts.rank;
-    let mut stream = connect_to(addr, opts.deadline).map_err(|e| {
+    let mut stream = connect_to(addr, deadline).map_err(|e| {
         Error::new(
-            ErrorKind::Bootstrap,
-            format!("rank {rank}: cannot connect to rank {peer} ({info}): {e}; is that address reachable from this host? (PSY_ADDR sets what a rank advertises)"),
+            ErrorKind::PeerLost,
+            format!("rank {rank}: cannot connect to rank {peer} ({info}): {e}; did it exit, or is that address unreachable from this host? (PSY_ADDR sets what a rank advertises)"),
         )
+        .about_peer(peer)
     })?;
-    auth::connect(&mut stream, opts.secret, rank as u64, opts.deadline)
+    auth::connect(&mut stream, secret, rank as u64, deadline)
         .map_err(|e| e.context(format!("rank {rank}: connecting to rank {peer} ({info})")))?;
     Ok(stream)
-}
-
-/// Accepts the `expected` higher ranks until `deadline`, with every handshake concurrent (see
-/// [`crate::handshakes`]): strangers are refused without delaying the peers.
-fn accept_all(
-    listener: TcpListener,
-    rank: usize,
-    size: usize,
-    expected: usize,
-    secret: &Secret,
-    deadline: Instant,
-) -> Result<Vec<(usize, TcpStream)>> {
-    let mut got: Vec<(usize, TcpStream)> = Vec::new();
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("configuring the listener", e))?;
-    let log: Log = Arc::new(|line: &str| crate::report::warn(line));
-    let mut handshakes = Handshakes::new(secret.clone(), format!("rank {rank}"), log);
-    while got.len() < expected {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            handshakes.finish();
-            return Err(never_connected(rank, size, &got, handshakes.refused()));
-        }
-        let step = handshakes.step(&listener, left.min(Duration::from_millis(100)), deadline);
-        for proven in step {
-            let claim = proven.claim as usize;
-            if claim <= rank || claim >= size || got.iter().any(|(r, _)| *r == claim) {
-                let why = format!("it claims to be rank {claim}, which this rank does not expect");
-                handshakes.refuse(proven.from, &why);
-                continue;
-            }
-            got.push((claim, proven.stream));
-        }
-    }
-    handshakes.finish();
-    Ok(got)
-}
-
-/// The error of a rank whose higher ranks did not all connect by the deadline.
-fn never_connected(rank: usize, size: usize, got: &[(usize, TcpStream)], refused: usize) -> Error {
-    let missing: Vec<usize> = (rank + 1..size)
-        .filter(|r| !got.iter().any(|(g, _)| g == r))
-        .collect();
-    let strangers = if refused > 0 {
-        format!(
-            "; meanwhile {refused} connection(s) that did not prove the job's secret were refused"
-        )
-    } else {
-        String::new()
-    };
-    Error::new(
-        ErrorKind::Timeout,
-        format!("rank {rank}: ranks {missing:?} never connected (did they start? raise PSY_TIMEOUT if start-up is slow){strangers}"),
-    )
 }

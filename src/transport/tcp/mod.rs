@@ -2,10 +2,10 @@
 //! the peer lives ([`send_buffer_for`]), and
 //! the [`crate::auth`] handshake before anything else is read.
 //!
-//! Wiring a full mesh ([`connect_mesh`]): every rank listens and publishes `ip:port` in the
-//! store; rank `i` connects to every rank below it and accepts from every rank above it. That
-//! mesh is how ranks exchange addresses when a group forms, and every pair's stream is the
-//! bootstrap stream the other transports upgrade. In the transport table
+//! Addresses ([`exchange_addresses`]): every rank listens and publishes `ip:port` in the store,
+//! and reads everyone's in one request. A pair's bootstrap stream, which the other transports
+//! upgrade, is dialed by the higher rank ([`dial`]) and accepted by the lower one when the pair
+//! is first needed, or when the group forms ([`crate::transport::pairs`]). In the transport table
 //! ([`crate::transport::table`]) TCP is the last entry: it can connect every pair, and takes the
 //! pairs no other transport could upgrade.
 
@@ -14,7 +14,7 @@ mod mesh;
 
 pub(crate) use link::peer_closed;
 pub use link::{parse_send_buffer, send_buffer_for, TcpLink, SEND_BUFFER_VAR};
-pub use mesh::{connect_mesh, Mesh, MeshOptions};
+pub use mesh::{dial, exchange_addresses, Exchanged, MeshOptions};
 
 use crate::error::{Error, Result};
 use crate::transport::table::{Connected, Formation, Pair, Transport};

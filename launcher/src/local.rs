@@ -23,10 +23,9 @@ use std::time::Instant;
 /// Runs a prepared job (see [`crate::prepare`]) on this machine, supervises it and returns how
 /// it ended. Sets up the store and the secret, prints the bindings if asked, starts each rank
 /// with its environment, forwards output to `console` (as `launch` says: tags, timestamps,
-/// shown ranks, files), and stops the job as [`crate::supervise`] describes. The calling thread
-/// forks the ranks, and their parent-death signal is tied to that thread (see [`spawn`]): it
-/// stays in this function until the ranks are gone. Returns an error if a rank could not be
-/// started, after stopping the ones that were.
+/// shown ranks, files), and stops the job as [`crate::supervise`] describes. It stays in this
+/// function until the ranks are gone. Returns an error if a rank could not be started, after
+/// stopping the ones that were.
 pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Result<Outcome, Error> {
     let mut files = output::open_output_files(launch.output_dir.as_deref(), plan.ranks.len())?;
     let (store, info) = serve_job(launch, &console)?;

@@ -2,16 +2,21 @@
 //!
 //! Each rank runs in its own process group (its pid is the group id), so psyrun can signal the
 //! rank and everything it started at once, and a Ctrl-C on the terminal reaches psyrun alone,
-//! which then stops the ranks in order. Each rank also asks the kernel for SIGKILL when psyrun
-//! dies (`PR_SET_PDEATHSIG`), so no rank outlives psyrun even if psyrun is killed with SIGKILL.
-//! That request is tied to the thread that forks the child: spawn every rank from a thread that
-//! outlives it (psyrun uses the thread that runs the job). The kernel clears it in a rank's own
-//! children, so a rank's descendants are covered by signalling its group: by psyrun while it
-//! lives, and by its [`crate::watchdog`] if psyrun dies first.
+//! which then stops the ranks in order. If psyrun dies without stopping them (SIGKILL, a crash),
+//! its [`crate::watchdog`] kills every rank's group.
 //!
-//! A bound rank sets its own CPU affinity in the same pre-exec hook (`sched_setaffinity` with a
-//! mask computed by psyrun before the fork, see [`crate::binding`]), so the program runs bound
-//! from its first instruction, and so does everything it starts.
+//! Ranks are started with `posix_spawn` (the kernel's `vfork`-style clone, which the standard
+//! library uses when no code must run between fork and exec), not `fork`: a fork copies
+//! psyrun's page tables, and psyrun holds a few threads per rank and the store's, so forking
+//! rank after rank cost O(N²): 512 ranks spent most of the job's CPU time in `copy_page_range`
+//! and the faults after it. The price: no parent-death signal (`PR_SET_PDEATHSIG` must be asked
+//! for by the child itself), so a rank started in the instant before psyrun tells the watchdog
+//! its group, and psyrun dies just then, is not killed.
+//!
+//! A bound rank inherits its CPU affinity from the thread that starts it: that thread takes the
+//! rank's mask (computed by psyrun, see [`crate::binding`]) for the moment of the spawn and then
+//! gets its own back, so the program runs bound from its first instruction, and so does
+//! everything it starts.
 
 use crate::binding::CpuSet;
 use crate::output::Stream;
@@ -40,8 +45,8 @@ pub struct RankCommand {
 }
 
 /// The command that starts one rank: `program args...` with psyrun's environment plus the
-/// rank's, stdin from /dev/null, stdout and stderr piped to psyrun, in a new process group, with
-/// SIGKILL as its parent-death signal, and bound to its CPUs if it has any.
+/// rank's, stdin from /dev/null, stdout and stderr piped to psyrun, in a new process group.
+/// Binding is [`spawn`]'s.
 pub fn command(rank: &RankCommand) -> Command {
     let mut cmd = Command::new(&rank.program);
     cmd.args(&rank.args)
@@ -53,62 +58,71 @@ pub fn command(rank: &RankCommand) -> Command {
     if let Some(dir) = &rank.cwd {
         cmd.current_dir(dir);
     }
-    // pid_t is i32 on Linux; process ids always fit.
-    let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
-    // Built here, in the parent: the child may not allocate between fork and exec.
-    let mask: Option<Vec<libc::c_ulong>> = rank.cpus.as_ref().map(CpuSet::to_mask);
-    let hook = move || -> io::Result<()> {
-        if let Some(mask) = &mask {
-            // SAFETY: sched_setaffinity(0, len, mask) reads `len` bytes from `mask`, which is
-            // a live Vec of exactly that many bytes; pid 0 is this (child) process. It is a
-            // plain system call, async-signal-safe.
-            let set = unsafe {
-                libc::syscall(
-                    libc::SYS_sched_setaffinity,
-                    0 as libc::c_long,
-                    std::mem::size_of_val(mask.as_slice()),
-                    mask.as_ptr(),
-                )
-            };
-            if set == -1 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        // SAFETY: prctl(PR_SET_PDEATHSIG, sig) takes plain integers and touches no memory of
-        // ours; the unused arguments are passed as zero as the man page asks.
-        let set = unsafe {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            )
-        };
-        if set == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        // If psyrun died between fork and prctl, the death signal will never come: the child
-        // has been re-parented already. Give up rather than run unsupervised.
-        // SAFETY: getppid has no preconditions and cannot fail.
-        if unsafe { libc::getppid() } != parent {
-            return Err(io::Error::from_raw_os_error(libc::ESRCH));
-        }
-        Ok(())
-    };
-    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe calls
-    // are allowed. It makes at most three system calls (sched_setaffinity, prctl, getppid),
-    // reads a mask allocated before the fork, builds io::Errors from errno values without
-    // allocating, takes no lock and touches no shared state.
-    unsafe {
-        cmd.pre_exec(hook);
-    }
     cmd
 }
 
-/// Starts one rank (see [`command`]).
+/// Starts one rank (see [`command`]), bound to its CPUs if it has any.
 pub fn spawn(rank: &RankCommand) -> io::Result<Child> {
+    let _bound = rank.cpus.as_ref().map(ThreadMask::take).transpose()?;
     command(rank).spawn()
+}
+
+/// The calling thread's CPU affinity, replaced by a rank's for as long as this lives (a child
+/// started meanwhile inherits it), and given back on drop.
+struct ThreadMask {
+    saved: Vec<libc::c_ulong>,
+}
+
+/// Words of an affinity mask read back: 8,192 CPUs.
+const MASK_WORDS: usize = 128;
+
+/// `sched_setaffinity` of the calling thread (pid 0) to `mask`.
+fn set_thread_mask(mask: &[libc::c_ulong]) -> io::Result<()> {
+    // SAFETY: sched_setaffinity(0, len, mask) reads `len` bytes from `mask`, a live slice of
+    // exactly that many bytes; pid 0 is the calling thread.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setaffinity,
+            0 as libc::c_long,
+            std::mem::size_of_val(mask),
+            mask.as_ptr(),
+        )
+    };
+    if set == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl ThreadMask {
+    fn take(cpus: &CpuSet) -> io::Result<ThreadMask> {
+        let mut saved = vec![0 as libc::c_ulong; MASK_WORDS];
+        // SAFETY: sched_getaffinity(0, len, mask) writes at most `len` bytes into `saved`, a
+        // live Vec of exactly that many bytes, and returns how many it wrote.
+        let got = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getaffinity,
+                0 as libc::c_long,
+                std::mem::size_of_val(saved.as_slice()),
+                saved.as_mut_ptr(),
+            )
+        };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let words = (got as usize).div_ceil(std::mem::size_of::<libc::c_ulong>());
+        saved.truncate(words.max(1));
+        set_thread_mask(&cpus.to_mask())?;
+        Ok(ThreadMask { saved })
+    }
+}
+
+impl Drop for ThreadMask {
+    fn drop(&mut self) {
+        // It was this thread's mask a moment ago: setting it again cannot fail for a reason
+        // worth stopping psyrun for.
+        let _ = set_thread_mask(&self.saved);
+    }
 }
 
 /// Stack size of psyrun's helper threads (they only copy bytes or wait for a process).
@@ -145,9 +159,8 @@ pub struct Watched {
 /// Local ranks and an agent's ranks are started through this one function; only their sinks
 /// differ (the console and files, or frames to psyrun).
 ///
-/// The process is forked on the calling thread, so its parent-death signal is tied to that
-/// thread. If a helper thread cannot be started, the rank's process group is killed and the
-/// error returned.
+/// If a helper thread cannot be started, the rank's process group is killed and the error
+/// returned.
 pub fn spawn_watched(
     rank: usize,
     command: &RankCommand,

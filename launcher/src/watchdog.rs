@@ -1,9 +1,10 @@
 //! The watchdog: a small process that outlives psyrun (or an agent) to kill the ranks' process
 //! groups when psyrun dies without doing it itself (SIGKILL, a crash, the OOM killer).
 //!
-//! A rank's parent-death signal (see [`crate::spawn`]) reaches the rank alone: a process the rank
-//! started (`sh -c 'sleep 1000 & wait'`) stays in the rank's process group but is re-parented
-//! and keeps running. So before starting ranks, psyrun forks a watchdog that holds the read end
+//! Ranks have no parent-death signal (they are started with `posix_spawn`, see
+//! [`crate::spawn`]), and one would reach the rank alone: a process the rank started
+//! (`sh -c 'sleep 1000 & wait'`) stays in the rank's process group but is re-parented and keeps
+//! running. So before starting ranks, psyrun forks a watchdog that holds the read end
 //! of a pipe whose write end only psyrun has (close-on-exec, so no rank inherits it). psyrun
 //! tells it each rank's process group as it starts the rank. When the pipe ends without psyrun
 //! having disarmed it (psyrun died, however), the watchdog sends SIGKILL to every group it was
@@ -64,8 +65,8 @@ impl Watchdog {
     }
 
     /// Tells the watchdog about the process group `pgid` (a rank's pid). A group id that does
-    /// not fit, or a watchdog that is gone, is ignored: the rank still has its parent-death
-    /// signal.
+    /// not fit, or a watchdog that is gone, is ignored (psyrun still stops the group itself
+    /// unless it is killed).
     pub fn watch(&mut self, pgid: u32) {
         if let Ok(g) = i32::try_from(pgid) {
             if g > 1 {

@@ -4,14 +4,65 @@
 use super::Store;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// A [`Store`] in memory; share it between threads with an `Arc`.
+///
+/// A get waits for exactly the keys it asks for: each waiting get counts the keys it still
+/// misses, a set counts down the gets that wait for its key, and wakes a get only when nothing
+/// it asked for is missing. So N ranks each reading every rank's address cost N wake-ups, not
+/// N² (every set waking every waiter, as one shared condition variable would).
 #[derive(Default)]
 pub struct MemoryStore {
-    map: Mutex<HashMap<String, Vec<u8>>>,
-    changed: Condvar,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    map: HashMap<String, Vec<u8>>,
+    /// The gets waiting for each key not set yet.
+    waiting: HashMap<String, Vec<Arc<Waiter>>>,
+}
+
+/// One waiting get: how many of its keys are still missing (under the store's lock), and where
+/// it sleeps.
+#[derive(Default)]
+struct Waiter {
+    missing: std::sync::atomic::AtomicUsize,
+    wake: Condvar,
+}
+
+impl State {
+    /// Sets `key` and counts down the gets waiting for it, waking those it completes.
+    fn put(&mut self, key: &str, value: Vec<u8>) {
+        self.map.insert(key.to_string(), value);
+        for waiter in self.waiting.remove(key).unwrap_or_default() {
+            use std::sync::atomic::Ordering::Relaxed;
+            if waiter.missing.fetch_sub(1, Relaxed) == 1 {
+                waiter.wake.notify_one();
+            }
+        }
+    }
+
+    /// Stops waiting for `keys` on behalf of `waiter` (it timed out).
+    fn forget(&mut self, keys: &[String], waiter: &Arc<Waiter>) {
+        for key in keys {
+            if let Some(list) = self.waiting.get_mut(key) {
+                list.retain(|w| !Arc::ptr_eq(w, waiter));
+                if list.is_empty() {
+                    self.waiting.remove(key);
+                }
+            }
+        }
+    }
+}
+
+fn poisoned() -> Error {
+    Error::new(
+        ErrorKind::Bootstrap,
+        "the store's lock was poisoned by a panic",
+    )
 }
 
 impl MemoryStore {
@@ -20,52 +71,71 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, HashMap<String, Vec<u8>>>> {
-        self.map.lock().map_err(|_| {
-            Error::new(
-                ErrorKind::Bootstrap,
-                "the store's lock was poisoned by a panic",
-            )
-        })
+    fn lock(&self) -> Result<MutexGuard<'_, State>> {
+        self.state.lock().map_err(|_| poisoned())
     }
 }
 
 impl Store for MemoryStore {
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.lock()?.insert(key.to_string(), value.to_vec());
-        self.changed.notify_all();
+        self.lock()?.put(key, value.to_vec());
         Ok(())
     }
 
     fn get(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
-        let mut map = self.lock()?;
-        loop {
-            if let Some(v) = map.get(key) {
-                return Ok(v.clone());
+        let mut values = self.get_many(&[key.to_string()], deadline)?;
+        Ok(values.pop().unwrap_or_default())
+    }
+
+    fn get_many(&self, keys: &[String], deadline: Instant) -> Result<Vec<Vec<u8>>> {
+        let mut state = self.lock()?;
+        let missing: Vec<String> = keys
+            .iter()
+            .filter(|k| !state.map.contains_key(*k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let waiter = Arc::new(Waiter::default());
+            waiter
+                .missing
+                .store(missing.len(), std::sync::atomic::Ordering::Relaxed);
+            for key in &missing {
+                state
+                    .waiting
+                    .entry(key.clone())
+                    .or_default()
+                    .push(waiter.clone());
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("store key `{key}` was not set in time: a rank did not start or is stuck before joining (raise PSY_TIMEOUT if start-up is slow)"),
-                ));
+            while waiter.missing.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                let now = Instant::now();
+                if now >= deadline {
+                    state.forget(&missing, &waiter);
+                    let key = missing
+                        .iter()
+                        .find(|k| !state.map.contains_key(*k))
+                        .unwrap_or(&missing[0]);
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!("store key `{key}` was not set in time: a rank did not start or is stuck before joining (raise PSY_TIMEOUT if start-up is slow)"),
+                    ));
+                }
+                state = waiter
+                    .wake
+                    .wait_timeout(state, deadline - now)
+                    .map_err(|_| poisoned())?
+                    .0;
             }
-            map = self
-                .changed
-                .wait_timeout(map, deadline - now)
-                .map_err(|_| {
-                    Error::new(
-                        ErrorKind::Bootstrap,
-                        "the store's lock was poisoned by a panic",
-                    )
-                })?
-                .0;
         }
+        Ok(keys
+            .iter()
+            .map(|k| state.map.get(k).cloned().unwrap_or_default())
+            .collect())
     }
 
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
-        let mut map = self.lock()?;
-        let old = map
+        let mut state = self.lock()?;
+        let old = state
+            .map
             .get(key)
             .map(|v| {
                 std::str::from_utf8(v)
@@ -78,19 +148,17 @@ impl Store for MemoryStore {
             .transpose()?
             .unwrap_or(0);
         let new = old.wrapping_add(delta);
-        map.insert(key.to_string(), new.to_string().into_bytes());
-        self.changed.notify_all();
+        state.put(key, new.to_string().into_bytes());
         Ok(new)
     }
 
     fn set_once(&self, key: &str, value: &[u8]) -> Result<Vec<u8>> {
-        let mut map = self.lock()?;
-        let held = map
-            .entry(key.to_string())
-            .or_insert_with(|| value.to_vec())
-            .clone();
-        self.changed.notify_all();
-        Ok(held)
+        let mut state = self.lock()?;
+        if let Some(held) = state.map.get(key) {
+            return Ok(held.clone());
+        }
+        state.put(key, value.to_vec());
+        Ok(value.to_vec())
     }
 
     /// In one process there is no connection to end: `key` keeps `value`.
@@ -121,5 +189,43 @@ mod tests {
         assert_eq!(s.set_once("once", b"first").unwrap(), b"first");
         assert_eq!(s.set_once("once", b"second").unwrap(), b"first");
         assert_eq!(s.get("once", Instant::now()).unwrap(), b"first");
+    }
+
+    #[test]
+    fn many_gets_of_many_keys_each_complete_once_all_their_keys_are_set() {
+        let s = Arc::new(MemoryStore::new());
+        let keys: Vec<String> = (0..20).map(|i| format!("addr/{i}")).collect();
+        let readers: Vec<_> = (0..20)
+            .map(|_| {
+                let (s, keys) = (s.clone(), keys.clone());
+                std::thread::spawn(move || {
+                    s.get_many(&keys, Instant::now() + Duration::from_secs(10))
+                })
+            })
+            .collect();
+        for (i, key) in keys.iter().enumerate().rev() {
+            s.set(key, format!("v{i}").as_bytes()).unwrap();
+        }
+        let want: Vec<Vec<u8>> = (0..20).map(|i| format!("v{i}").into_bytes()).collect();
+        for r in readers {
+            assert_eq!(r.join().unwrap().unwrap(), want);
+        }
+        assert!(s.lock().unwrap().waiting.is_empty());
+    }
+
+    #[test]
+    fn a_get_that_timed_out_names_a_missing_key_and_stops_waiting() {
+        let s = MemoryStore::new();
+        s.set("a", b"1").unwrap();
+        let keys = ["a", "b", "c"].map(String::from);
+        let e = s
+            .get_many(&keys, Instant::now() + Duration::from_millis(20))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(e.to_string().contains("`b`"), "{e}");
+        assert!(s.lock().unwrap().waiting.is_empty());
+        s.set("b", b"2").unwrap();
+        s.set("c", b"3").unwrap();
+        assert_eq!(s.get_many(&keys, Instant::now()).unwrap()[2], b"3");
     }
 }

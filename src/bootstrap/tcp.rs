@@ -193,10 +193,9 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>>
         }
         OP_SET_ONCE => table.set_once(key, val),
         OP_GET_MANY => {
-            let deadline = deadline_in(val)?;
+            let keys: Vec<String> = key.split('\n').map(String::from).collect();
             let mut reply = Vec::new();
-            for key in key.split('\n') {
-                let value = table.get(key, deadline)?;
+            for value in table.get_many(&keys, deadline_in(val)?)? {
                 reply.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 reply.extend_from_slice(&value);
             }

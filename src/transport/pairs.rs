@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 pub const CONNECT: &str = "PSY_CONNECT";
 
 /// Groups of more ranks than this connect lazily under [`ConnectPolicy::Auto`].
-pub const LAZY_ABOVE: usize = 64;
+pub const LAZY_ABOVE: usize = 16;
 
 /// When a group connects its pairs (`PSY_CONNECT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

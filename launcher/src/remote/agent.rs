@@ -319,7 +319,7 @@ impl Agent {
         let specs: Vec<u32> = job.ranks.iter().map(|r| r.rank).collect();
         match Watchdog::start(specs.len()) {
             Ok(w) => self.watchdog = Some(w),
-            // The ranks still die with the agent (parent-death signal); their children may not.
+            // The ranks then outlive an agent that is killed (SIGKILL) instead of stopping them.
             Err(e) => eprintln!("psyrun agent: cannot start its watchdog process: {e}"),
         }
         for (command, rank) in std::mem::take(&mut self.commands).iter().zip(specs) {

@@ -9,6 +9,9 @@
 #
 #   scripts/scale-bench.sh A_TARGET_DIR B_TARGET_DIR OUT [RANKS...]     (default 64 128 256 512)
 #
+# PROBE=1 adds OUT/ranks.csv: per build and rank count, the median and largest over the ranks of
+# a rank's open descriptors, sockets and peak resident set (scripts/scale-probe.sh).
+#
 # Each TARGET_DIR must hold release builds of psyrun and examples/allreduce
 # (`cargo build --release -p psyrun && cargo build --release --example allreduce`). ROUNDS
 # (default 3).
@@ -43,3 +46,24 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/run.txt"
+# PROBE=1: one more job per build and rank count, each rank run under scripts/scale-probe.sh,
+# for what a rank holds (descriptors, sockets, peak resident set); slower, so not timed.
+if [ "${PROBE:-0}" = 1 ]; then
+  ranks_csv="$out/ranks.csv"
+  echo "build,ranks,median_fds,max_fds,median_sockets,max_sockets,median_hwm_kib,max_hwm_kib" > "$ranks_csv"
+  for n in "${ranks[@]}"; do
+    for side in A B; do
+      dir=$a
+      [ "$side" = B ] && dir=$b
+      probe=$(mktemp -d)
+      PROBE_DIR=$probe timeout 600 "$dir/psyrun" -n "$n" -x PROBE_DIR scripts/scale-probe.sh \
+        "$dir/examples/allreduce" 1 >/dev/null 2>"$errors" || { echo "probe $side $n failed" >&2; tail -5 "$errors" >&2; }
+      cat "$probe"/* | python3 -c '
+import sys, statistics as st
+rows = [list(map(int, l.split(",")[1:])) for l in sys.stdin if l.strip()]
+cols = list(zip(*rows))
+print(",".join(f"{st.median(c):g},{max(c)}" for c in cols))' | sed "s/^/$side,$n,/" | tee -a "$ranks_csv"
+      rm -rf "$probe"
+    done
+  done
+fi

@@ -235,7 +235,7 @@ fn summarise(console: &Console, ends: &[AttemptEnd], max_restarts: usize) {
     }
 }
 
-/// The summary's lines (see [`summarise`]).
+/// The summary's lines (what `summarise` prints).
 pub fn summary(ends: &[AttemptEnd], max_restarts: usize) -> Vec<String> {
     let restarts = ends.len().saturating_sub(1);
     let mut lines = vec![format!(

@@ -41,7 +41,7 @@ pub enum ConnectPolicy {
     Eager,
     /// Each pair when a call first needs it: a group connects only what its calls use.
     Lazy,
-    /// Eager up to [`LAZY_ABOVE`] ranks, lazy above (the default).
+    /// Eager up to 16 ranks, lazy above (the default).
     Auto,
 }
 

@@ -3,7 +3,7 @@
 use super::header;
 use super::Links;
 use crate::error::Error;
-use std::io::IoSlice;
+use crate::transport::send_and_close;
 use std::time::{Duration, Instant};
 
 /// Tells every peer that this rank failed with `err` (where the outgoing stream is at a message
@@ -12,11 +12,15 @@ use std::time::{Duration, Instant};
 /// blocked writing to this rank finishes its write and reaches the abort notice or end of stream.
 pub fn abort_links(links: &mut Links, err: &Error, drain: Duration) {
     let reason = err.message().as_bytes();
-    let hdr = header::encode_abort(err.kind(), reason.len() as u64);
+    let notice = [
+        &header::encode_abort(err.kind(), reason.len() as u64)[..],
+        reason,
+    ]
+    .concat();
     // Links the accept thread connected meanwhile hear it too, and so do later ones.
     let _ = links.adopt_arrived();
     if let Some(connector) = &links.connector {
-        connector.give_up([&hdr[..], reason].concat());
+        connector.give_up(notice.clone());
     }
     let give_up = Instant::now() + Duration::from_millis(500);
     for (peer, link) in links.links.iter_mut().enumerate() {
@@ -25,22 +29,7 @@ pub fn abort_links(links: &mut Links, err: &Error, drain: Duration) {
             link.close_write();
             continue;
         }
-        let mut sent = 0;
-        let total = hdr.len() + reason.len();
-        while sent < total && Instant::now() < give_up {
-            let (h, r) = if sent < hdr.len() {
-                (&hdr[sent..], reason)
-            } else {
-                (&hdr[..0], &reason[sent - hdr.len()..])
-            };
-            match link.write_some(&[IoSlice::new(h), IoSlice::new(r)]) {
-                Ok(n) if n > 0 => sent += n,
-                Ok(_) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(_) => break,
-            }
-        }
-        link.close_write();
+        send_and_close(&mut **link, &notice, give_up);
     }
     let mut taken: Vec<_> = links.links.iter_mut().filter_map(Option::take).collect();
     let _ = std::thread::Builder::new()

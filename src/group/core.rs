@@ -275,8 +275,6 @@ impl Core {
         let _ = self.losses.set(report);
     }
 
-    /// The transports of this rank's links, deduplicated and sorted (`shm`, `tcp`, `shm+tcp`;
-    /// `self` for a world of one).
     /// The peers this rank has a link to (not counting links that arrived since its last call).
     pub(crate) fn connected_peers(&self) -> Vec<usize> {
         let Ok(comm) = self.lock() else {
@@ -288,6 +286,8 @@ impl Core {
             .collect()
     }
 
+    /// The transports of this rank's links, deduplicated and sorted (`shm`, `tcp`, `shm+tcp`;
+    /// `self` for a world of one).
     pub(crate) fn transports(&self) -> String {
         let Ok(comm) = self.lock() else {
             return "?".into();
@@ -391,7 +391,7 @@ impl Core {
                     k: *flat_seq,
                     buf,
                 };
-                self.execute(wire, Some(board), *flat_seq + 1, desc(seq), engine)
+                self.execute(wire, Some((board, *flat_seq + 1)), desc(seq), engine)
                     .map(|()| true)
             }
             _ => {
@@ -408,7 +408,7 @@ impl Core {
                     buf: view,
                     memory,
                 };
-                self.execute(wire, board.as_ref(), *flat_seq + 1, desc(seq), engine)
+                self.execute(wire, next_on(board, *flat_seq), desc(seq), engine)
                     .map(|()| true)
             }
         }
@@ -462,7 +462,7 @@ impl Core {
             buf: work,
             memory,
         };
-        self.execute(wire, board.as_ref(), *flat_seq + 1, desc, engine)
+        self.execute(wire, next_on(board, *flat_seq), desc, engine)
     }
 
     /// The in-place all-reduce of shared buffers ([`SharedAllReduce`]); `op` is checked for `T`.
@@ -488,13 +488,13 @@ impl Core {
             ..
         } = &mut *comm;
         // A peer whose slot holds the next flat all-reduce is in that call, not in this one.
-        let next_flat = board.as_ref().map(|b| (b, *flat_seq + 1));
+        let next_flat = next_on(board, *flat_seq);
         let engine = SharedAllReduce {
             mapped,
             op,
             next_flat,
         };
-        self.execute(wire, board.as_ref(), *flat_seq + 1, desc, engine)
+        self.execute(wire, next_flat, desc, engine)
     }
 
     /// The refusal of a call on a poisoned group, if it is.
@@ -505,12 +505,13 @@ impl Core {
     }
 
     /// Runs one call on `engine`: the one place every engine is called from. A poisoned group
-    /// refuses; a failure aborts the links (so the other ranks learn of it) and poisons the group.
+    /// refuses; the pairs the engine uses are connected first; a failure aborts the links (so the
+    /// other ranks learn of it) and poisons the group. `board`: the group's node board and the
+    /// number its next operation would have ([`next_on`]).
     fn execute(
         &self,
         wire: &mut Wire,
-        board: Option<&Board>,
-        next_flat: u64,
+        board: Option<(&Board, u64)>,
         desc: OpDesc,
         engine: impl Engine,
     ) -> Result<()> {
@@ -526,16 +527,22 @@ impl Core {
         };
         let out = wire
             .links
-            .connect_for(&engine, &call, board.map(|b| (b, next_flat)))
+            .connect_for(&engine, &call, board)
             .and_then(|()| engine.run(&call, &mut wire.links));
         if let Err(e) = &out {
             if let (Some(peer), Some(report)) = (e.peer(), self.losses.get()) {
                 report.tell(self.rank, peer);
             }
-            give_up(wire, board, e, self.timeout);
+            give_up(wire, board.map(|(b, _)| b), e, self.timeout);
         }
         out
     }
+}
+
+/// The group's node board, if it has one, with the number the operation after `flat_seq` would
+/// have on it: a peer whose slot holds that one is in a call on the board.
+fn next_on(board: &Option<Board>, flat_seq: u64) -> Option<(&Board, u64)> {
+    board.as_ref().map(|b| (b, flat_seq + 1))
 }
 
 /// After a failure (`err`) or a revoke: tells the peers over the links and on the node board

@@ -21,7 +21,7 @@ use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
 use crate::transport::shm::board::Board;
 use crate::transport::table::{connect_links, Wired, Wiring};
-use crate::transport::tcp::{exchange_addresses, MeshOptions};
+use crate::transport::tcp::{exchange_addresses, AddressOptions};
 use crate::transport::{hostname, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
 use crate::tuning::Tuning;
 use std::net::IpAddr;
@@ -190,7 +190,7 @@ impl Group {
         }
         // Exchange addresses, then, for each peer, the first transport in the table that can
         // connect the pair; pairs connect now or when first needed (`PSY_CONNECT`).
-        let exchanged = exchange_addresses(store, &mesh_options(&options, deadline))?;
+        let exchanged = exchange_addresses(store, &address_options(&options, deadline))?;
         let wiring = Wiring {
             store,
             rank,
@@ -199,7 +199,6 @@ impl Group {
             deadline,
             tunables: &options.transport,
             secret: &options.secret,
-            lazy: options.transport.connect.lazy_for(size),
             timeout: options.timeout,
         };
         let Wired {
@@ -543,8 +542,8 @@ impl Group {
 }
 
 /// What exchanging addresses needs from a group's options.
-fn mesh_options(options: &GroupOptions, deadline: Instant) -> MeshOptions<'_> {
-    MeshOptions {
+fn address_options(options: &GroupOptions, deadline: Instant) -> AddressOptions<'_> {
+    AddressOptions {
         rank: options.rank,
         size: options.size,
         prefix: &options.prefix,

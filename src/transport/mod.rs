@@ -88,6 +88,20 @@ pub trait Link: Send {
     }
 }
 
+/// Writes `bytes` to `link` as far as it takes them by `until` (a notice such as an abort: a
+/// peer that stopped reading gets what fits), then closes the link's sending side.
+pub(crate) fn send_and_close(link: &mut dyn Link, bytes: &[u8], until: std::time::Instant) {
+    let mut sent = 0;
+    while sent < bytes.len() && std::time::Instant::now() < until {
+        match link.write_some(&[io::IoSlice::new(&bytes[sent..])]) {
+            Ok(n) if n > 0 => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+            _ => break,
+        }
+    }
+    link.close_write();
+}
+
 /// The pattern of the messages a link is about to carry, for [`Link::set_traffic`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Traffic {

@@ -19,7 +19,7 @@
 
 use super::table::{self, Formation, Transport, TABLE};
 use super::tcp;
-use super::{Link, PeerInfo, TransportTunables};
+use super::{send_and_close, Link, PeerInfo, TransportTunables};
 use crate::auth::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handshakes::{Handshakes, Log, WINDOW};
@@ -378,7 +378,10 @@ impl Serving {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let arrived = match (notice, arrived) {
-            (Some(notice), Arrived::Link(mut link)) => return send_notice(&mut *link, &notice),
+            (Some(notice), Arrived::Link(mut link)) => {
+                let until = Instant::now() + Duration::from_secs(1);
+                return send_and_close(&mut *link, &notice, until);
+            }
             (_, arrived) => arrived,
         };
         let mut queue = self.arrivals.lock();
@@ -386,22 +389,6 @@ impl Serving {
         self.arrivals.queued.store(queue.len(), Ordering::Release);
         self.arrivals.changed.notify_all();
     }
-}
-
-/// Writes `notice` to `link` (for at most a second) and closes its sending side.
-fn send_notice(link: &mut dyn Link, notice: &[u8]) {
-    let until = Instant::now() + Duration::from_secs(1);
-    let mut sent = 0;
-    while sent < notice.len() && Instant::now() < until {
-        match link.write_some(&[std::io::IoSlice::new(&notice[sent..])]) {
-            Ok(n) if n > 0 => sent += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(1))
-            }
-            _ => break,
-        }
-    }
-    link.close_write();
 }
 
 #[cfg(test)]

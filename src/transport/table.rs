@@ -92,8 +92,6 @@ pub struct Wiring<'a> {
     pub tunables: &'a TransportTunables,
     /// The job secret every connection proves.
     pub secret: &'a Secret,
-    /// Whether pairs connect when a call first needs them rather than now.
-    pub lazy: bool,
     /// How long a pair may take to connect later.
     pub timeout: Duration,
 }
@@ -182,8 +180,10 @@ pub fn connect_links(wiring: &Wiring<'_>, exchanged: Exchanged) -> Result<Wired>
         later: table.iter().map(|t| t.connects_later()).collect(),
         timeout: wiring.timeout,
     };
+    // `PSY_CONNECT`: which pairs wait until a call first needs them.
+    let lazy = wiring.tunables.connect.lazy_for(f.size());
     let now: Vec<usize> = (0..f.size())
-        .filter(|&p| p != f.rank && !(wiring.lazy && setup.connects_later(p)))
+        .filter(|&p| p != f.rank && !(lazy && setup.connects_later(p)))
         .collect();
     let connector = Connector::start(listener, setup, wiring.secret.clone(), addresses)?;
     let mut links: Vec<Option<Box<dyn Link>>> = (0..f.size()).map(|_| None).collect();

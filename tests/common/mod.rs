@@ -164,3 +164,30 @@ pub fn with_ranks<R: Send + 'static>(
 ) -> Vec<R> {
     with_wiring(size, Wiring::Tcp, timeout, f)
 }
+
+/// Three ranks on one host: rank `on_board` makes a small all-reduce (the node board), the others
+/// an all-gather too large for it (a ring over the links). Every rank must fail, and none with a
+/// timeout; returns their errors by rank.
+pub fn board_call_against_a_ring(
+    on_board: usize,
+    tweak: fn(&mut GroupOptions),
+) -> Vec<psyne::Error> {
+    let t = Duration::from_secs(10);
+    let results = try_with_options(3, Wiring::Shm, t, Tuning::default(), tweak, move |g| {
+        let g = g?;
+        if g.rank() == on_board {
+            g.all_reduce(&mut [1.0f32; 16], psyne::ReduceOp::Sum)
+        } else {
+            g.all_gather(&vec![1.0f32; 4096]).map(drop)
+        }
+    });
+    let errors: Vec<psyne::Error> = results
+        .into_iter()
+        .enumerate()
+        .map(|(rank, r)| r.err().unwrap_or_else(|| panic!("rank {rank} returned Ok")))
+        .collect();
+    for (rank, e) in errors.iter().enumerate() {
+        assert_ne!(e.kind(), psyne::ErrorKind::Timeout, "rank {rank}: {e}");
+    }
+    errors
+}

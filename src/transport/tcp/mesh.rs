@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const RECV_BUFFER: usize = 4 << 20;
 
 /// What [`exchange_addresses`] needs to know.
-pub struct MeshOptions<'a> {
+pub struct AddressOptions<'a> {
     /// This rank.
     pub rank: usize,
     /// Ranks in the group.
@@ -105,7 +105,7 @@ pub struct Exchanged {
 
 /// Listens, publishes this rank's address under the options' prefix and reads everyone's in one
 /// request. Connecting pairs is [`dial`]'s and the listener's owner's business.
-pub fn exchange_addresses(store: &dyn Store, opts: &MeshOptions<'_>) -> Result<Exchanged> {
+pub fn exchange_addresses(store: &dyn Store, opts: &AddressOptions<'_>) -> Result<Exchanged> {
     let (listener, me) = listen_and_publish(store, opts)?;
     let (addresses, mut peers): (Vec<SocketAddr>, Vec<PeerInfo>) =
         read_addresses(store, opts)?.into_iter().unzip();
@@ -121,7 +121,7 @@ pub fn exchange_addresses(store: &dyn Store, opts: &MeshOptions<'_>) -> Result<E
 /// allows shared memory) under the group's prefix; returns the listener and this rank's entry.
 fn listen_and_publish(
     store: &dyn Store,
-    opts: &MeshOptions<'_>,
+    opts: &AddressOptions<'_>,
 ) -> Result<(TcpListener, PeerInfo)> {
     let (rank, bind_ip) = (opts.rank, opts.bind_ip);
     let listener = listen(bind_ip, opts.size).map_err(|e| {
@@ -154,7 +154,7 @@ fn listen_and_publish(
 /// request ([`Store::get_many`]).
 fn read_addresses(
     store: &dyn Store,
-    opts: &MeshOptions<'_>,
+    opts: &AddressOptions<'_>,
 ) -> Result<Vec<(SocketAddr, PeerInfo)>> {
     let rank = opts.rank;
     let keys: Vec<String> = (0..opts.size)

@@ -14,7 +14,7 @@ mod mesh;
 
 pub(crate) use link::peer_closed;
 pub use link::{parse_send_buffer, send_buffer_for, TcpLink, SEND_BUFFER_VAR};
-pub use mesh::{dial, exchange_addresses, Exchanged, MeshOptions};
+pub use mesh::{dial, exchange_addresses, AddressOptions, Exchanged};
 
 use crate::error::{Error, Result};
 use crate::transport::table::{Connected, Formation, Pair, Transport};

@@ -87,6 +87,15 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_timeout)]
     pub heartbeat_timeout: Duration,
 
+    /// Reach at most K hosts from here; with more hosts, those K start the agents of the rest and
+    /// relay for them, K each, level by level (a tree launch, like Slurm's TreeWidth). Default
+    /// 32: flat up to 32 hosts, two levels up to 1,056. Over SSH the agents log in onward with
+    /// the keys and known_hosts psyrun would use, at the same paths. Not used under Slurm (srun
+    /// fans out itself).
+    #[arg(long, value_name = "K", default_value_t = crate::remote::tree::DEFAULT_WIDTH,
+        value_parser = parse_tree_width)]
+    pub tree_width: usize,
+
     /// Only check the hosts: connect to each (in parallel), start psyrun's agent there, print a
     /// verdict per host, start no rank. Exit 0 if all answered, else 125.
     #[arg(long)]
@@ -219,6 +228,8 @@ pub struct RemoteArgs {
     pub remote_psyrun: Option<PathBuf>,
     /// `--heartbeat-timeout`.
     pub heartbeat_timeout: Duration,
+    /// `--tree-width`.
+    pub tree_width: usize,
     /// `--check`: only the preflight.
     pub check: bool,
 }
@@ -234,6 +245,7 @@ impl Default for RemoteArgs {
             connect_timeout: None,
             remote_psyrun: None,
             heartbeat_timeout: Duration::from_secs(10),
+            tree_width: crate::remote::tree::DEFAULT_WIDTH,
             check: false,
         }
     }
@@ -570,6 +582,7 @@ impl Launch {
                 connect_timeout: cli.connect_timeout,
                 remote_psyrun: cli.remote_psyrun,
                 heartbeat_timeout: cli.heartbeat_timeout,
+                tree_width: cli.tree_width,
                 check: cli.check,
             },
             max_restarts: cli.max_restarts,
@@ -718,6 +731,18 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     parse_seconds(text, false)
 }
 
+/// `--tree-width`: a whole number of hosts, at least 2.
+fn parse_tree_width(text: &str) -> Result<usize, String> {
+    let min = crate::remote::tree::MIN_WIDTH;
+    match text.parse::<usize>() {
+        Ok(k) if k >= min => Ok(k),
+        _ => Err(format!(
+            "{text:?} is not a tree width: give a number of hosts, at least {min} (a large one, \
+             such as 100000, makes the launch flat)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,6 +750,18 @@ mod tests {
 
     fn parse(line: &str) -> Result<Launch, ArgsError> {
         Launch::parse_from(std::iter::once("psyrun").chain(line.split_whitespace()))
+    }
+
+    #[test]
+    fn the_tree_width_is_a_number_of_at_least_two() {
+        let l = parse("-n 2 true").unwrap();
+        assert_eq!(l.remote.tree_width, crate::remote::tree::DEFAULT_WIDTH);
+        let l = parse("--tree-width 4 -n 2 true").unwrap();
+        assert_eq!(l.remote.tree_width, 4);
+        for bad in ["1", "0", "x"] {
+            let e = err(&format!("--tree-width {bad} -n 2 true"));
+            assert!(e.contains("tree width"), "{e}");
+        }
     }
 
     fn err(line: &str) -> String {

@@ -133,6 +133,7 @@ fn preflight_settings(r: &RemoteArgs, launcher: LauncherKind) -> Result<Prefligh
         },
         remote_psyrun,
         heartbeat_timeout: r.heartbeat_timeout,
+        tree_width: r.tree_width,
     })
 }
 

@@ -214,13 +214,17 @@ pub fn describe_hosts(
         summary: format!("{} on {}", count(world, "rank"), count(hosts.len(), "host")),
         ..Listing::default()
     };
-    for h in hosts.iter() {
+    let parents = crate::remote::tree::parents(hosts.len(), settings.width());
+    for (h, parent) in hosts.iter().zip(parents) {
         let slots = h.slots.map_or_else(
             || format!("its cores (assumed {cores}, like this machine, until connected)"),
             |s| s.to_string(),
         );
+        let by = parent
+            .and_then(|p| hosts.hosts().get(p))
+            .map_or_else(String::new, |p| format!("from {}'s agent: ", p.name));
         listing.notes.push(format!(
-            "host {}: slots {slots}; {}",
+            "host {}: slots {slots}; {by}{}",
             h.name,
             preflight::describe_route(h, settings)
         ));

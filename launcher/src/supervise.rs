@@ -624,7 +624,15 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                 lost.push(r.rank);
             }
         }
-        if lost.is_empty() || !self.accepting_causes() {
+        if lost.is_empty() {
+            return;
+        }
+        if !self.accepting_causes() {
+            // Hosts lost with one already blamed (the hosts a lost relay reached, say).
+            self.console.message(&format!(
+                "also lost the link to host {host} ({why}) with {} running there",
+                count(lost.len())
+            ));
             return;
         }
         if self.go_on && self.phase == Phase::Running && self.running().next().is_some() {

@@ -368,3 +368,66 @@ fn map_by_node_deals_ranks_round_robin_across_hosts() {
         assert!(done.stdout.contains(line), "{line:?} in:\n{}", done.stdout);
     }
 }
+
+const SEVEN_HOSTS: &str = "a:1,b:1,c:1,d:1,e:1,f:1,g:1";
+
+#[test]
+fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
+    // Width 2 over 7 hosts: a and b are reached from psyrun; a reaches c and d, b reaches f and
+    // g, and c reaches e (three levels).
+    let dir = TempDir::new("hl-tree");
+    let check = run(
+        local(&dir, &["--tree-width", "2", "-H", SEVEN_HOSTS, "--check"]),
+        &dir,
+    );
+    assert_eq!(check.code(), Some(0), "{}", check.stderr);
+    for (host, via) in [("c", "a"), ("d", "a"), ("e", "c"), ("f", "b"), ("g", "b")] {
+        let line = format!("{host}: ok (local through {via},");
+        assert!(
+            check.stderr.contains(&line),
+            "{line:?} in:\n{}",
+            check.stderr
+        );
+    }
+    let done = run(
+        local(
+            &dir,
+            &[
+                "--tree-width",
+                "2",
+                "-H",
+                SEVEN_HOSTS,
+                "-n",
+                "7",
+                "--tag-output",
+                psyne_check(),
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    for (rank, host) in ["a", "b", "c", "d", "e", "f", "g"].iter().enumerate() {
+        let line = format!("[{host}][{rank}] rank {rank}/7: every collective");
+        assert!(done.stdout.contains(&line), "{line:?} in:\n{}", done.stdout);
+    }
+    // Rank 4 runs on e, two relays away: its exit code is psyrun's, and it is named.
+    let failed = run(
+        local(
+            &dir,
+            &[
+                "--tree-width",
+                "2",
+                "-H",
+                SEVEN_HOSTS,
+                "-n",
+                "7",
+                "sh",
+                "-c",
+                "[ $PSY_RANK = 4 ] && exit 3; sleep 30",
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(failed.code(), Some(3), "{}", failed.stderr);
+    assert!(failed.stderr.contains("rank 4 on e"), "{}", failed.stderr);
+}

@@ -134,6 +134,101 @@ fn eight_ranks_on_four_hosts_run_every_collective_right() {
     assert_every_rank_checked_out(&done.stdout);
 }
 
+/// Seven hosts, two ranks each: at `--tree-width 2`, psyh1 and psyh2 are reached from psyrun,
+/// psyh1 reaches psyh3 and psyh4, psyh2 reaches psyh6 and psyh7, and psyh3 reaches psyh5.
+const SEVEN_HOSTS: &str = "psyh1:2,psyh2:2,psyh3:2,psyh4:2,psyh5:2,psyh6:2,psyh7:2";
+
+#[test]
+fn a_tree_launch_over_ssh_runs_every_collective_and_names_each_route() {
+    let Some(c) = Cluster::up(7, "tree") else {
+        return;
+    };
+    let dir = TempDir::new("mh-tree");
+    let tree = ["--tree-width", "2", "-H", SEVEN_HOSTS];
+    let mut args = tree.to_vec();
+    args.push("--check");
+    let check = common::run(c.psyrun(&dir, &args), &dir);
+    assert_eq!(check.code(), Some(0), "{}", check.stderr);
+    for (host, via) in [(3, 1), (4, 1), (5, 3), (6, 2), (7, 2)] {
+        let line = format!(
+            "psyh{host}: ok (ssh root@10.213.0.{}:22 through psyh{via},",
+            10 + host
+        );
+        assert!(
+            check.stderr.contains(&line),
+            "{line:?} in:\n{}",
+            check.stderr
+        );
+    }
+    let mut args = tree.to_vec();
+    args.extend(["-n", "14", "--tag-output", psyne_check()]);
+    let done = common::run(c.psyrun(&dir, &args), &dir);
+    assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    for rank in 0..14 {
+        let line = format!(
+            "[psyh{}][{rank}] rank {rank}/14: every collective",
+            rank / 2 + 1
+        );
+        assert!(
+            done.stdout.contains(&line),
+            "missing {line:?} in:\n{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
+fn a_lost_relay_fails_the_job_naming_the_hosts_below_it_and_nothing_is_left() {
+    let Some(c) = Cluster::up(7, "relay") else {
+        return;
+    };
+    let dir = TempDir::new("mh-relay");
+    let body = format!("{RECORD_PID}; exec sleep 60");
+    let args = [
+        "--tree-width",
+        "2",
+        "-H",
+        SEVEN_HOSTS,
+        "-n",
+        "14",
+        "-x",
+        "D",
+        "--grace",
+        "1",
+        "--heartbeat-timeout",
+        "3",
+        "sh",
+        "-c",
+        &body,
+    ];
+    let job = Job::start(c.psyrun(&dir, &args), &dir);
+    let pids = wait_for_pids(&dir, 14);
+    let t0 = Instant::now();
+    // psyh2 relays for psyh6 and psyh7.
+    for pid in c.sshd_pids(2) {
+        // SAFETY: kill takes plain integers; these are the sshd processes of our own test host
+        // (its pid file and the sshd children under it).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let done = job.wait(Duration::from_secs(30));
+    assert_eq!(done.code(), Some(125), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("lost the link to host psyh2"),
+        "{}",
+        done.stderr
+    );
+    for below in ["psyh6", "psyh7"] {
+        let line = format!("lost the link to host {below} (lost with psyh2, which relayed for it");
+        assert!(done.stderr.contains(&line), "{line:?} in:\n{}", done.stderr);
+    }
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    all_gone(
+        &pids,
+        Duration::from_secs(15),
+        "every rank, those below psyh2 too, to end",
+    );
+}
+
 #[test]
 fn a_rank_killed_on_one_host_restarts_the_job_on_every_host() {
     let Some(c) = Cluster::up(4, "restart") else {

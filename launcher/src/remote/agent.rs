@@ -14,6 +14,7 @@
 //! the job's grace period, SIGKILL), remove the job's shared memory on this host, and exit. So a
 //! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
 
+use super::relay::{self, ReachOrder, Relay};
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
@@ -29,7 +30,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often each side says it is alive.
@@ -38,18 +39,22 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// Silence after which a link counts as lost, unless the job says otherwise.
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a relaying agent that finished waits for the hosts below it, beyond their output
+/// drain, before it says Done itself.
+const RELAY_FINISH: Duration = Duration::from_secs(5);
+
 /// The hidden flag that makes psyrun an agent.
 pub const AGENT_FLAG: &str = "--agent";
 
 /// The agent's stdout, where frames go: one writer at a time, and once broken, broken for good.
-struct Out {
+pub(crate) struct Out {
     file: Mutex<File>,
     broken: AtomicBool,
 }
 
 impl Out {
     /// Writes one frame; false if the link is gone.
-    fn send(&self, msg: &FromAgent) -> bool {
+    pub(crate) fn send(&self, msg: &FromAgent) -> bool {
         if self.broken.load(Ordering::Relaxed) {
             return false;
         }
@@ -101,9 +106,11 @@ pub fn main() -> u8 {
     }
     let (tx, rx) = mpsc::channel();
     let timeout_ms = Arc::new(AtomicU64::new(DEFAULT_HEARTBEAT_TIMEOUT.as_millis() as u64));
+    let relay = Arc::new(OnceLock::new());
     let started = helper_thread("psyrun-agent-in", {
-        let (tx, timeout_ms) = (tx.clone(), timeout_ms.clone());
-        move || read_stdin(&tx, &timeout_ms)
+        let (tx, timeout_ms, relay, out) =
+            (tx.clone(), timeout_ms.clone(), relay.clone(), out.clone());
+        move || read_stdin(&tx, &timeout_ms, &relay, &out)
     })
     .and_then(|_| {
         helper_thread("psyrun-agent-ping", {
@@ -129,12 +136,17 @@ pub fn main() -> u8 {
         ranks: Vec::new(),
         streams: 0,
         watchdog: None,
+        relay,
     };
     agent.run()
 }
 
-/// Reads frames from stdin, with the heartbeat deadline, until the link ends.
-fn read_stdin(tx: &Sender<Input>, timeout_ms: &AtomicU64) {
+/// The agent's relaying role, once psyrun asks for it.
+type RelaySlot = Arc<OnceLock<Arc<Relay>>>;
+
+/// Reads frames from stdin, with the heartbeat deadline, until the link ends. Relaying is done
+/// here, so messages pass down while the main loop is busy (stopping ranks, say).
+fn read_stdin(tx: &Sender<Input>, timeout_ms: &AtomicU64, relay: &RelaySlot, out: &Arc<Out>) {
     let stdin = std::io::stdin();
     let fd = stdin.as_fd().as_raw_fd();
     let mut reader = FrameReader::new();
@@ -162,6 +174,24 @@ fn read_stdin(tx: &Sender<Input>, timeout_ms: &AtomicU64) {
             match reader.next_frame() {
                 Ok(Some(body)) => match ToAgent::decode(&body) {
                     Ok(ToAgent::Ping) => {}
+                    Ok(ToAgent::Reach {
+                        width,
+                        heartbeat_timeout_ms,
+                        remote_psyrun,
+                        hosts,
+                    }) => {
+                        let order = ReachOrder {
+                            width: width as usize,
+                            heartbeat_timeout: Duration::from_millis(heartbeat_timeout_ms.max(1)),
+                            remote_psyrun: relay::path_of(&remote_psyrun),
+                            hosts,
+                        };
+                        relay.get_or_init(|| Relay::start(order, out.clone()));
+                    }
+                    Ok(ToAgent::Relay { host, body }) => match relay.get() {
+                        Some(r) => r.pass_down(host, body),
+                        None => eprintln!("psyrun agent: a message to relay before any Reach"),
+                    },
                     Ok(msg) => {
                         if tx.send(Input::Msg(msg)).is_err() {
                             return;
@@ -207,6 +237,8 @@ struct Agent {
     streams: usize,
     /// Kills the ranks' process groups if the agent dies first (started with the ranks).
     watchdog: Option<Watchdog>,
+    /// The hosts this agent relays for (a tree launch), once psyrun asked.
+    relay: RelaySlot,
 }
 
 impl Agent {
@@ -239,7 +271,7 @@ impl Agent {
                     }
                 }
                 Input::Msg(ToAgent::Finish) => return self.finish(),
-                Input::Msg(ToAgent::Ping) => {}
+                Input::Msg(ToAgent::Ping | ToAgent::Reach { .. } | ToAgent::Relay { .. }) => {}
                 Input::Exited { rank, ended } => self.on_exit(rank, ended),
                 Input::Drained => self.streams = self.streams.saturating_sub(1),
                 Input::Lost(why) => return self.lost(&why),
@@ -393,12 +425,19 @@ impl Agent {
         self.pump_until(KILL_WAIT, Agent::all_ended);
         self.pump_until(OUTPUT_DRAIN, |a| a.streams == 0);
         self.clean_shm();
+        if let Some(relay) = self.relay.get() {
+            // The hosts below finish on psyrun's word too; this link carries their Done.
+            relay.wait_closed(OUTPUT_DRAIN + RELAY_FINISH);
+        }
         self.out.send(&FromAgent::Done);
         exit::SUCCESS
     }
 
     /// The link is gone: stop the ranks on our own (SIGTERM, grace, SIGKILL) and exit.
     fn lost(&mut self, why: &str) -> u8 {
+        if let Some(relay) = self.relay.get() {
+            relay.close_all();
+        }
         let running = self.ranks.iter().filter(|r| !r.ended).count();
         if running > 0 {
             eprintln!(

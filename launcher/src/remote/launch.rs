@@ -556,8 +556,10 @@ impl RemoteJob<'_> {
     /// signals and serving the store. The router ends once every link has closed; a link that
     /// hangs is not waited for.
     fn tear_down(self, done: &Receiver<usize>, signals: SignalWatch, store: StoreServer) {
-        for &h in &self.used {
-            self.reached[h].link.send(ToAgent::Finish);
+        // Every host, those without ranks too: a relaying agent's Done waits for the hosts
+        // below it, and their links through it stay open until they are done.
+        for r in &self.reached {
+            r.link.send(ToAgent::Finish);
         }
         let deadline = Instant::now() + OUTPUT_DRAIN + Duration::from_secs(5);
         let mut finished = vec![false; self.names.len()];

@@ -17,8 +17,10 @@ pub mod launch;
 pub mod lines;
 pub mod link;
 pub mod preflight;
+pub mod relay;
 pub mod ssh;
 pub mod ssh_config;
+pub mod tree;
 pub mod wire;
 
 pub use preflight::{LauncherKind, PreflightSettings};

@@ -3,9 +3,10 @@
 //! `psyrun --check` prints the verdicts; a launch goes on only if every host answered.
 
 use super::agent::AGENT_FLAG;
-use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent};
+use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent, Route};
 use super::ssh::{self, SshSettings};
-use super::wire::FromAgent;
+use super::tree;
+use super::wire::{FromAgent, RelayRoute, ToAgent};
 use crate::hosts::{Host, HostList};
 use crate::quote::{command_line, shell_quote};
 use std::ffi::OsString;
@@ -40,6 +41,19 @@ pub struct PreflightSettings {
     pub remote_psyrun: PathBuf,
     /// Silence after which a link counts as lost.
     pub heartbeat_timeout: Duration,
+    /// `--tree-width`: at most this many hosts are reached from any one node ([`tree`]).
+    pub tree_width: usize,
+}
+
+impl PreflightSettings {
+    /// The tree's width: flat under Slurm, which fans out itself.
+    pub fn width(&self) -> usize {
+        if self.launcher == LauncherKind::Slurm {
+            usize::MAX
+        } else {
+            self.tree_width
+        }
+    }
 }
 
 /// A host that answered.
@@ -261,16 +275,20 @@ fn slurm_node_addrs(node: &str) -> Result<Option<(IpAddr, IpAddr)>, String> {
     Ok(Some((peer, local)))
 }
 
-/// Connects to every host in parallel and waits (each host up to its connect timeout plus a
-/// few seconds for the agent to start) for each agent's hello.
+/// Connects to every host in parallel (beyond the tree's width, to the first level, whose agents
+/// reach the rest) and waits (each level up to its connect timeout plus a few seconds for the
+/// agent to start) for each agent's hello.
 pub fn reach_all(hosts: &HostList, s: &PreflightSettings) -> Preflight {
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<HostEvent>();
-    let (opened, limit) = open_all(hosts, s, &tx);
-    // Every agent has this long after the slowest connect timeout to say hello.
-    let deadline = started + limit + Duration::from_secs(10);
-    let mut hellos = Hellos::new(hosts.len(), started, deadline);
-    hellos.collect_links(&opened);
+    let all: Vec<usize> = (0..hosts.len()).collect();
+    let plan = tree::split(&all, s.width());
+    let (opened, limit) = open_all(hosts, s, &plan, &tx);
+    // Every agent has this long after the slowest connect timeout to say hello, per level.
+    let levels = u32::try_from(tree::depth(hosts.len(), s.width()).max(1)).unwrap_or(u32::MAX);
+    let deadline = started + (limit + Duration::from_secs(10)) * levels;
+    let mut hellos = Hellos::new(hosts, started, deadline, &plan, s.width());
+    hellos.collect_links(&opened, plan.len());
     let early = hellos.await_hellos(&rx, s);
     let verdicts = hellos.verdicts(limit);
     // Anything else that arrived early goes back on the channel, in order.
@@ -284,29 +302,43 @@ pub fn reach_all(hosts: &HostList, s: &PreflightSettings) -> Preflight {
     }
 }
 
-/// Starts connecting to every host, one thread per host, each sending its link (or why not) on
-/// the returned channel; also returns the longest connect timeout among the hosts.
+/// Starts connecting to every host of the plan's first level, one thread per host, each sending
+/// its link (or why not) on the returned channel and asking the host to reach its run; also
+/// returns the longest connect timeout among all the hosts.
 fn open_all(
     hosts: &HostList,
     s: &PreflightSettings,
+    plan: &[(usize, Vec<usize>)],
     events: &Sender<HostEvent>,
 ) -> (Receiver<HostOpened>, Duration) {
     let (done_tx, done_rx) = mpsc::channel::<HostOpened>();
-    let mut limit = Duration::ZERO;
-    for (i, host) in hosts.iter().enumerate() {
-        let (host, s, tx, link_tx) = (host.clone(), s.clone(), events.clone(), done_tx.clone());
-        let local = runs_locally(&host, s.launcher);
-        let timeout = if local {
+    let timeout_of = |host: &Host| {
+        if runs_locally(host, s.launcher) {
             Duration::from_secs(5)
         } else {
-            ssh::target(&host, &s.ssh).connect_timeout
-        };
-        limit = limit.max(timeout);
+            ssh::target(host, &s.ssh).connect_timeout
+        }
+    };
+    let limit = hosts.iter().map(timeout_of).max().unwrap_or_default();
+    for (i, run) in plan {
+        let i = *i;
+        let (host, s, tx, link_tx) = (
+            hosts.hosts()[i].clone(),
+            s.clone(),
+            events.clone(),
+            done_tx.clone(),
+        );
+        let local = runs_locally(&host, s.launcher);
+        let route = Route::new(i, &host.name, run);
+        let reach = reach_order(hosts, run, &s);
         let spawned = std::thread::Builder::new()
             .name(format!("psyrun-connect-{i}"))
             .stack_size(512 * 1024)
             .spawn(move || {
-                let result = open(i, &host, &s, local, tx);
+                let result = open(route, &host, &s, local, tx);
+                if let (Ok((link, ..)), Some(reach)) = (&result, reach) {
+                    link.send(reach);
+                }
                 let _ = link_tx.send((i, result));
             });
         if let Err(e) = spawned {
@@ -316,39 +348,128 @@ fn open_all(
     (done_rx, limit)
 }
 
+/// The Reach that asks a host of the first level to reach `run` (none for an empty run).
+fn reach_order(hosts: &HostList, run: &[usize], s: &PreflightSettings) -> Option<ToAgent> {
+    if run.is_empty() {
+        return None;
+    }
+    let below = run
+        .iter()
+        .map(|&h| {
+            let host = &hosts.hosts()[h];
+            tree::relay_host(
+                h,
+                &ssh::target(host, &s.ssh),
+                runs_locally(host, s.launcher),
+            )
+        })
+        .collect();
+    Some(ToAgent::Reach {
+        width: u32::try_from(s.width()).unwrap_or(u32::MAX),
+        heartbeat_timeout_ms: s.heartbeat_timeout.as_millis() as u64,
+        remote_psyrun: super::agent::path_bytes(&s.remote_psyrun),
+        hosts: below,
+    })
+}
+
 /// The preflight's progress, host by host: the links opened, the verdicts reached, and what
 /// each agent said on its stderr before its hello.
 struct Hellos {
     started: Instant,
     deadline: Instant,
+    names: Vec<String>,
+    /// Every host's relaying agent (`None`: reached from here).
+    parents: Vec<Option<usize>>,
+    /// For each host of the first level, the hosts it relays for.
+    runs: Vec<Vec<usize>>,
+    /// Each first-level host's link and addresses, through which the hosts below it are reached.
+    tops: Vec<Option<(AgentLink, Addrs)>>,
     links: Vec<Option<Opened>>,
     results: Vec<Option<Result<Reached, String>>>,
     diagnostics: Vec<Vec<String>>,
 }
 
 impl Hellos {
-    fn new(n: usize, started: Instant, deadline: Instant) -> Hellos {
+    fn new(
+        hosts: &HostList,
+        started: Instant,
+        deadline: Instant,
+        plan: &[(usize, Vec<usize>)],
+        width: usize,
+    ) -> Hellos {
+        let n = hosts.len();
+        let mut runs = vec![Vec::new(); n];
+        for (head, run) in plan {
+            runs[*head] = run.clone();
+        }
         Hellos {
             started,
             deadline,
+            names: hosts.iter().map(|h| h.name.clone()).collect(),
+            parents: tree::parents(n, width),
+            runs,
+            tops: (0..n).map(|_| None).collect(),
             links: (0..n).map(|_| None).collect(),
             results: (0..n).map(|_| None).collect(),
             diagnostics: vec![Vec::new(); n],
         }
     }
 
-    /// Takes every host's link (or why it could not be opened) until all are in or the
-    /// deadline passes.
-    fn collect_links(&mut self, opened: &Receiver<HostOpened>) {
-        let mut connecting = self.links.len();
-        while connecting > 0 {
+    /// Takes the link (or why it could not be opened) of each of the `count` hosts psyrun
+    /// reaches itself, until all are in or the deadline passes. The hosts below one that could
+    /// not be reached are not reached either.
+    fn collect_links(&mut self, opened: &Receiver<HostOpened>, count: usize) {
+        for _ in 0..count {
             match opened.recv_timeout(self.deadline.saturating_duration_since(Instant::now())) {
-                Ok((i, Ok(link))) => self.links[i] = Some(link),
-                Ok((i, Err(why))) => self.results[i] = Some(Err(why)),
+                Ok((i, Ok(link))) => {
+                    self.tops[i] = Some((link.0.clone(), link.2));
+                    self.links[i] = Some(link);
+                }
+                Ok((i, Err(why))) => {
+                    for &h in &self.runs[i] {
+                        self.results[h] = Some(Err(format!(
+                            "not reached: {}, which was to relay for it, could not be reached",
+                            self.names[i]
+                        )));
+                    }
+                    self.results[i] = Some(Err(why));
+                }
                 Err(_) => break,
             }
-            connecting -= 1;
         }
+    }
+
+    /// The first-level host through which host `h` is reached.
+    fn top_of(&self, mut h: usize) -> usize {
+        while let Some(p) = self.parents[h] {
+            h = p;
+        }
+        h
+    }
+
+    /// A relaying agent reached host `i`, or could not: the link to it goes through the
+    /// first-level host above it; the ranks there find the store at psyrun's address towards
+    /// that host (every host must reach psyrun, as the store needs anyway).
+    fn relayed(&mut self, i: usize, outcome: Result<RelayRoute, String>) {
+        let route = match outcome {
+            Ok(route) => route,
+            Err(why) => {
+                self.links[i] = None;
+                self.results[i] = Some(Err(why));
+                return;
+            }
+        };
+        let Some((link, top_addrs)) = &self.tops[self.top_of(i)] else {
+            return;
+        };
+        let peer: Option<IpAddr> = route.peer.as_deref().and_then(|p| p.parse().ok());
+        let addrs = match (peer, top_addrs) {
+            (Some(p), Some((_, local))) => Some((p, *local)),
+            _ => None,
+        };
+        let parent = self.parents[i].map_or("", |p| self.names[p].as_str());
+        let via = format!("{} through {parent}", route.via);
+        self.links[i] = Some((link.relayed(i), via, addrs));
     }
 
     /// Waits for the hello of every agent whose link is open, until the deadline; returns the
@@ -358,7 +479,7 @@ impl Hellos {
         events: &Receiver<HostEvent>,
         s: &PreflightSettings,
     ) -> Vec<HostEvent> {
-        let mut pending: usize = self.links.iter().filter(|l| l.is_some()).count();
+        let mut pending: usize = self.results.iter().filter(|r| r.is_none()).count();
         let mut early = Vec::new();
         while pending > 0 {
             let event = match events
@@ -368,11 +489,26 @@ impl Hellos {
                 Err(_) => break,
             };
             let i = event.host;
-            if self.results[i].is_some() || self.links[i].is_none() {
+            if self.results[i].is_some() {
                 early.push(event);
                 continue;
             }
-            if self.hear(i, event.event, s) {
+            match (event.event, self.links[i].is_some()) {
+                (LinkEvent::Frame(FromAgent::Reached { outcome, .. }), _) => {
+                    self.relayed(i, outcome)
+                }
+                (LinkEvent::Closed { why, .. }, false) => {
+                    self.results[i] = Some(Err(why));
+                }
+                (other, false) => early.push(HostEvent {
+                    host: i,
+                    event: other,
+                }),
+                (other, true) => {
+                    self.hear(i, other, s);
+                }
+            }
+            if self.results[i].is_some() {
                 pending -= 1;
             }
         }
@@ -381,6 +517,10 @@ impl Hellos {
 
     /// Handles what host `i`'s link said before its hello; true if that decides the host.
     fn hear(&mut self, i: usize, event: LinkEvent, s: &PreflightSettings) -> bool {
+        if let LinkEvent::Frame(FromAgent::Reached { outcome, .. }) = event {
+            self.relayed(i, outcome);
+            return self.results[i].is_some();
+        }
         let verdict = match event {
             LinkEvent::Frame(FromAgent::Hello {
                 version,
@@ -462,14 +602,17 @@ fn ended_before_hello(
     }
 }
 
-type Opened = (AgentLink, String, Option<(IpAddr, IpAddr)>);
+/// A host's address as psyrun reached it and psyrun's own on that link (`None`: local).
+type Addrs = Option<(IpAddr, IpAddr)>;
+
+type Opened = (AgentLink, String, Addrs);
 
 /// A host's index and its link, opened, or why not.
 type HostOpened = (usize, Result<Opened, String>);
 
-/// Starts host `i`'s agent: as a local child, through srun, or over SSH.
+/// Starts the agent of `route`'s host: as a local child, through srun, or over SSH.
 fn open(
-    i: usize,
+    route: Route,
     host: &Host,
     s: &PreflightSettings,
     local: bool,
@@ -494,7 +637,7 @@ fn open(
             std::os::unix::process::CommandExt::process_group(&mut c, 0);
             (c, format!("srun on {}", host.name), addrs)
         };
-        let link = spawn_child(i, command, events).map_err(|e| {
+        let link = spawn_child(route, command, events).map_err(|e| {
             format!(
                 "cannot start {via} agent {}: {e}",
                 s.remote_psyrun.display()
@@ -506,7 +649,7 @@ fn open(
     let conn = ssh::connect(&t, &ssh::agent_command(&s.remote_psyrun))?;
     let addrs = (conn.peer.ip(), conn.local.ip());
     let via = format!("ssh {}@{}", t.user, conn.peer);
-    let link = ssh::run_link(i, conn, events, s.heartbeat_timeout)
+    let link = ssh::run_link(route, conn, events, s.heartbeat_timeout)
         .map_err(|e| format!("cannot start the link thread: {e}"))?;
     Ok((link, via, Some(addrs)))
 }

@@ -10,7 +10,7 @@
 //! watches its stdin and heartbeat and stops its ranks itself (see [`super::agent`]).
 
 use super::agent::HEARTBEAT;
-use super::link::{deliver, AgentLink, HostEvent, LinkEvent, IDLE_POLL};
+use super::link::{AgentLink, HostEvent, Route, IDLE_POLL};
 use super::ssh_config::{HostKeyPolicy, SshConfig};
 use super::wire::{FrameReader, ToAgent};
 use crate::hosts::Host;
@@ -277,7 +277,7 @@ pub fn agent_command(remote_psyrun: &Path) -> String {
 /// returned link to the agent, a Ping after each quiet [`HEARTBEAT`], and the link closed after
 /// `silence` without a byte from the agent.
 pub fn run_link(
-    host: usize,
+    route: Route,
     conn: Connected,
     events: Sender<HostEvent>,
     silence: Duration,
@@ -286,8 +286,9 @@ pub fn run_link(
     wake_rx.set_nonblocking(true)?;
     wake_tx.set_nonblocking(true)?;
     let (tx, rx) = mpsc::channel::<ToAgent>();
+    let name = format!("psyrun-ssh-{}", route.host);
     let driver = Driver {
-        host,
+        route,
         conn,
         rx,
         wake: wake_rx,
@@ -301,7 +302,7 @@ pub fn run_link(
         said: Instant::now(),
         closing: false,
     };
-    helper_thread(format!("psyrun-ssh-{host}"), move || driver.run())?;
+    helper_thread(name, move || driver.run())?;
     Ok(AgentLink::new(tx, Some(Arc::new(wake_tx))))
 }
 
@@ -315,7 +316,7 @@ type LinkEnd = (String, Option<i32>);
 /// One SSH link's loop and its state: what is queued to send, what was read but is not yet a
 /// whole frame or line, and when the agent was last heard and last spoken to.
 struct Driver {
-    host: usize,
+    route: Route,
     conn: Connected,
     /// Messages for the agent.
     rx: mpsc::Receiver<ToAgent>,
@@ -343,10 +344,7 @@ impl Driver {
                 break end;
             }
         };
-        let _ = self.events.send(HostEvent {
-            host: self.host,
-            event: LinkEvent::Closed { why, status },
-        });
+        self.route.close(why, status, &self.events);
     }
 
     /// One round: send what is queued, read what arrived, check for the end, then wait for
@@ -419,7 +417,8 @@ impl Driver {
                 Ok(n) => {
                     self.heard = Instant::now();
                     self.frames.feed(&self.buf[..n]);
-                    deliver(self.host, &mut self.frames, &self.events)
+                    self.route
+                        .deliver(&mut self.frames, &self.events)
                         .map_err(|why| (why, None))?;
                 }
                 Err(e) if would_block(&e) => return Ok(()),
@@ -446,10 +445,7 @@ impl Driver {
     /// Reports one line of the agent's stderr.
     fn diagnostic(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line).trim_end().to_string();
-        let _ = self.events.send(HostEvent {
-            host: self.host,
-            event: LinkEvent::Diagnostic(text),
-        });
+        self.route.diagnostic(text, &self.events);
     }
 
     /// The agent's output ended: reports what is left of its stderr, then why and how it ended.

@@ -20,6 +20,12 @@
 //! ↕ Ping         at least every HEARTBEAT; silence for the heartbeat timeout means the link is lost
 //! ```
 //!
+//! A tree launch ([`super::tree`]) adds relaying: an agent told to ↓ Reach hosts below it
+//! connects to them as psyrun would, says ↑ Reached per host (the route, or why not), and from
+//! then on passes ↓ Relay frames down and wraps everything those hosts say in ↑ Relayed (their
+//! stderr lines in ↑ Said, the end of their link in ↑ Closed), tagged with each host's index in
+//! the job's host list, so psyrun talks to every host as if directly.
+//!
 //! The job's secret travels inside Job (a rank's environment) over the encrypted channel,
 //! never on a command line.
 
@@ -126,6 +132,61 @@ pub enum ToAgent {
     Finish,
     /// I am alive.
     Ping,
+    /// Reach these hosts and relay for them (a tree launch): the first `width` directly, the
+    /// rest through them ([`super::tree::split`]).
+    Reach {
+        /// At most this many hosts are reached directly by any one agent.
+        width: u32,
+        /// Silence after which a link to a host below counts as lost.
+        heartbeat_timeout_ms: u64,
+        /// The psyrun to run on the hosts below.
+        remote_psyrun: Vec<u8>,
+        /// Every host below this agent.
+        hosts: Vec<RelayHost>,
+    },
+    /// Pass one message (an encoded [`ToAgent`] body) to host `host`, which is below this agent.
+    Relay {
+        /// The host's index in the job's host list.
+        host: u32,
+        /// The message's frame body.
+        body: Vec<u8>,
+    },
+}
+
+/// How an agent reaches a host below it in a tree launch: what psyrun worked out from its
+/// command line and SSH configuration ([`super::ssh::SshTarget`]), so the agent needs none of
+/// it, only the key files at the same paths (a shared home directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayHost {
+    /// Its index in the job's host list.
+    pub host: u32,
+    /// Its name as given (for messages).
+    pub name: String,
+    /// Start its agent as a local child (`--launcher local`) instead of over SSH.
+    pub local: bool,
+    /// What to connect to.
+    pub address: String,
+    /// The login.
+    pub user: String,
+    /// The SSH port.
+    pub port: u16,
+    /// Private key files to try, in order.
+    pub identities: Vec<Vec<u8>>,
+    /// The connect timeout.
+    pub connect_timeout_ms: u64,
+    /// Host key policy: 0 strict, 1 accept-new, 2 off.
+    pub policy: u8,
+    /// The `known_hosts` file.
+    pub known_hosts: Vec<u8>,
+}
+
+/// How a relaying agent reached a host below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayRoute {
+    /// In words (`ssh root@10.0.0.5:22`, `local`).
+    pub via: String,
+    /// The host's address as the relay reached it, if over the network.
+    pub peer: Option<String>,
 }
 
 /// [`ToAgent::Signal`] to every rank of the host.
@@ -199,6 +260,36 @@ pub enum FromAgent {
     Done,
     /// I am alive.
     Ping,
+    /// A host below this agent was reached (its agent's Hello follows, relayed), or why not.
+    Reached {
+        /// The host's index in the job's host list.
+        host: u32,
+        /// The route, or why it could not be reached.
+        outcome: Result<RelayRoute, String>,
+    },
+    /// One message (an encoded [`FromAgent`] body) from host `host`, below this agent.
+    Relayed {
+        /// The host's index.
+        host: u32,
+        /// The message's frame body.
+        body: Vec<u8>,
+    },
+    /// A line host `host`'s agent (or its sshd) wrote on its stderr.
+    Said {
+        /// The host's index.
+        host: u32,
+        /// The line.
+        line: String,
+    },
+    /// The link to host `host` (below this agent) is gone.
+    Closed {
+        /// The host's index.
+        host: u32,
+        /// Why, in words.
+        why: String,
+        /// Its agent's exit status, if known.
+        status: Option<i32>,
+    },
 }
 
 /// A frame that could not be decoded.
@@ -372,6 +463,29 @@ impl ToAgent {
             ToAgent::Ping => {
                 e.u8(5);
             }
+            ToAgent::Reach {
+                width,
+                heartbeat_timeout_ms,
+                remote_psyrun,
+                hosts,
+            } => {
+                e.u8(6).u32(*width).u64(*heartbeat_timeout_ms);
+                e.bytes(remote_psyrun).count(hosts.len());
+                for h in hosts {
+                    e.u32(h.host).str(&h.name).u8(u8::from(h.local));
+                    e.str(&h.address).str(&h.user).u16(h.port);
+                    e.count(h.identities.len());
+                    for i in &h.identities {
+                        e.bytes(i);
+                    }
+                    e.u64(h.connect_timeout_ms)
+                        .u8(h.policy)
+                        .bytes(&h.known_hosts);
+                }
+            }
+            ToAgent::Relay { host, body } => {
+                e.u8(7).u32(*host).bytes(body);
+            }
         }
         frame(e)
     }
@@ -435,6 +549,25 @@ impl ToAgent {
             },
             4 => ToAgent::Finish,
             5 => ToAgent::Ping,
+            6 => {
+                let width = d.u32("the tree width")?;
+                let heartbeat_timeout_ms = d.u64("the heartbeat timeout")?;
+                let remote_psyrun = d.bytes("the remote psyrun")?;
+                let n = d.count("the hosts below", 40)?;
+                let hosts = (0..n)
+                    .map(|_| decode_relay_host(&mut d))
+                    .collect::<Result<_, _>>()?;
+                ToAgent::Reach {
+                    width,
+                    heartbeat_timeout_ms,
+                    remote_psyrun,
+                    hosts,
+                }
+            }
+            7 => ToAgent::Relay {
+                host: d.u32("the host")?,
+                body: d.bytes("the relayed message")?,
+            },
             k => return Err(WireError(format!("unknown message kind {k} for an agent"))),
         };
         d.end("psyrun")?;
@@ -506,6 +639,34 @@ impl FromAgent {
             FromAgent::Ping => {
                 e.u8(9);
             }
+            FromAgent::Reached { host, outcome } => {
+                e.u8(10).u32(*host);
+                match outcome {
+                    Ok(route) => {
+                        e.u8(1).str(&route.via);
+                        match &route.peer {
+                            Some(p) => e.u8(1).str(p),
+                            None => e.u8(0),
+                        };
+                    }
+                    Err(why) => {
+                        e.u8(0).str(why);
+                    }
+                }
+            }
+            FromAgent::Relayed { host, body } => {
+                e.u8(11).u32(*host).bytes(body);
+            }
+            FromAgent::Said { host, line } => {
+                e.u8(12).u32(*host).str(line);
+            }
+            FromAgent::Closed { host, why, status } => {
+                e.u8(13).u32(*host).str(why);
+                match status {
+                    Some(s) => e.u8(1).i32(*s),
+                    None => e.u8(0),
+                };
+            }
         }
         frame(e)
     }
@@ -567,11 +728,74 @@ impl FromAgent {
             }
             8 => FromAgent::Done,
             9 => FromAgent::Ping,
+            10 => {
+                let host = d.u32("the host")?;
+                let outcome = if d.bool("whether it was reached")? {
+                    let via = d.string("the route")?;
+                    let peer = if d.bool("whether an address follows")? {
+                        Some(d.string("the address")?)
+                    } else {
+                        None
+                    };
+                    Ok(RelayRoute { via, peer })
+                } else {
+                    Err(d.string("why not")?)
+                };
+                FromAgent::Reached { host, outcome }
+            }
+            11 => FromAgent::Relayed {
+                host: d.u32("the host")?,
+                body: d.bytes("the relayed message")?,
+            },
+            12 => FromAgent::Said {
+                host: d.u32("the host")?,
+                line: d.string("the line")?,
+            },
+            13 => FromAgent::Closed {
+                host: d.u32("the host")?,
+                why: d.string("why")?,
+                status: if d.bool("whether a status follows")? {
+                    Some(d.i32("the status")?)
+                } else {
+                    None
+                },
+            },
             k => return Err(WireError(format!("unknown message kind {k} from an agent"))),
         };
         d.end("agent")?;
         Ok(msg)
     }
+}
+
+/// One [`RelayHost`] of a Reach message.
+fn decode_relay_host(d: &mut Dec<'_>) -> Result<RelayHost, WireError> {
+    let host = d.u32("a host's index")?;
+    let name = d.string("a host's name")?;
+    let local = d.bool("whether the host is local")?;
+    let address = d.string("a host's address")?;
+    let user = d.string("a login")?;
+    let port = d.u16("a port")?;
+    let n = d.count("the key files", 4)?;
+    let identities = (0..n)
+        .map(|_| d.bytes("a key file"))
+        .collect::<Result<_, _>>()?;
+    Ok(RelayHost {
+        host,
+        name,
+        local,
+        address,
+        user,
+        port,
+        identities,
+        connect_timeout_ms: d.u64("a connect timeout")?,
+        policy: d.u8("a host key policy")?,
+        known_hosts: d.bytes("a known_hosts file")?,
+    })
+}
+
+/// The body of a frame (what a relayed message carries): the frame without its length.
+pub fn body_of(frame: &[u8]) -> Vec<u8> {
+    frame.get(4..).unwrap_or_default().to_vec()
 }
 
 /// Splits a byte stream into frame bodies: feed it what was read, take whole frames out.
@@ -688,7 +912,44 @@ mod tests {
                 .prop_map(|(rank, signal)| ToAgent::Signal { rank, signal }),
             Just(ToAgent::Finish),
             Just(ToAgent::Ping),
+            (
+                any::<u32>(),
+                any::<u64>(),
+                bytes(),
+                proptest::collection::vec(relay_host(), 0..3)
+            )
+                .prop_map(|(width, hb, remote_psyrun, hosts)| ToAgent::Reach {
+                    width,
+                    heartbeat_timeout_ms: hb,
+                    remote_psyrun,
+                    hosts,
+                }),
+            (any::<u32>(), bytes()).prop_map(|(host, body)| ToAgent::Relay { host, body }),
         ]
+    }
+
+    fn relay_host() -> impl Strategy<Value = RelayHost> {
+        (
+            (any::<u32>(), ".{0,8}", any::<bool>(), ".{0,8}", ".{0,8}"),
+            (any::<u16>(), proptest::collection::vec(bytes(), 0..3)),
+            (any::<u64>(), any::<u8>(), bytes()),
+        )
+            .prop_map(
+                |((host, name, local, address, user), (port, identities), (ms, policy, kh))| {
+                    RelayHost {
+                        host,
+                        name,
+                        local,
+                        address,
+                        user,
+                        port,
+                        identities,
+                        connect_timeout_ms: ms,
+                        policy,
+                        known_hosts: kh,
+                    }
+                },
+            )
     }
 
     fn from_agent() -> impl Strategy<Value = FromAgent> {
@@ -734,6 +995,24 @@ mod tests {
             }),
             Just(FromAgent::Done),
             Just(FromAgent::Ping),
+            (
+                any::<u32>(),
+                any::<bool>(),
+                ".{0,8}",
+                proptest::option::of(".{0,8}")
+            )
+                .prop_map(|(host, ok, via, peer)| FromAgent::Reached {
+                    host,
+                    outcome: if ok {
+                        Ok(RelayRoute { via, peer })
+                    } else {
+                        Err(via)
+                    },
+                }),
+            (any::<u32>(), bytes()).prop_map(|(host, body)| FromAgent::Relayed { host, body }),
+            (any::<u32>(), ".{0,8}").prop_map(|(host, line)| FromAgent::Said { host, line }),
+            (any::<u32>(), ".{0,8}", proptest::option::of(any::<i32>()))
+                .prop_map(|(host, why, status)| FromAgent::Closed { host, why, status }),
         ]
     }
 

@@ -2,7 +2,9 @@
 //!
 //! psyrun reaches every host once ([`preflight`]): over SSH ([`ssh`], honouring
 //! `~/.ssh/config` through [`ssh_config`]), as a local child for this machine, or through `srun`
-//! inside a Slurm allocation. On each host it runs itself as an agent ([`agent`]), which says
+//! inside a Slurm allocation; beyond `--tree-width` hosts, only the first level, whose agents
+//! reach the rest and relay for them ([`tree`], [`relay`]). On each host it runs itself as an
+//! agent ([`agent`]), which says
 //! hello; the job is placed only when every host has answered, and started only when every host
 //! has checked its part ([`launch`]). The agent spawns and binds its ranks there, streams their
 //! output back (written whole on psyrun's console by [`lines`]), and reports how they end; psyrun's one [`crate::supervise::Supervisor`] decides

@@ -410,6 +410,28 @@ fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
         let line = format!("[{host}][{rank}] rank {rank}/7: every collective");
         assert!(done.stdout.contains(&line), "{line:?} in:\n{}", done.stdout);
     }
+    let dry = run(
+        local(
+            &dir,
+            &[
+                "--tree-width",
+                "2",
+                "-H",
+                SEVEN_HOSTS,
+                "-n",
+                "7",
+                "--dry-run",
+                "true",
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(dry.code(), Some(0), "{}", dry.stderr);
+    let said = format!("{}{}", dry.stdout, dry.stderr);
+    for (host, via) in [("c", "a"), ("e", "c"), ("g", "b")] {
+        let line = format!("host {host}: slots 1; from {via}'s agent: local child");
+        assert!(said.contains(&line), "{line:?} in:\n{said}");
+    }
     // Rank 4 runs on e, two relays away: its exit code is psyrun's, and it is named.
     let failed = run(
         local(

@@ -371,15 +371,19 @@ fn map_by_node_deals_ranks_round_robin_across_hosts() {
 
 const SEVEN_HOSTS: &str = "a:1,b:1,c:1,d:1,e:1,f:1,g:1";
 
+/// psyrun on [`SEVEN_HOSTS`] (local agents) at `--tree-width 2`, then `args`.
+fn tree(dir: &TempDir, args: &[&str]) -> std::process::Command {
+    let mut cmd = local(dir, &["--tree-width", "2", "-H", SEVEN_HOSTS]);
+    cmd.args(args);
+    cmd
+}
+
 #[test]
 fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
     // Width 2 over 7 hosts: a and b are reached from psyrun; a reaches c and d, b reaches f and
     // g, and c reaches e (three levels).
     let dir = TempDir::new("hl-tree");
-    let check = run(
-        local(&dir, &["--tree-width", "2", "-H", SEVEN_HOSTS, "--check"]),
-        &dir,
-    );
+    let check = run(tree(&dir, &["--check"]), &dir);
     assert_eq!(check.code(), Some(0), "{}", check.stderr);
     for (host, via) in [("c", "a"), ("d", "a"), ("e", "c"), ("f", "b"), ("g", "b")] {
         let line = format!("{host}: ok (local through {via},");
@@ -390,19 +394,7 @@ fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
         );
     }
     let done = run(
-        local(
-            &dir,
-            &[
-                "--tree-width",
-                "2",
-                "-H",
-                SEVEN_HOSTS,
-                "-n",
-                "7",
-                "--tag-output",
-                psyne_check(),
-            ],
-        ),
+        tree(&dir, &["-n", "7", "--tag-output", psyne_check()]),
         &dir,
     );
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
@@ -410,22 +402,7 @@ fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
         let line = format!("[{host}][{rank}] rank {rank}/7: every collective");
         assert!(done.stdout.contains(&line), "{line:?} in:\n{}", done.stdout);
     }
-    let dry = run(
-        local(
-            &dir,
-            &[
-                "--tree-width",
-                "2",
-                "-H",
-                SEVEN_HOSTS,
-                "-n",
-                "7",
-                "--dry-run",
-                "true",
-            ],
-        ),
-        &dir,
-    );
+    let dry = run(tree(&dir, &["-n", "7", "--dry-run", "true"]), &dir);
     assert_eq!(dry.code(), Some(0), "{}", dry.stderr);
     let said = format!("{}{}", dry.stdout, dry.stderr);
     for (host, via) in [("c", "a"), ("e", "c"), ("g", "b")] {
@@ -434,13 +411,9 @@ fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
     }
     // Rank 4 runs on e, two relays away: its exit code is psyrun's, and it is named.
     let failed = run(
-        local(
+        tree(
             &dir,
             &[
-                "--tree-width",
-                "2",
-                "-H",
-                SEVEN_HOSTS,
                 "-n",
                 "7",
                 "sh",

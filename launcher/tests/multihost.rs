@@ -68,6 +68,15 @@ impl Cluster {
         cmd
     }
 
+    /// SIGKILLs host `i`'s sshd, the listener and every session: the host drops off the job.
+    fn kill_sshd(&self, i: usize) {
+        for pid in self.sshd_pids(i) {
+            // SAFETY: kill takes plain integers; these are the sshd processes of our own test
+            // host (its pid file and the sshd children under it).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
     /// The pids of host `i`'s sshd: the listener and every sshd below it.
     fn sshd_pids(&self, i: usize) -> Vec<i32> {
         let listener: i32 = std::fs::read_to_string(self.dir.join(format!("sshd-{i}.pid")))
@@ -183,33 +192,11 @@ fn a_lost_relay_fails_the_job_naming_the_hosts_below_it_and_nothing_is_left() {
         return;
     };
     let dir = TempDir::new("mh-relay");
-    let body = format!("{RECORD_PID}; exec sleep 60");
-    let args = [
-        "--tree-width",
-        "2",
-        "-H",
-        SEVEN_HOSTS,
-        "-n",
-        "14",
-        "-x",
-        "D",
-        "--grace",
-        "1",
-        "--heartbeat-timeout",
-        "3",
-        "sh",
-        "-c",
-        &body,
-    ];
-    let job = Job::start(c.psyrun(&dir, &args), &dir);
-    let pids = wait_for_pids(&dir, 14);
+    let extra = ["--tree-width", "2", "--heartbeat-timeout", "3"];
+    let (job, pids) = sleeping_job(&c, &dir, SEVEN_HOSTS, 14, &extra);
     let t0 = Instant::now();
     // psyh2 relays for psyh6 and psyh7.
-    for pid in c.sshd_pids(2) {
-        // SAFETY: kill takes plain integers; these are the sshd processes of our own test host
-        // (its pid file and the sshd children under it).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
+    c.kill_sshd(2);
     let done = job.wait(Duration::from_secs(30));
     assert_eq!(done.code(), Some(125), "{}", done.stderr);
     assert!(
@@ -299,11 +286,7 @@ fn with_on_failure_continue_the_ranks_of_other_hosts_shrink_past_a_lost_host() {
         job.stdout.text().matches(": job ").count() == 8
     });
     std::thread::sleep(Duration::from_millis(200));
-    for pid in c.sshd_pids(3) {
-        // SAFETY: kill takes plain integers; these are the sshd processes of our own test host
-        // (its pid file and the sshd children under it).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
+    c.kill_sshd(3);
     let done = job.wait(Duration::from_secs(90));
     let ctx = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
     assert_eq!(done.code(), Some(0), "{ctx}");
@@ -464,14 +447,22 @@ fn awkward_values_of_x_arrive_byte_for_byte_on_other_hosts() {
     }
 }
 
-/// Starts 8 ranks on 4 hosts that record their pids and sleep; returns the job and the pids.
-fn sleeping_job(c: &Cluster, dir: &TempDir, extra: &[&str]) -> (Job, Vec<i32>) {
+/// Starts `ranks` ranks on `hosts` that record their pids and sleep; returns the job and the
+/// pids.
+fn sleeping_job(
+    c: &Cluster,
+    dir: &TempDir,
+    hosts: &str,
+    ranks: usize,
+    extra: &[&str],
+) -> (Job, Vec<i32>) {
     let body = format!("{RECORD_PID}; exec sleep 60");
-    let mut args = vec!["-H", FOUR_HOSTS, "-n", "8", "-x", "D", "--grace", "1"];
+    let n = ranks.to_string();
+    let mut args = vec!["-H", hosts, "-n", &n, "-x", "D", "--grace", "1"];
     args.extend_from_slice(extra);
     args.extend(["sh", "-c", &body]);
     let job = Job::start(c.psyrun(dir, &args), dir);
-    let pids = wait_for_pids(dir, 8);
+    let pids = wait_for_pids(dir, ranks);
     (job, pids)
 }
 
@@ -485,7 +476,7 @@ fn ctrl_c_stops_every_rank_on_every_host() {
         return;
     };
     let dir = TempDir::new("mh-int");
-    let (job, pids) = sleeping_job(&c, &dir, &[]);
+    let (job, pids) = sleeping_job(&c, &dir, FOUR_HOSTS, 8, &[]);
     job.signal(libc::SIGINT);
     let done = job.wait(Duration::from_secs(20));
     assert_eq!(done.code(), Some(130), "{}", done.stderr);
@@ -503,13 +494,9 @@ fn a_host_whose_sshd_dies_fails_the_job_naming_it_and_nothing_is_left() {
         return;
     };
     let dir = TempDir::new("mh-sshd");
-    let (job, pids) = sleeping_job(&c, &dir, &["--heartbeat-timeout", "3"]);
+    let (job, pids) = sleeping_job(&c, &dir, FOUR_HOSTS, 8, &["--heartbeat-timeout", "3"]);
     let t0 = Instant::now();
-    for pid in c.sshd_pids(3) {
-        // SAFETY: kill takes plain integers; these are the sshd processes of our own test host
-        // (its pid file and the sshd children under it).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
+    c.kill_sshd(3);
     let done = job.wait(Duration::from_secs(30));
     assert_eq!(done.code(), Some(125), "{}", done.stderr);
     assert!(
@@ -531,7 +518,7 @@ fn a_host_cut_off_the_network_fails_the_job_within_the_heartbeat_and_stops_itsel
         return;
     };
     let dir = TempDir::new("mh-cut");
-    let (job, pids) = sleeping_job(&c, &dir, &["--heartbeat-timeout", "3"]);
+    let (job, pids) = sleeping_job(&c, &dir, FOUR_HOSTS, 8, &["--heartbeat-timeout", "3"]);
     let t0 = Instant::now();
     let cut = Command::new("ip")
         .args(["link", "set", "psyv3", "down"])

@@ -14,7 +14,7 @@
 //! the job's grace period, SIGKILL), remove the job's shared memory on this host, and exit. So a
 //! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
 
-use super::relay::{self, ReachOrder, Relay};
+use super::relay::{ReachOrder, Relay};
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
@@ -183,7 +183,7 @@ fn read_stdin(tx: &Sender<Input>, timeout_ms: &AtomicU64, relay: &RelaySlot, out
                         let order = ReachOrder {
                             width: width as usize,
                             heartbeat_timeout: Duration::from_millis(heartbeat_timeout_ms.max(1)),
-                            remote_psyrun: relay::path_of(&remote_psyrun),
+                            remote_psyrun: path_from(&remote_psyrun),
                             hosts,
                         };
                         relay.get_or_init(|| Relay::start(order, out.clone()));
@@ -281,7 +281,7 @@ impl Agent {
 
     /// Checks the job and builds each rank's command; returns the binding report lines.
     fn prepare(&mut self, job: &JobSpec) -> Result<Vec<String>, Error> {
-        let cwd = PathBuf::from(OsString::from_vec(job.cwd.clone()));
+        let cwd = path_from(&job.cwd);
         let cwd = if cwd.is_dir() {
             cwd
         } else {
@@ -299,10 +299,7 @@ impl Agent {
         let mut commands = Vec::with_capacity(job.ranks.len());
         let mut lines = Vec::with_capacity(job.ranks.len() + 1);
         for (spec, bound) in job.ranks.iter().zip(&plan.ranks) {
-            let wdir = spec
-                .wdir
-                .as_ref()
-                .map(|d| PathBuf::from(OsString::from_vec(d.clone())));
+            let wdir = spec.wdir.as_ref().map(|d| path_from(d));
             if let Some(dir) = &wdir {
                 if !dir.is_dir() {
                     return Err(Error::Usage(format!(
@@ -567,6 +564,11 @@ pub fn binding_request(spec: BindingSpec) -> BindingRequest {
 /// `path` as wire bytes.
 pub fn path_bytes(path: &Path) -> Vec<u8> {
     path.as_os_str().as_bytes().to_vec()
+}
+
+/// Wire bytes as a path (the inverse of [`path_bytes`]).
+pub fn path_from(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsString::from_vec(bytes.to_vec()))
 }
 
 #[cfg(test)]

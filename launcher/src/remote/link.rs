@@ -6,7 +6,7 @@
 //! to say for [`HEARTBEAT`], and reports the link closed (with why) exactly once.
 
 use super::agent::HEARTBEAT;
-use super::wire::{body_of, FrameReader, FromAgent, ToAgent};
+use super::wire::{FrameReader, FromAgent, ToAgent};
 use crate::spawn::helper_thread;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -57,7 +57,7 @@ impl AgentLink {
         let msg = match self.relayed_to {
             Some(host) => ToAgent::Relay {
                 host,
-                body: body_of(&msg.encode()),
+                body: msg.body(),
             },
             None => msg,
         };

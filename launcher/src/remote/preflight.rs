@@ -364,12 +364,12 @@ fn reach_order(hosts: &HostList, run: &[usize], s: &PreflightSettings) -> Option
             )
         })
         .collect();
-    Some(ToAgent::Reach {
-        width: u32::try_from(s.width()).unwrap_or(u32::MAX),
-        heartbeat_timeout_ms: s.heartbeat_timeout.as_millis() as u64,
-        remote_psyrun: super::agent::path_bytes(&s.remote_psyrun),
-        hosts: below,
-    })
+    Some(tree::reach_message(
+        s.width(),
+        s.heartbeat_timeout,
+        &s.remote_psyrun,
+        below,
+    ))
 }
 
 /// The preflight's progress, host by host: the links opened, the verdicts reached, and what
@@ -504,9 +504,7 @@ impl Hellos {
                     host: i,
                     event: other,
                 }),
-                (other, true) => {
-                    self.hear(i, other, s);
-                }
+                (other, true) => self.hear(i, other, s),
             }
             if self.results[i].is_some() {
                 pending -= 1;
@@ -515,12 +513,9 @@ impl Hellos {
         early
     }
 
-    /// Handles what host `i`'s link said before its hello; true if that decides the host.
-    fn hear(&mut self, i: usize, event: LinkEvent, s: &PreflightSettings) -> bool {
-        if let LinkEvent::Frame(FromAgent::Reached { outcome, .. }) = event {
-            self.relayed(i, outcome);
-            return self.results[i].is_some();
-        }
+    /// Handles what host `i`'s link said before its hello (a hello, or anything but a
+    /// diagnostic, decides the host).
+    fn hear(&mut self, i: usize, event: LinkEvent, s: &PreflightSettings) {
         let verdict = match event {
             LinkEvent::Frame(FromAgent::Hello {
                 version,
@@ -541,11 +536,11 @@ impl Hellos {
                         took: self.started.elapsed(),
                     }));
                 }
-                return true;
+                return;
             }
             LinkEvent::Diagnostic(line) => {
                 self.diagnostics[i].push(line);
-                return false;
+                return;
             }
             LinkEvent::Closed { why, status } => {
                 ended_before_hello(&why, status, &self.diagnostics[i], s)
@@ -556,7 +551,6 @@ impl Hellos {
         };
         self.results[i] = Some(Err(verdict));
         self.links[i] = None;
-        true
     }
 
     /// Every host's verdict, in host order; a host still undecided did not answer in time.

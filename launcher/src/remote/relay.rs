@@ -13,11 +13,9 @@ use super::agent::Out;
 use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent, Route};
 use super::ssh;
 use super::tree;
-use super::wire::{body_of, FromAgent, RelayHost, RelayRoute, ToAgent};
+use super::wire::{FromAgent, RelayHost, RelayRoute, ToAgent};
 use crate::spawn::helper_thread;
 use std::collections::HashMap;
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -143,12 +141,12 @@ impl Relay {
             }
         };
         if !run.is_empty() {
-            link.send(ToAgent::Reach {
-                width: u32::try_from(order.width).unwrap_or(u32::MAX),
-                heartbeat_timeout_ms: order.heartbeat_timeout.as_millis() as u64,
-                remote_psyrun: super::agent::path_bytes(&order.remote_psyrun),
-                hosts: run.to_vec(),
-            });
+            link.send(tree::reach_message(
+                order.width,
+                order.heartbeat_timeout,
+                &order.remote_psyrun,
+                run.to_vec(),
+            ));
         }
         let mut children = self.children.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(Child::Opening(waiting)) = children.remove(&index) {
@@ -167,7 +165,7 @@ impl Relay {
                 LinkEvent::Frame(msg) => {
                     out.send(&FromAgent::Relayed {
                         host,
-                        body: body_of(&msg.encode()),
+                        body: msg.body(),
                     });
                 }
                 LinkEvent::Diagnostic(line) => {
@@ -279,9 +277,4 @@ fn open(
     );
     ssh::run_link(route, conn, events, order.heartbeat_timeout)
         .map_err(|e| format!("cannot start the link thread: {e}"))
-}
-
-/// The path a Reach names, as a path.
-pub fn path_of(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(OsString::from_vec(bytes.to_vec()))
 }

@@ -12,11 +12,10 @@
 //! lost makes psyrun report its whole subtree lost, and the hosts below it, hearing nothing from
 //! their relay, stop their ranks themselves.
 
+use super::agent::{path_bytes, path_from};
 use super::ssh::SshTarget;
 use super::ssh_config::HostKeyPolicy;
-use super::wire::RelayHost;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
+use super::wire::{RelayHost, ToAgent};
 use std::time::Duration;
 
 /// The width when `--tree-width` is not given: up to this many hosts psyrun reaches every host
@@ -78,6 +77,22 @@ pub fn parents(hosts: usize, width: usize) -> Vec<Option<usize>> {
     out
 }
 
+/// The Reach that asks an agent to reach `hosts` at `width` (psyrun's first level, or a
+/// relay's hosts that relay in turn).
+pub fn reach_message(
+    width: usize,
+    heartbeat_timeout: Duration,
+    remote_psyrun: &std::path::Path,
+    hosts: Vec<RelayHost>,
+) -> ToAgent {
+    ToAgent::Reach {
+        width: u32::try_from(width).unwrap_or(u32::MAX),
+        heartbeat_timeout_ms: u64::try_from(heartbeat_timeout.as_millis()).unwrap_or(u64::MAX),
+        remote_psyrun: path_bytes(remote_psyrun),
+        hosts,
+    }
+}
+
 /// What a relaying agent needs to reach host `index` as `target` says (`local`: as a child
 /// process, for `--launcher local`).
 pub fn relay_host(index: usize, target: &SshTarget, local: bool) -> RelayHost {
@@ -88,24 +103,20 @@ pub fn relay_host(index: usize, target: &SshTarget, local: bool) -> RelayHost {
         address: target.address.clone(),
         user: target.user.clone(),
         port: target.port,
-        identities: target
-            .identities
-            .iter()
-            .map(|p| p.as_os_str().as_bytes().to_vec())
-            .collect(),
+        identities: target.identities.iter().map(|p| path_bytes(p)).collect(),
         connect_timeout_ms: u64::try_from(target.connect_timeout.as_millis()).unwrap_or(u64::MAX),
         policy: match target.policy {
             HostKeyPolicy::Strict => 0,
             HostKeyPolicy::AcceptNew => 1,
             HostKeyPolicy::Off => 2,
         },
-        known_hosts: target.known_hosts.as_os_str().as_bytes().to_vec(),
+        known_hosts: path_bytes(&target.known_hosts),
     }
 }
 
 /// The SSH target a [`RelayHost`] stands for (an unknown policy number is strict).
 pub fn target_of(h: &RelayHost) -> SshTarget {
-    let path = |b: &Vec<u8>| PathBuf::from(std::ffi::OsString::from_vec(b.clone()));
+    let path = |b: &Vec<u8>| path_from(b);
     SshTarget {
         name: h.name.clone(),
         address: h.address.clone(),

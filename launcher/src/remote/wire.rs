@@ -412,20 +412,21 @@ impl<'a> Dec<'a> {
 }
 
 /// Prepends the length to a body.
-fn frame(body: Enc) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.0.len() + 4);
-    out.extend_from_slice(
-        &u32::try_from(body.0.len())
-            .unwrap_or(u32::MAX)
-            .to_le_bytes(),
-    );
-    out.extend_from_slice(&body.0);
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(body);
     out
 }
 
 impl ToAgent {
     /// The message as one frame.
     pub fn encode(&self) -> Vec<u8> {
+        frame(&self.body())
+    }
+
+    /// The message's frame body (what a relayed message carries).
+    pub fn body(&self) -> Vec<u8> {
         let mut e = Enc::default();
         match self {
             ToAgent::Job(job) => {
@@ -487,7 +488,7 @@ impl ToAgent {
                 e.u8(7).u32(*host).bytes(body);
             }
         }
-        frame(e)
+        e.0
     }
 
     /// Decodes one frame body (without its length).
@@ -578,6 +579,11 @@ impl ToAgent {
 impl FromAgent {
     /// The message as one frame.
     pub fn encode(&self) -> Vec<u8> {
+        frame(&self.body())
+    }
+
+    /// The message's frame body (what a relayed message carries).
+    pub fn body(&self) -> Vec<u8> {
         let mut e = Enc::default();
         match self {
             FromAgent::Hello {
@@ -668,7 +674,7 @@ impl FromAgent {
                 };
             }
         }
-        frame(e)
+        e.0
     }
 
     /// Decodes one frame body (without its length).
@@ -791,11 +797,6 @@ fn decode_relay_host(d: &mut Dec<'_>) -> Result<RelayHost, WireError> {
         policy: d.u8("a host key policy")?,
         known_hosts: d.bytes("a known_hosts file")?,
     })
-}
-
-/// The body of a frame (what a relayed message carries): the frame without its length.
-pub fn body_of(frame: &[u8]) -> Vec<u8> {
-    frame.get(4..).unwrap_or_default().to_vec()
 }
 
 /// Splits a byte stream into frame bodies: feed it what was read, take whole frames out.

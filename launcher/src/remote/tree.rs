@@ -7,7 +7,7 @@
 //! reached directly, and the rest are dealt to them in contiguous runs. 1,024 hosts at width 32
 //! are 32 hosts reached by psyrun, each reaching 31: two levels.
 //!
-//! Messages to a host below go down as [`ToAgent::Relay`](super::wire::ToAgent::Relay) and
+//! Messages to a host below go down as [`ToAgent::Relay`] and
 //! what it says comes up wrapped ([`super::wire`]); heartbeats are per hop, so a relay that is
 //! lost makes psyrun report its whole subtree lost, and the hosts below it, hearing nothing from
 //! their relay, stop their ranks themselves.

@@ -4,7 +4,10 @@ The default group is "psyne"; a second group over the same ranks is "gloo". Each
 dist.all_reduce (float32, SUM) at every size on both groups, the order of the two alternating
 from round to round, and then one DDP training step of the same model on both; a time is the
 slowest rank's mean over the round's iterations, and the report gives the median over rounds.
-It also times the NumPy API's all_reduce (psyne.Group) at 8 B: the Python layer's per-call cost.
+It also times the NumPy API's all_reduce (psyne.Group) at 8 B: the Python layer's per-call cost;
+and dist.all_reduce at 8 B on a third group of torch's own "fake" backend (FakeProcessGroup, C++,
+whose all_reduce does nothing): torch's floor for any backend, so Gloo's time over it is the
+largest ratio any backend could show at 8 B.
 Every result is checked (the all-reduced values are right on every rank).
 """
 
@@ -21,6 +24,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import psyne.torch  # noqa: F401
+import torch.testing._internal.distributed.fake_pg  # noqa: F401  (registers the "fake" backend)
 
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 8 << 20, 64 << 20]
@@ -28,6 +32,7 @@ SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 8 << 20, 64 << 20]
 dist.init_process_group("psyne")
 R, S = dist.get_rank(), dist.get_world_size()
 groups = {"psyne": None, "gloo": dist.new_group(list(range(S)), backend="gloo")}
+fake = dist.new_group(list(range(S)), backend="fake")
 pg = dist.distributed_c10d._get_default_group()
 
 
@@ -85,6 +90,18 @@ def time_ddp(name, steps=10):
     return slowest((time.perf_counter() - t0) / steps)
 
 
+def time_floor_8b():
+    t = torch.ones(2)
+    for _ in range(1000):
+        dist.all_reduce(t, group=fake)
+    dist.barrier()
+    k = 20000
+    t0 = time.perf_counter()
+    for _ in range(k):
+        dist.all_reduce(t, group=fake)
+    return slowest((time.perf_counter() - t0) / k)
+
+
 def time_numpy_8b():
     g = pg.psyne_group
     a = np.ones(2, np.float32)
@@ -98,7 +115,7 @@ def time_numpy_8b():
     return slowest((time.perf_counter() - t0) / k)
 
 
-results = {"all_reduce": {f"{b}": {"psyne": [], "gloo": []} for b in SIZES}, "ddp_step": {"psyne": [], "gloo": []}, "numpy_8B": []}
+results = {"all_reduce": {f"{b}": {"psyne": [], "gloo": []} for b in SIZES}, "ddp_step": {"psyne": [], "gloo": []}, "numpy_8B": [], "floor_8B": []}
 for rnd in range(ROUNDS):
     order = ["psyne", "gloo"] if rnd % 2 == 0 else ["gloo", "psyne"]
     for nbytes in SIZES:
@@ -107,6 +124,7 @@ for rnd in range(ROUNDS):
     for name in order:
         results["ddp_step"][name].append(time_ddp(name))
     results["numpy_8B"].append(time_numpy_8b())
+    results["floor_8B"].append(time_floor_8b())
     if R == 0:
         print(f"round {rnd + 1}/{ROUNDS} done", flush=True)
 
@@ -129,6 +147,8 @@ if R == 0:
         "ddp_step_ms": {n: med(results["ddp_step"][n]) * 1e3 for n in ("psyne", "gloo")}
         | {"speedup": med(results["ddp_step"]["gloo"]) / med(results["ddp_step"]["psyne"])},
         "numpy_all_reduce_8B_us": med(results["numpy_8B"]) * 1e6,
+        "torch_floor_8B_us": med(results["floor_8B"]) * 1e6,
+        "largest_possible_8B_speedup": med(results["all_reduce"]["8"]["gloo"]) / med(results["floor_8B"]),
         "raw_seconds": results,
     }
     with open(sys.argv[1], "w") as f:
@@ -139,5 +159,9 @@ if R == 0:
     d = summary["ddp_step_ms"]
     print(f"DDP step ({n_params} params): psyne {d['psyne']:.2f} ms, gloo {d['gloo']:.2f} ms, x{d['speedup']:.2f}")
     print(f"NumPy API all_reduce 8 B: {summary['numpy_all_reduce_8B_us']:.2f} us")
+    print(
+        f"torch's floor (fake backend) 8 B: {summary['torch_floor_8B_us']:.2f} us;"
+        f" Gloo over it: x{summary['largest_possible_8B_speedup']:.1f}"
+    )
 sys.stdout.flush()
 os._exit(0)  # (Gloo's threads abort the process at interpreter exit in torch 2.15)

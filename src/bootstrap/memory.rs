@@ -1,9 +1,11 @@
 //! A store in one process's memory: the in-tree fake for tests, and the table behind
 //! [`super::StoreServer`].
 
+use super::range_read::{split_values, RangeKey, RangeRead, MAX_RANGE};
 use super::Store;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -12,7 +14,9 @@ use std::time::Instant;
 /// A get waits for exactly the keys it asks for: each waiting get counts the keys it still
 /// misses, a set counts down the gets that wait for its key, and wakes a get only when nothing
 /// it asked for is missing. So N ranks each reading every rank's address cost N wake-ups, not
-/// N² (every set waking every waiter, as one shared condition variable would).
+/// N² (every set waking every waiter, as one shared condition variable would). A range read
+/// ([`MemoryStore::get_range_encoded`]) is cheaper still: the store keeps one state per range
+/// read, and encodes its reply once for every reader.
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
@@ -23,20 +27,27 @@ struct State {
     map: HashMap<String, Vec<u8>>,
     /// The gets waiting for each key not set yet.
     waiting: HashMap<String, Vec<Arc<Waiter>>>,
+    /// The ranges read so far.
+    ranges: HashMap<RangeKey, RangeRead>,
 }
 
 /// One waiting get: how many of its keys are still missing (under the store's lock), and where
 /// it sleeps.
 #[derive(Default)]
-struct Waiter {
-    missing: std::sync::atomic::AtomicUsize,
-    wake: Condvar,
+pub(crate) struct Waiter {
+    pub(crate) missing: std::sync::atomic::AtomicUsize,
+    pub(crate) wake: Condvar,
 }
 
 impl State {
     /// Sets `key` and counts down the gets waiting for it, waking those it completes.
     fn put(&mut self, key: &str, value: Vec<u8>) {
         self.map.insert(key.to_string(), value);
+        for (range, read) in &mut self.ranges {
+            if let Some(i) = range.index_of(key) {
+                read.was_set(i);
+            }
+        }
         for waiter in self.waiting.remove(key).unwrap_or_default() {
             use std::sync::atomic::Ordering::Relaxed;
             if waiter.missing.fetch_sub(1, Relaxed) == 1 {
@@ -74,6 +85,62 @@ impl MemoryStore {
     fn lock(&self) -> Result<MutexGuard<'_, State>> {
         self.state.lock().map_err(|_| poisoned())
     }
+
+    /// The values of `{prefix}{i}` for `i` in `indices`, each as `len: u32` then its bytes, in
+    /// order, once all are set (or a timeout error naming a missing key at `deadline`): the reply
+    /// of [`Store::get_range`] over the network, encoded once and shared by every reader.
+    pub fn get_range_encoded(
+        &self,
+        prefix: &str,
+        indices: Range<usize>,
+        deadline: Instant,
+    ) -> Result<Arc<Vec<u8>>> {
+        if indices.len() > MAX_RANGE {
+            return Err(Error::invalid(format!(
+                "a read of {} keys of `{prefix}`: at most {MAX_RANGE} in one request",
+                indices.len()
+            )));
+        }
+        let key = RangeKey {
+            prefix: prefix.to_string(),
+            indices,
+        };
+        let mut state = self.lock()?;
+        let waiter = Arc::new(Waiter::default());
+        loop {
+            let State { map, ranges, .. } = &mut *state;
+            let read = ranges
+                .entry(key.clone())
+                .or_insert_with(|| RangeRead::new(&key, map));
+            let Some(&first_missing) = read.missing.first() else {
+                return Ok(read.reply(&key, map));
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                read.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
+                return Err(not_set_in_time(&key.key(first_missing)));
+            }
+            if !read.waiters.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
+                waiter
+                    .missing
+                    .store(1, std::sync::atomic::Ordering::Relaxed);
+                read.waiters.push(waiter.clone());
+            }
+            state = waiter
+                .wake
+                .wait_timeout(state, deadline - now)
+                .map_err(|_| poisoned())?
+                .0;
+        }
+    }
+}
+
+/// The error of a get whose key `key` was not set by its deadline.
+fn not_set_in_time(key: &str) -> Error {
+    Error::new(
+        ErrorKind::Timeout,
+        format!("store key `{key}` was not set in time: a rank did not start or is stuck before joining (raise PSY_TIMEOUT if start-up is slow)"),
+    )
 }
 
 impl Store for MemoryStore {
@@ -114,10 +181,7 @@ impl Store for MemoryStore {
                         .iter()
                         .find(|k| !state.map.contains_key(*k))
                         .unwrap_or(&missing[0]);
-                    return Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!("store key `{key}` was not set in time: a rank did not start or is stuck before joining (raise PSY_TIMEOUT if start-up is slow)"),
-                    ));
+                    return Err(not_set_in_time(key));
                 }
                 state = waiter
                     .wake
@@ -130,6 +194,22 @@ impl Store for MemoryStore {
             .iter()
             .map(|k| state.map.get(k).cloned().unwrap_or_default())
             .collect())
+    }
+
+    fn get_range(
+        &self,
+        prefix: &str,
+        indices: Range<usize>,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<u8>>> {
+        let count = indices.len();
+        let raw = self.get_range_encoded(prefix, indices, deadline)?;
+        split_values(&raw, count).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                "a range read's own reply is malformed (a bug in psyne)",
+            )
+        })
     }
 
     fn add(&self, key: &str, delta: i64) -> Result<i64> {

@@ -9,12 +9,14 @@ pub(crate) mod meet;
 mod memory;
 pub(crate) mod pmi;
 pub(crate) mod pmix;
+mod range_read;
 mod tcp;
 
 pub use memory::MemoryStore;
 pub use tcp::{StoreServer, TcpStore};
 
 use crate::error::Result;
+use std::ops::Range;
 use std::time::Instant;
 
 /// A key-value store shared by the ranks of a job. Values are immutable once set in practice;
@@ -29,6 +31,18 @@ pub trait Store: Send + Sync {
     /// reading every rank's address: N requests, not N²).
     fn get_many(&self, keys: &[String], deadline: Instant) -> Result<Vec<Vec<u8>>> {
         keys.iter().map(|k| self.get(k, deadline)).collect()
+    }
+    /// The values of the keys `{prefix}{i}` for `i` in `indices`, in order, waiting until all are
+    /// set or `deadline` passes: every rank reading every rank's address. A store over the
+    /// network answers it from one reply it encodes once for all ranks, and the request names
+    /// only the prefix and the bounds, so N ranks cost the store O(N) work, not O(N²).
+    fn get_range(
+        &self,
+        prefix: &str,
+        indices: Range<usize>,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<u8>>> {
+        self.get_many(&range_keys(prefix, indices), deadline)
     }
     /// Adds `delta` to the integer at `key` (missing counts as 0) and returns the new value.
     fn add(&self, key: &str, delta: i64) -> Result<i64>;
@@ -54,6 +68,14 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn get_many(&self, keys: &[String], deadline: Instant) -> Result<Vec<Vec<u8>>> {
         (**self).get_many(keys, deadline)
     }
+    fn get_range(
+        &self,
+        prefix: &str,
+        indices: Range<usize>,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<u8>>> {
+        (**self).get_range(prefix, indices, deadline)
+    }
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
         (**self).add(key, delta)
     }
@@ -63,4 +85,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn set_ephemeral(&self, key: &str, value: &[u8], when_gone: &[u8]) -> Result<()> {
         (**self).set_ephemeral(key, value, when_gone)
     }
+}
+
+/// The keys of a range read: `{prefix}{i}` for each `i` of `indices`.
+pub(crate) fn range_keys(prefix: &str, indices: Range<usize>) -> Vec<String> {
+    indices.map(|i| format!("{prefix}{i}")).collect()
 }

@@ -6,18 +6,22 @@
 //! 3 add (value: i64), 4 set once (replies with the value held), 5 set while connected (value:
 //! `len: u32`, the value, then the value for when the connection ends), 6 get many (key: the
 //! keys joined by newlines; value: the wait in ms as u64; the reply's payload: each value as
-//! `len: u32` then its bytes, in order). Reply: `status: u8` (0 ok, 1 timed out, 2 error),
+//! `len: u32` then its bytes, in order), 7 get a range (key: the prefix; value: the first and
+//! the end index and the wait in ms, three u64; the reply's payload as for op 6, encoded once by
+//! the server for every client that reads the same range). Reply: `status: u8` (0 ok, 1 timed out, 2 error),
 //! `len: u32`, payload.
 //!
 //! The server answers each client on a thread of its own, and when a client's connection ends
 //! it sets every key that client set with op 5 to its value for when the client is gone.
 
+use super::range_read::split_values;
 use super::{MemoryStore, Store};
 use crate::auth::{self, Secret};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handshakes::Handshakes;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,6 +32,7 @@ const OP_ADD: u8 = 3;
 const OP_SET_ONCE: u8 = 4;
 const OP_SET_EPHEMERAL: u8 = 5;
 const OP_GET_MANY: u8 = 6;
+const OP_GET_RANGE: u8 = 7;
 const MAX_FIELD: u32 = 64 << 20;
 
 /// Serves a store on a TCP port until dropped.
@@ -154,15 +159,15 @@ fn serve_requests(stream: &mut TcpStream, table: &MemoryStore, held: &mut Vec<(S
             split_ephemeral(&val).and_then(|(value, gone)| {
                 held.retain(|(k, _)| *k != key);
                 held.push((key.clone(), gone.to_vec()));
-                table.set(&key, value).map(|_| Vec::new())
+                table.set(&key, value).map(|_| Arc::default())
             })
         } else {
             handle(table, op, &key, &val)
         };
         let reply = match result {
             Ok(data) => (0u8, data),
-            Err(e) if e.kind() == ErrorKind::Timeout => (1, e.message().as_bytes().to_vec()),
-            Err(e) => (2, e.message().as_bytes().to_vec()),
+            Err(e) if e.kind() == ErrorKind::Timeout => (1, message(&e)),
+            Err(e) => (2, message(&e)),
         };
         if write_frame(stream, reply.0, &[&reply.1]).is_err() {
             return;
@@ -180,18 +185,27 @@ fn split_ephemeral(val: &[u8]) -> Result<(&[u8], &[u8])> {
         .ok_or_else(bad)
 }
 
-fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>> {
+/// An error's message as a reply's payload.
+fn message(e: &Error) -> Arc<Vec<u8>> {
+    Arc::new(e.message().as_bytes().to_vec())
+}
+
+/// The reply's payload to one request (shared: a range read's reply is the same for every
+/// client, encoded once).
+fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Arc<Vec<u8>>> {
     match op {
-        OP_SET => table.set(key, val).map(|_| Vec::new()),
-        OP_GET => table.get(key, deadline_in(val)?),
+        OP_SET => table.set(key, val).map(|_| Arc::default()),
+        OP_GET => table.get(key, deadline_in(val)?).map(Arc::new),
         OP_ADD => {
             let d = i64::from_le_bytes(
                 val.try_into()
                     .map_err(|_| Error::invalid("bad add request"))?,
             );
-            table.add(key, d).map(|v| v.to_le_bytes().to_vec())
+            table
+                .add(key, d)
+                .map(|v| Arc::new(v.to_le_bytes().to_vec()))
         }
-        OP_SET_ONCE => table.set_once(key, val),
+        OP_SET_ONCE => table.set_once(key, val).map(Arc::new),
         OP_GET_MANY => {
             let keys: Vec<String> = key.split('\n').map(String::from).collect();
             let mut reply = Vec::new();
@@ -199,7 +213,15 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Vec<u8>>
                 reply.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 reply.extend_from_slice(&value);
             }
-            Ok(reply)
+            Ok(Arc::new(reply))
+        }
+        OP_GET_RANGE => {
+            let bad = || Error::invalid("bad range request: its value is not three u64");
+            let (start, rest) = val.split_first_chunk::<8>().ok_or_else(bad)?;
+            let (end, wait) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
+            let index = |b: &[u8; 8]| usize::try_from(u64::from_le_bytes(*b)).map_err(|_| bad());
+            let (start, end) = (index(start)?, index(end)?);
+            table.get_range_encoded(key, start..end.max(start), deadline_in(wait)?)
         }
         _ => Err(Error::invalid(format!("unknown store op {op}"))),
     }
@@ -212,19 +234,6 @@ fn deadline_in(val: &[u8]) -> Result<Instant> {
             .map_err(|_| Error::invalid("bad get request: its wait is not 8 bytes"))?,
     );
     Ok(Instant::now() + Duration::from_millis(ms))
-}
-
-/// `count` values, each `len: u32` then its bytes, filling `raw` exactly; `None` otherwise.
-fn split_values(mut raw: &[u8], count: usize) -> Option<Vec<Vec<u8>>> {
-    let mut values = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (len, rest) = raw.split_first_chunk::<4>()?;
-        let len = u32::from_le_bytes(*len) as usize;
-        let (value, rest) = (len <= rest.len()).then(|| rest.split_at(len))?;
-        values.push(value.to_vec());
-        raw = rest;
-    }
-    raw.is_empty().then_some(values)
 }
 
 fn read_field(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
@@ -306,6 +315,16 @@ impl TcpStore {
         self.lock()?
             .local_addr()
             .map_err(|e| Error::io("reading a socket address", e))
+    }
+
+    /// The `count` values of a reply to a read of many keys.
+    fn values(&self, raw: &[u8], count: usize) -> Result<Vec<Vec<u8>>> {
+        split_values(raw, count).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Bootstrap,
+                format!("the store at {} answered a read of {count} keys with a malformed reply (a different psyne version?)", self.addr),
+            )
+        })
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, TcpStream>> {
@@ -394,12 +413,35 @@ impl Store for TcpStore {
             &(wait.as_millis() as u64).to_le_bytes(),
             wait,
         )?;
-        split_values(&raw, keys.len()).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Bootstrap,
-                format!("the store at {} answered a get of {} keys with a malformed reply (a different psyne version?)", self.addr, keys.len()),
-            )
-        })
+        self.values(&raw, keys.len())
+    }
+
+    fn get_range(
+        &self,
+        prefix: &str,
+        indices: Range<usize>,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<u8>>> {
+        if indices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let mut request = Vec::with_capacity(24);
+        for word in [
+            indices.start as u64,
+            indices.end as u64,
+            wait.as_millis() as u64,
+        ] {
+            request.extend_from_slice(&word.to_le_bytes());
+        }
+        match self.call(OP_GET_RANGE, prefix, &request, wait) {
+            Ok(raw) => self.values(&raw, indices.len()),
+            // A store of an older psyne knows no range reads: name every key instead.
+            Err(e) if e.message().starts_with("unknown store op") => {
+                self.get_many(&super::range_keys(prefix, indices), deadline)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
@@ -491,6 +533,48 @@ mod tests {
         assert!(e.to_string().contains("newline"), "{e}");
         // The connection still serves requests after both.
         assert_eq!(a.get("x/0", Instant::now()).unwrap(), b"zero");
+    }
+
+    #[test]
+    fn get_range_waits_for_every_key_of_its_range_and_sees_later_changes() {
+        let (_server, a, b) = store_and_two_clients();
+        let b = Arc::new(b);
+        a.set("r/1", b"one").unwrap();
+        a.set("r/10", b"ten, outside 0..3").unwrap();
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    b.get_range("r/", 0..3, Instant::now() + Duration::from_secs(5))
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        a.set("r/2", b"").unwrap();
+        a.set("r/02", b"not r/2").unwrap();
+        a.set("r/0", b"zero, set last").unwrap();
+        let want = vec![b"zero, set last".to_vec(), b"one".to_vec(), Vec::new()];
+        for r in readers {
+            assert_eq!(r.join().unwrap().unwrap(), want);
+        }
+        // A key of the range set again: the next read sees the new value.
+        a.set("r/1", b"uno").unwrap();
+        let got = a.get_range("r/", 1..3, Instant::now()).unwrap();
+        assert_eq!(got, vec![b"uno".to_vec(), Vec::new()]);
+        assert_eq!(
+            a.get_range("r/", 5..5, Instant::now()).unwrap(),
+            Vec::<Vec<u8>>::new()
+        );
+        // A key nobody sets: a timeout naming it; the connection still serves after it.
+        let e = a
+            .get_range("r/", 0..4, Instant::now() + Duration::from_millis(50))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(e.to_string().contains("`r/3`"), "{e}");
+        // Too many keys in one request: refused, nothing held.
+        let e = a.get_range("r/", 0..(1 << 21), Instant::now()).unwrap_err();
+        assert!(e.to_string().contains("at most"), "{e}");
+        assert_eq!(a.get("r/0", Instant::now()).unwrap(), b"zero, set last");
     }
 
     #[test]

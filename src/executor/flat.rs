@@ -15,6 +15,10 @@
 //! finished operation `k - 2`, i.e. after its last read of `r`'s parity `k % 2`. So no rank ever
 //! overwrites data another still reads.
 //!
+//! On a board with more ranks than cores, a rank first sleeps on the board's arrival counter until
+//! every rank has published ([`Board::publish`]), so it wakes once however many peers are late,
+//! and only then looks at each slot, which is normally ready by then.
+//!
 //! What each rank publishes and takes, per collective ([`Part`]), in elements of the work buffer
 //! laid out as [`Collective::layout`] says: all-reduce, reduce, reduce-scatter and all-to-all
 //! publish the whole input; broadcast and scatter only the root's; all-gather and gather each
@@ -68,9 +72,7 @@ impl Engine for BoardCollective<'_> {
         let parity = (k % 2) as usize;
         let mut mine: [u8; DESC] = header::encode_data(desc, (part.count * es) as u64);
         header::set_pair(&mut mine, header::total(&links.p2p));
-        board
-            .slot(me, parity)
-            .publish(k, &mine, &buf[bytes(part.published(me), es)]);
+        board.publish(k, &mine, &buf[bytes(part.published(me), es)]);
         wait_for_all(board, k, parity, &mine, call, links)?;
         let take = Take {
             board,
@@ -99,6 +101,17 @@ fn wait_for_all(
     // The deadline is set when a wait first blocks, so the fast path reads no clock.
     let mut deadline = None;
     let mut next_checked = me;
+    if board.counted() {
+        wait_for_arrivals(
+            board,
+            k,
+            parity,
+            call,
+            links,
+            &mut deadline,
+            &mut next_checked,
+        )?;
+    }
     for j in (0..board.size()).filter(|&j| j != me) {
         let slot = board.slot(j, parity);
         let mut watch = Watch {
@@ -126,6 +139,65 @@ fn wait_for_all(
         None => Ok(()),
     }
 }
+
+/// Waits until every rank has published operation `k`, sleeping on the board's arrival counter:
+/// one wake-up however many peers are late. Between sleeps it checks on the first peer whose slot
+/// still lacks `k` as [`Watch::wait`] does. Returns early if every slot holds `k` although the
+/// counter does not say so (a peer that published and died before counting); the caller's
+/// per-slot waits then decide.
+fn wait_for_arrivals(
+    board: &Board,
+    k: u64,
+    parity: usize,
+    call: &Call,
+    links: &mut Links,
+    deadline: &mut Option<Instant>,
+    next_checked: &mut usize,
+) -> Result<()> {
+    let (me, size) = (board.rank(), board.size());
+    let mut spinner = Spinner::pausing(call.wait);
+    let mut late = 0;
+    let mut slice = None;
+    loop {
+        if board.all_arrived(k) {
+            return Ok(());
+        }
+        // Once asleep, a wake-up without the operation complete is a timeout or a publish that
+        // raced the sleep: back to sleep without spinning again.
+        if slice.is_none() && spinner.idle() != Next::Block {
+            continue;
+        }
+        while late < size && (late == me || board.slot(late, parity).ready(k)) {
+            late += 1;
+        }
+        if late == size {
+            return Ok(());
+        }
+        let slot = board.slot(late, parity);
+        let mut watch = Watch {
+            board,
+            links: &mut *links,
+            slot: &slot,
+            peer: late,
+            parity,
+            k,
+            call,
+            next_checked: &mut *next_checked,
+        };
+        let left = watch.check_before_sleep(deadline)?;
+        let this = slice.map_or(SLEEP_SLICE, |s: Duration| (s * 2).min(LONGEST_SLEEP_SLICE));
+        slice = Some(this);
+        board.sleep_until_arrived(k, left.min(this));
+    }
+}
+
+/// How long a board wait sleeps before it checks on its peers again.
+const SLEEP_SLICE: Duration = Duration::from_millis(5);
+/// The longest sleep of a wait for every rank's arrival: its sleeps double from
+/// [`SLEEP_SLICE`] up to this, so that ranks that wait long for a slow start (hundreds of ranks
+/// on a few cores) do not keep waking to check on peers, while a peer that died is still noticed
+/// within this time.
+const LONGEST_SLEEP_SLICE: Duration = Duration::from_millis(80);
 
 /// What each rank of a board collective publishes and where results go, in elements.
 struct Part {
@@ -283,14 +355,21 @@ impl Watch<'_, '_> {
             if spinner.idle() != Next::Block {
                 continue;
             }
-            self.check_peers()?;
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.call.timeout);
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(self.site().timeout(self.peer, "join it on the node board"));
-            }
-            self.slot.sleep(self.k, left.min(Duration::from_millis(5)));
+            let left = self.check_before_sleep(deadline)?;
+            self.slot.sleep(self.k, left.min(SLEEP_SLICE));
         }
+    }
+
+    /// Before a sleep: checks on the peers ([`Watch::check_peers`]) and the deadline (set now if
+    /// this is the call's first sleep), and returns the time left.
+    fn check_before_sleep(&mut self, deadline: &mut Option<Instant>) -> Result<Duration> {
+        self.check_peers()?;
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.call.timeout);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(self.site().timeout(self.peer, "join it on the node board"));
+        }
+        Ok(left)
     }
 
     /// Fails if a peer gave up the group (any peer: the board says so), or died, or sent a
@@ -299,11 +378,9 @@ impl Watch<'_, '_> {
     /// [`PEERS_PER_CHECK`] others in turn, since the one in another call may be a third rank.
     fn check_peers(&mut self) -> Result<()> {
         let (me, size) = (self.board.rank(), self.board.size());
-        // A peer that gave up the group says so on the board: cheap to look at for every peer.
-        for j in (0..size).filter(|&j| j != me) {
-            if let Some(mark) = self.board.aborted(j) {
-                return Err(self.site().aborted_on_board(j, mark));
-            }
+        // A peer that gave up the group says so on the board (one flag while nobody has).
+        if let Some((j, mark)) = self.board.first_aborted() {
+            return Err(self.site().aborted_on_board(j, mark));
         }
         // A peer in a call over the links may have connected to this rank just now.
         self.links.adopt_arrived()?;

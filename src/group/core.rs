@@ -188,7 +188,7 @@ impl Core {
             .iter()
             .filter(|p| p.host_key == me.host_key)
             .count();
-        let keys: Vec<&str> = links.peers.iter().map(|p| p.host_key.as_str()).collect();
+        let keys: Vec<&str> = links.peers.iter().map(|p| &*p.host_key).collect();
         let shape = Shape {
             size,
             hosts: Hosts::from_keys(&keys),
@@ -317,7 +317,7 @@ impl Core {
             .links
             .peers
             .get(rank)
-            .map(|p| p.host.clone())
+            .map(|p| p.host.to_string())
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Comm>> {

@@ -102,9 +102,9 @@ impl Group {
     /// A world of one: every collective is a local no-op (or copy).
     pub fn alone() -> Group {
         let me = PeerInfo {
-            host: hostname(),
+            host: hostname().into(),
             addr: "-".into(),
-            host_key: crate::transport::host_key(),
+            host_key: crate::transport::host_key().into(),
             shm_ok: false,
             transport: TransportKind::Local,
         };

@@ -50,6 +50,7 @@ use crate::error::Result;
 use rdma::RdmaConfig;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A connected, authenticated, ordered byte stream to one peer rank, in non-blocking mode.
@@ -159,12 +160,13 @@ impl std::fmt::Display for TransportKind {
 /// Where a peer rank lives, for error messages and transport choice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerInfo {
-    /// The peer's host name.
-    pub host: String,
+    /// The peer's host name (shared between the peers of one host: a group of N ranks holds
+    /// every rank's entry, so each costs no allocation of its own to copy).
+    pub host: Arc<str>,
     /// The address its listener advertised.
-    pub addr: String,
+    pub addr: Arc<str>,
     /// Identifies the machine (host name and boot id): equal keys can share memory.
-    pub host_key: String,
+    pub host_key: Arc<str>,
     /// Whether the peer allows shared memory (its `PSY_TRANSPORT` is not `tcp`).
     pub shm_ok: bool,
     /// The transport of the link to it ([`TransportKind::Local`] for this rank itself).

@@ -7,6 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{PeerInfo, TransportKind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receive buffer asked for on every connection before it connects, so the window scale it
@@ -66,7 +67,7 @@ fn connect_to(addr: SocketAddr, deadline: Instant) -> std::io::Result<TcpStream>
     }
 }
 
-fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
+fn parse_entry(rank: usize, raw: &[u8], prev: Option<&PeerInfo>) -> Result<(SocketAddr, PeerInfo)> {
     let text = String::from_utf8_lossy(raw);
     let bad = || {
         Error::new(
@@ -74,17 +75,28 @@ fn parse_entry(rank: usize, raw: &[u8]) -> Result<(SocketAddr, PeerInfo)> {
             format!("rank {rank} published an unreadable address {text:?} in the store (a different psyne version?)"),
         )
     };
-    let parts: Vec<&str> = text.split(' ').collect();
-    let [addr_text, host, host_key, shm] = parts[..] else {
+    let mut parts = text.split(' ');
+    let (Some(addr_text), Some(host), Some(host_key), Some(shm), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
         return Err(bad());
     };
     let addr = addr_text.parse().map_err(|_| bad())?;
+    // Ranks of one host publish one after another: share the previous entry's names when equal.
+    let shared = |name: &str, previous: Option<&Arc<str>>| match previous {
+        Some(p) if **p == *name => p.clone(),
+        _ => Arc::from(name),
+    };
     Ok((
         addr,
         PeerInfo {
-            host: host.to_string(),
-            addr: addr_text.to_string(),
-            host_key: host_key.to_string(),
+            host: shared(host, prev.map(|p| &p.host)),
+            addr: addr_text.into(),
+            host_key: shared(host_key, prev.map(|p| &p.host_key)),
             shm_ok: shm == "1",
             transport: TransportKind::Tcp,
         },
@@ -141,9 +153,9 @@ fn listen_and_publish(
         format!("{local} {host} {host_key} {}", u8::from(opts.shm_ok)).as_bytes(),
     )?;
     let me = PeerInfo {
-        host: host.clone(),
-        addr: local.to_string(),
-        host_key: host_key.clone(),
+        host: host.as_str().into(),
+        addr: local.to_string().into(),
+        host_key: host_key.as_str().into(),
         shm_ok: opts.shm_ok,
         transport: TransportKind::Local,
     };
@@ -151,24 +163,26 @@ fn listen_and_publish(
 }
 
 /// Waits for every rank (this one too) to publish its address, and reads them all in one
-/// request ([`Store::get_many`]).
+/// request ([`Store::get_range`]).
 fn read_addresses(
     store: &dyn Store,
     opts: &AddressOptions<'_>,
 ) -> Result<Vec<(SocketAddr, PeerInfo)>> {
     let rank = opts.rank;
-    let keys: Vec<String> = (0..opts.size)
-        .map(|peer| format!("{}/addr/{peer}", opts.prefix))
-        .collect();
-    let raw = store.get_many(&keys, opts.deadline).map_err(|e| {
-        e.context(format!(
-            "rank {rank}: waiting for every rank to publish its address"
-        ))
-    })?;
-    raw.iter()
-        .enumerate()
-        .map(|(peer, raw)| parse_entry(peer, raw))
-        .collect()
+    let prefix = format!("{}/addr/", opts.prefix);
+    let raw = store
+        .get_range(&prefix, 0..opts.size, opts.deadline)
+        .map_err(|e| {
+            e.context(format!(
+                "rank {rank}: waiting for every rank to publish its address"
+            ))
+        })?;
+    let mut parsed: Vec<(SocketAddr, PeerInfo)> = Vec::with_capacity(raw.len());
+    for (peer, raw) in raw.iter().enumerate() {
+        let entry = parse_entry(peer, raw, parsed.last().map(|(_, info)| info))?;
+        parsed.push(entry);
+    }
+    Ok(parsed)
 }
 
 /// Connects this rank (`rank`) to `peer` (listening at `addr`, living as `info`) and proves the

@@ -9,8 +9,8 @@ Prints the fitted inputs and a Markdown table; results/scale/MODEL.md explains e
 
 Assumptions that are not measured here (there is one machine), each printed with the result:
 the launch node's cores for psyrun (P), the network's bandwidth out of psyrun's host (BW) and its
-round trip (RTT), and the bytes of one address record and of one key in a bulk read (from the
-record format in src/transport/tcp/mesh.rs).
+round trip (RTT), and the bytes of one address record and of one range read's request (from
+the record format in src/transport/tcp/mesh.rs and op 7 in src/bootstrap/tcp.rs).
 """
 import csv
 import math
@@ -19,7 +19,8 @@ import sys
 from collections import defaultdict
 
 RECORD = 4 + len("10.200.12.34:45678 node0123 node0123/") + 36 + 2  # length + record
-KEY = 4 + len("psyne/job-0123456789abcdef/addr/4095")
+# A range read names the prefix and two bounds (op 7), not every key.
+REQUEST = 1 + 4 + len("psyne/job-0123456789abcdef/world/addr/") + 4 + 24
 
 
 def medians(path, key, value):
@@ -91,7 +92,7 @@ def main():
           f"(points {', '.join(f'{m}: {y:.2f} ms' for m, y in rank)})")
     print(f"  launch: one host ready after {hop:.3f} s; psyrun CPU {conn_cpu * 1e3:.2f} ms per "
           f"host reached directly, {relay_cpu * 1e3:.2f} ms per relayed host")
-    print(f"  record {RECORD} B, key {KEY} B")
+    print(f"  record {RECORD} B, range request {REQUEST} B")
     print()
     print(f"Predictions for {hosts} hosts x {per_host} ranks = {n} ranks:")
     print()
@@ -109,7 +110,7 @@ def main():
         launch_flat = hop + hosts * conn_cpu / p
         store_cpu = (s1 * n + s2 * n * n) / p
         store_out = n * n * RECORD / bw
-        store_in = n * n * KEY / bw
+        store_in = n * REQUEST / bw
         store_t = max(store_cpu, store_out, store_in)
         rank_t = (r0 + r1 * n) / 1e3
         rtt = 50e-6
@@ -129,8 +130,9 @@ def main():
     table = n * RECORD
     print(f"Per rank: the address table {table / 2**20:.2f} MiB; connections: store, listener and "
           f"{math.ceil(math.log2(n))} peers after a recursive-doubling all-reduce (lazy).")
-    print(f"Store load: {2 * n} requests, {n * n * RECORD / 1e9:.2f} GB out, "
-          f"{n * n * KEY / 1e9:.2f} GB in (each bulk read names every key).")
+    print(f"Store load: {2 * n} requests, {n * n * RECORD / 1e9:.2f} GB out (the table, encoded "
+          f"once, to every rank), {n * REQUEST / 1e6:.2f} MB in (a range read names only its "
+          f"prefix).")
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ impl MemoryStore {
         };
         let mut state = self.lock()?;
         let waiter = Arc::new(Waiter::default());
+        let mut registered = false;
         loop {
             let State { map, ranges, .. } = &mut *state;
             let read = ranges
@@ -120,11 +121,14 @@ impl MemoryStore {
                 read.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
                 return Err(not_set_in_time(&key.key(first_missing)));
             }
-            if !read.waiters.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
+            // Registered once: a spurious wake-up leaves it in the list (only the range's
+            // completion takes it out, and that ends the wait).
+            if !registered {
                 waiter
                     .missing
                     .store(1, std::sync::atomic::Ordering::Relaxed);
                 read.waiters.push(waiter.clone());
+                registered = true;
             }
             state = waiter
                 .wake

@@ -34,6 +34,9 @@ const OP_SET_EPHEMERAL: u8 = 5;
 const OP_GET_MANY: u8 = 6;
 const OP_GET_RANGE: u8 = 7;
 const MAX_FIELD: u32 = 64 << 20;
+/// How the server's error for an op it does not know begins (a client of a newer psyne falls
+/// back on it).
+const UNKNOWN_OP: &str = "unknown store op";
 
 /// Serves a store on a TCP port until dropped.
 pub struct StoreServer {
@@ -223,7 +226,7 @@ fn handle(table: &MemoryStore, op: u8, key: &str, val: &[u8]) -> Result<Arc<Vec<
             let (start, end) = (index(start)?, index(end)?);
             table.get_range_encoded(key, start..end.max(start), deadline_in(wait)?)
         }
-        _ => Err(Error::invalid(format!("unknown store op {op}"))),
+        _ => Err(Error::invalid(format!("{UNKNOWN_OP} {op}"))),
     }
 }
 
@@ -437,7 +440,7 @@ impl Store for TcpStore {
         match self.call(OP_GET_RANGE, prefix, &request, wait) {
             Ok(raw) => self.values(&raw, indices.len()),
             // A store of an older psyne knows no range reads: name every key instead.
-            Err(e) if e.message().starts_with("unknown store op") => {
+            Err(e) if e.message().starts_with(UNKNOWN_OP) => {
                 self.get_many(&super::range_keys(prefix, indices), deadline)
             }
             Err(e) => Err(e),

@@ -30,7 +30,7 @@ use super::{Call, Engine, Links};
 use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
-use crate::transport::shm::board::{Board, Slot, DESC, SLOT_DATA};
+use crate::transport::shm::board::{Board, DESC, SLOT_DATA};
 use crate::wait::{process_alive, Next, Spinner};
 use std::time::{Duration, Instant};
 
@@ -98,96 +98,29 @@ fn wait_for_all(
     let me = board.rank();
     let mut counts = header::PairSums::default();
     counts.add(mine);
-    // The deadline is set when a wait first blocks, so the fast path reads no clock.
-    let mut deadline = None;
-    let mut next_checked = me;
+    let mut watch = Watch {
+        board,
+        links,
+        parity,
+        k,
+        call,
+        deadline: None,
+        next_checked: me,
+    };
     if board.counted() {
-        wait_for_arrivals(
-            board,
-            k,
-            parity,
-            call,
-            links,
-            &mut deadline,
-            &mut next_checked,
-        )?;
+        watch.wait_for_arrivals()?;
     }
     for j in (0..board.size()).filter(|&j| j != me) {
-        let slot = board.slot(j, parity);
-        let mut watch = Watch {
-            board,
-            links: &mut *links,
-            slot: &slot,
-            peer: j,
-            parity,
-            k,
-            call,
-            next_checked: &mut next_checked,
-        };
-        watch.wait(&mut deadline)?;
-        let theirs = slot.desc();
+        watch.wait_for(j)?;
+        let theirs = board.slot(j, parity).desc();
         if !header::same_call(&theirs, mine) {
-            let site = call.site(links.rank, &links.peers);
-            return Err(site.mismatch(j, described(&theirs)));
+            return Err(watch.site().mismatch(j, described(&theirs)));
         }
         counts.add(&theirs);
     }
     match counts.unbalanced() {
-        Some((sent, received)) => Err(call
-            .site(links.rank, &links.peers)
-            .unmatched_sends(sent, received)),
+        Some((sent, received)) => Err(watch.site().unmatched_sends(sent, received)),
         None => Ok(()),
-    }
-}
-
-/// Waits until every rank has published operation `k`, sleeping on the board's arrival counter:
-/// one wake-up however many peers are late. Between sleeps it checks on the first peer whose slot
-/// still lacks `k` as [`Watch::wait`] does. Returns early if every slot holds `k` although the
-/// counter does not say so (a peer that published and died before counting); the caller's
-/// per-slot waits then decide.
-fn wait_for_arrivals(
-    board: &Board,
-    k: u64,
-    parity: usize,
-    call: &Call,
-    links: &mut Links,
-    deadline: &mut Option<Instant>,
-    next_checked: &mut usize,
-) -> Result<()> {
-    let (me, size) = (board.rank(), board.size());
-    let mut spinner = Spinner::pausing(call.wait);
-    let mut late = 0;
-    let mut slice = None;
-    loop {
-        if board.all_arrived(k) {
-            return Ok(());
-        }
-        // Once asleep, a wake-up without the operation complete is a timeout or a publish that
-        // raced the sleep: back to sleep without spinning again.
-        if slice.is_none() && spinner.idle() != Next::Block {
-            continue;
-        }
-        while late < size && (late == me || board.slot(late, parity).ready(k)) {
-            late += 1;
-        }
-        if late == size {
-            return Ok(());
-        }
-        let slot = board.slot(late, parity);
-        let mut watch = Watch {
-            board,
-            links: &mut *links,
-            slot: &slot,
-            peer: late,
-            parity,
-            k,
-            call,
-            next_checked: &mut *next_checked,
-        };
-        let left = watch.check_before_sleep(deadline)?;
-        let this = slice.map_or(SLEEP_SLICE, |s: Duration| (s * 2).min(LONGEST_SLEEP_SLICE));
-        slice = Some(this);
-        board.sleep_until_arrived(k, left.min(this));
     }
 }
 
@@ -319,17 +252,17 @@ fn described(theirs: &[u8; HEADER_LEN]) -> String {
     }
 }
 
-/// Waiting for one peer's slot of one operation.
-struct Watch<'a, 'b> {
+/// Waiting for the peers' slots of one operation.
+struct Watch<'a> {
     board: &'a Board,
     links: &'a mut Links,
-    slot: &'a Slot<'b>,
-    peer: usize,
     parity: usize,
     k: u64,
     call: &'a Call,
+    /// Set when a wait first blocks, so the fast path reads no clock.
+    deadline: Option<Instant>,
     /// Where the next round of [`Watch::check_peers`] goes on among the other peers.
-    next_checked: &'a mut usize,
+    next_checked: usize,
 }
 
 /// How many peers besides the one waited for [`Watch::check_peers`] looks at each time a wait
@@ -338,36 +271,73 @@ struct Watch<'a, 'b> {
 /// on every rank; in turns, every peer is still seen within `size / PEERS_PER_CHECK` sleeps.
 const PEERS_PER_CHECK: usize = 8;
 
-impl Watch<'_, '_> {
+impl Watch<'_> {
     fn site(&self) -> Site<'_> {
         self.call.site(self.links.rank, &self.links.peers)
     }
 
-    /// Waits until the peer's slot holds operation `k`: polls, then yields, then sleeps on the
+    /// Waits until every rank has published operation `k`, sleeping on the board's arrival
+    /// counter: one wake-up however many peers are late. Between sleeps it checks on the first
+    /// peer whose slot still lacks `k` as [`Watch::wait_for`] does. Returns early if every slot
+    /// holds `k` although the counter does not say so (a peer that published and died before
+    /// counting); the per-slot waits then decide.
+    fn wait_for_arrivals(&mut self) -> Result<()> {
+        let (board, k) = (self.board, self.k);
+        let (me, size) = (board.rank(), board.size());
+        let mut spinner = Spinner::pausing(self.call.wait);
+        let mut late = 0;
+        let mut slice = None;
+        loop {
+            if board.all_arrived(k) {
+                return Ok(());
+            }
+            // Once asleep, a wake-up without the operation complete is a timeout or a publish
+            // that raced the sleep: back to sleep without spinning again.
+            if slice.is_none() && spinner.idle() != Next::Block {
+                continue;
+            }
+            while late < size && (late == me || board.slot(late, self.parity).ready(k)) {
+                late += 1;
+            }
+            if late == size {
+                return Ok(());
+            }
+            let left = self.check_before_sleep(late)?;
+            let this = slice.map_or(SLEEP_SLICE, |s: Duration| (s * 2).min(LONGEST_SLEEP_SLICE));
+            slice = Some(this);
+            board.sleep_until_arrived(k, left.min(this));
+        }
+    }
+
+    /// Waits until `peer`'s slot holds operation `k`: polls, then yields, then sleeps on the
     /// slot, checking between sleeps that every peer is alive and none is sending messages over
     /// the links (a different collective), and that the deadline has not passed.
-    fn wait(&mut self, deadline: &mut Option<Instant>) -> Result<()> {
+    fn wait_for(&mut self, peer: usize) -> Result<()> {
+        let slot = self.board.slot(peer, self.parity);
         let mut spinner = Spinner::pausing(self.call.wait);
         loop {
-            if self.slot.ready(self.k) {
+            if slot.ready(self.k) {
                 return Ok(());
             }
             if spinner.idle() != Next::Block {
                 continue;
             }
-            let left = self.check_before_sleep(deadline)?;
-            self.slot.sleep(self.k, left.min(SLEEP_SLICE));
+            let left = self.check_before_sleep(peer)?;
+            slot.sleep(self.k, left.min(SLEEP_SLICE));
         }
     }
 
-    /// Before a sleep: checks on the peers ([`Watch::check_peers`]) and the deadline (set now if
-    /// this is the call's first sleep), and returns the time left.
-    fn check_before_sleep(&mut self, deadline: &mut Option<Instant>) -> Result<Duration> {
-        self.check_peers()?;
-        let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.call.timeout);
+    /// Before a sleep waiting for `peer`: checks on the peers ([`Watch::check_peers`]) and the
+    /// deadline (set now if this is the call's first sleep), and returns the time left.
+    fn check_before_sleep(&mut self, peer: usize) -> Result<Duration> {
+        self.check_peers(peer)?;
+        let timeout = self.call.timeout;
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| Instant::now() + timeout);
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(self.site().timeout(self.peer, "join it on the node board"));
+            return Err(self.site().timeout(peer, "join it on the node board"));
         }
         Ok(left)
     }
@@ -376,7 +346,7 @@ impl Watch<'_, '_> {
     /// message over the links while its slot still lacks operation `k` (it is in another
     /// collective, or aborted). The last two for the peer waited for and the next
     /// [`PEERS_PER_CHECK`] others in turn, since the one in another call may be a third rank.
-    fn check_peers(&mut self) -> Result<()> {
+    fn check_peers(&mut self, peer: usize) -> Result<()> {
         let (me, size) = (self.board.rank(), self.board.size());
         // A peer that gave up the group says so on the board (one flag while nobody has).
         if let Some((j, mark)) = self.board.first_aborted() {
@@ -384,14 +354,14 @@ impl Watch<'_, '_> {
         }
         // A peer in a call over the links may have connected to this rank just now.
         self.links.adopt_arrived()?;
-        let mut turn = [self.peer; PEERS_PER_CHECK + 1];
+        let mut turn = [peer; PEERS_PER_CHECK + 1];
         let looked_at = 1 + PEERS_PER_CHECK.min(size - 1);
         for j in &mut turn[1..looked_at] {
-            *self.next_checked = (*self.next_checked + 1) % size;
-            if *self.next_checked == me {
-                *self.next_checked = (me + 1) % size;
+            self.next_checked = (self.next_checked + 1) % size;
+            if self.next_checked == me {
+                self.next_checked = (me + 1) % size;
             }
-            *j = *self.next_checked;
+            *j = self.next_checked;
         }
         for &j in &turn[..looked_at] {
             let slot = self.board.slot(j, self.parity);

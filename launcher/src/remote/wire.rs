@@ -341,6 +341,16 @@ impl Enc {
     fn count(&mut self, n: usize) -> &mut Self {
         self.u32(u32::try_from(n).unwrap_or(u32::MAX))
     }
+    /// An optional field: 0, or 1 and the value as `put` writes it.
+    fn option<T>(&mut self, v: Option<T>, put: impl FnOnce(&mut Self, T)) -> &mut Self {
+        match v {
+            Some(v) => put(self.u8(1), v),
+            None => {
+                self.u8(0);
+            }
+        }
+        self
+    }
 }
 
 /// Reads the body of a frame.
@@ -387,6 +397,18 @@ impl<'a> Dec<'a> {
             0 => Ok(false),
             1 => Ok(true),
             b => Err(WireError(format!("{what}: {b} is not a boolean"))),
+        }
+    }
+    /// An optional field written by [`Enc::option`]: whether it follows, then the value.
+    fn option<T>(
+        &mut self,
+        what: &str,
+        read: impl FnOnce(&mut Self) -> Result<T, WireError>,
+    ) -> Result<Option<T>, WireError> {
+        if self.bool(what)? {
+            read(self).map(Some)
+        } else {
+            Ok(None)
         }
     }
     /// A list count, checked against what is left so a lying count cannot make us allocate.
@@ -446,10 +468,9 @@ impl ToAgent {
                     for (k, v) in &r.env {
                         e.bytes(k).bytes(v);
                     }
-                    match &r.wdir {
-                        Some(d) => e.u8(1).bytes(d),
-                        None => e.u8(0),
-                    };
+                    e.option(r.wdir.as_deref(), |e, d| {
+                        e.bytes(d);
+                    });
                 }
             }
             ToAgent::Start => {
@@ -520,11 +541,7 @@ impl ToAgent {
                     let env = (0..nenv)
                         .map(|_| Ok((d.bytes("a variable name")?, d.bytes("a variable value")?)))
                         .collect::<Result<_, WireError>>()?;
-                    let wdir = if d.bool("the --wdir flag")? {
-                        Some(d.bytes("--wdir")?)
-                    } else {
-                        None
-                    };
+                    let wdir = d.option("the --wdir flag", |d| d.bytes("--wdir"))?;
                     ranks.push(RankSpec {
                         rank,
                         local_rank,
@@ -649,11 +666,11 @@ impl FromAgent {
                 e.u8(10).u32(*host);
                 match outcome {
                     Ok(route) => {
-                        e.u8(1).str(&route.via);
-                        match &route.peer {
-                            Some(p) => e.u8(1).str(p),
-                            None => e.u8(0),
-                        };
+                        e.u8(1)
+                            .str(&route.via)
+                            .option(route.peer.as_deref(), |e, p| {
+                                e.str(p);
+                            });
                     }
                     Err(why) => {
                         e.u8(0).str(why);
@@ -667,11 +684,9 @@ impl FromAgent {
                 e.u8(12).u32(*host).str(line);
             }
             FromAgent::Closed { host, why, status } => {
-                e.u8(13).u32(*host).str(why);
-                match status {
-                    Some(s) => e.u8(1).i32(*s),
-                    None => e.u8(0),
-                };
+                e.u8(13).u32(*host).str(why).option(*status, |e, s| {
+                    e.i32(s);
+                });
             }
         }
         e.0
@@ -738,11 +753,8 @@ impl FromAgent {
                 let host = d.u32("the host")?;
                 let outcome = if d.bool("whether it was reached")? {
                     let via = d.string("the route")?;
-                    let peer = if d.bool("whether an address follows")? {
-                        Some(d.string("the address")?)
-                    } else {
-                        None
-                    };
+                    let peer =
+                        d.option("whether an address follows", |d| d.string("the address"))?;
                     Ok(RelayRoute { via, peer })
                 } else {
                     Err(d.string("why not")?)
@@ -760,11 +772,7 @@ impl FromAgent {
             13 => FromAgent::Closed {
                 host: d.u32("the host")?,
                 why: d.string("why")?,
-                status: if d.bool("whether a status follows")? {
-                    Some(d.i32("the status")?)
-                } else {
-                    None
-                },
+                status: d.option("whether a status follows", |d| d.i32("the status"))?,
             },
             k => return Err(WireError(format!("unknown message kind {k} from an agent"))),
         };

@@ -99,6 +99,16 @@ unsafe impl Send for Board {}
 // SAFETY: as above; `&Board` gives no unsynchronised mutable access.
 unsafe impl Sync for Board {}
 
+/// The word at `at` of a board segment's header page (after the magic and nonce, before the
+/// pids, 4-byte aligned).
+fn header_word(segment: &Segment, at: usize) -> &AtomicU32 {
+    assert!(at >= 24 && at + 4 <= 64 && at % 4 == 0, "not a header word");
+    // SAFETY: `at` lies in the header page's first line (every board segment is longer than a
+    // page), 4-byte aligned; these words are only ever accessed atomically; the reference lives
+    // no longer than the segment's mapping.
+    unsafe { &*(segment.as_ptr().add(at) as *const AtomicU32) }
+}
+
 fn len_for(size: usize) -> usize {
     PAGE + size * 2 * SLOT
 }
@@ -131,11 +141,9 @@ impl Board {
                 std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), seg.as_ptr(), 8);
                 std::ptr::copy_nonoverlapping(nonce.as_ptr(), seg.as_ptr().add(8), 16);
             }
+            // Before the store names the board: every rank reads it after mapping.
             let counted = crate::wait::oversubscribed(size);
-            // SAFETY: as above; the word is 4-byte aligned inside the header page, and other
-            // ranks read it (atomically) only after the store says the board exists.
-            let word = unsafe { &*(seg.as_ptr().add(COUNTED_AT) as *const AtomicU32) };
-            word.store(u32::from(counted), Ordering::SeqCst);
+            header_word(&seg, COUNTED_AT).store(u32::from(counted), Ordering::SeqCst);
             let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
             store.set(
                 &format!("{prefix}/board"),
@@ -200,13 +208,9 @@ impl Board {
         unsafe { &*(self.segment.as_ptr().add(64 + 4 * rank) as *const AtomicU32) }
     }
 
-    /// The word at `at` of the header page (before the pids, 4-byte aligned).
+    /// The word at `at` of the header page.
     fn header_word(&self, at: usize) -> &AtomicU32 {
-        debug_assert!(at >= 24 && at + 4 <= 64 && at % 4 == 0);
-        // SAFETY: `at` lies in the header page's first line after the magic and nonce, 4-byte
-        // aligned; these words are only ever accessed atomically; the mapping lives as long as
-        // `self`.
-        unsafe { &*(self.segment.as_ptr().add(at) as *const AtomicU32) }
+        header_word(&self.segment, at)
     }
 
     /// The counter's value once every rank has published operation `k` (wrapping).

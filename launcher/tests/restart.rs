@@ -162,7 +162,7 @@ fn a_signal_to_psyrun_stops_the_job_without_a_restart() {
     let dir = TempDir::new("restart-signal");
     let script = dir.script(
         "sleepy.sh",
-        &format!("#!/bin/sh\n{RECORD_PID}\necho attempt=$PSY_RESTART_COUNT\nexec sleep 30\n"),
+        &format!("#!/bin/sh\necho attempt=$PSY_RESTART_COUNT\n{RECORD_PID}\nexec sleep 30\n"),
         0o755,
     );
     let mut cmd = psyrun(&dir);

@@ -17,7 +17,10 @@
 //!
 //! On a board with more ranks than cores, a rank first sleeps on the board's arrival counter until
 //! every rank has published ([`Board::publish`]), so it wakes once however many peers are late,
-//! and only then looks at each slot, which is normally ready by then.
+//! and then reads each peer's summary line ([`Board::summary`]: the description and a part of up
+//! to 16 bytes, packed beside every other rank's) rather than its slot, so that a rank of
+//! hundreds touches a few pages, not one per peer. The reading code is generic over the two
+//! sources ([`parts::Parts`]), so boards where every rank has a core read their slots as before.
 //!
 //! What each rank publishes and takes, per collective ([`Part`]), in elements of the work buffer
 //! laid out as [`Collective::layout`] says: all-reduce, reduce, reduce-scatter and all-to-all
@@ -32,6 +35,7 @@ use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
 use crate::transport::shm::board::{Board, DESC, SLOT_DATA};
 use crate::wait::{process_alive, Next, Spinner};
+use parts::{Parts, Slots, Summaries};
 use std::time::{Duration, Instant};
 
 /// An engine: one small collective on the node board.
@@ -73,28 +77,62 @@ impl Engine for BoardCollective<'_> {
         let mut mine: [u8; DESC] = header::encode_data(desc, (part.count * es) as u64);
         header::set_pair(&mut mine, header::total(&links.p2p));
         board.publish(k, &mine, &buf[bytes(part.published(me), es)]);
-        wait_for_all(board, k, parity, &mine, call, links)?;
-        let take = Take {
-            board,
-            parity,
+        let ours = Ours {
+            k,
+            mine: &mine,
             part: &part,
             es,
+            reducer,
         };
-        take.finish(me, buf, reducer);
+        // One copy of the reading code per source, so that the slots' stays as lean as it was.
+        if board.counted() {
+            ours.complete(Summaries { board, parity }, call, links, buf)
+        } else {
+            ours.complete(Slots { board, parity }, call, links, buf)
+        }
+    }
+}
+
+/// This rank's view of one board call, once published.
+struct Ours<'a> {
+    k: u64,
+    mine: &'a [u8; DESC],
+    part: &'a Part,
+    es: usize,
+    reducer: Option<Reducer>,
+}
+
+impl Ours<'_> {
+    /// Waits for every peer's part, checks it, and computes this rank's result into `buf`.
+    fn complete<'b, P: Parts<'b>>(
+        &self,
+        parts: P,
+        call: &Call,
+        links: &mut Links,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let board = parts.board();
+        wait_for_all(&parts, self.k, self.mine, call, links)?;
+        let take = Take {
+            parts,
+            part: self.part,
+            es: self.es,
+        };
+        take.finish(board.rank(), buf, self.reducer);
         Ok(())
     }
 }
 
-/// Waits for every peer's slot of operation `k` and checks that each describes the same call as
+/// Waits for every peer's part of operation `k` and checks that each describes the same call as
 /// `mine`, and that the point-to-point messages sent before it were all received.
-fn wait_for_all(
-    board: &Board,
+fn wait_for_all<'b, P: Parts<'b>>(
+    parts: &P,
     k: u64,
-    parity: usize,
     mine: &[u8; DESC],
     call: &Call,
     links: &mut Links,
 ) -> Result<()> {
+    let (board, parity) = (parts.board(), parts.parity());
     let me = board.rank();
     let mut counts = header::PairSums::default();
     counts.add(mine);
@@ -111,8 +149,10 @@ fn wait_for_all(
         watch.wait_for_arrivals()?;
     }
     for j in (0..board.size()).filter(|&j| j != me) {
-        watch.wait_for(j)?;
-        let theirs = board.slot(j, parity).desc();
+        if !parts.arrived(j, k) {
+            watch.wait_for(j)?;
+        }
+        let theirs = parts.desc(j);
         if !header::same_call(&theirs, mine) {
             return Err(watch.site().mismatch(j, described(&theirs)));
         }
@@ -171,24 +211,20 @@ impl Part {
     }
 }
 
-/// Reading the published slots of one operation.
-struct Take<'a, 'b> {
-    board: &'a Board,
-    parity: usize,
+/// Reading the published parts of one operation.
+struct Take<'b, P> {
+    parts: P,
     part: &'b Part,
     es: usize,
 }
 
-impl<'a> Take<'a, '_> {
+impl<'a, P: Parts<'a>> Take<'_, P> {
     /// Elements `span` (in rank `r`'s work-buffer coordinates, inside what it published) of
     /// rank `r`'s slot.
     fn from(&self, r: usize, span: Span) -> &'a [u8] {
         let published = self.part.published(r);
         debug_assert!(published.start <= span.start && span.end <= published.end);
-        let data = self
-            .board
-            .slot(r, self.parity)
-            .data(published.len() * self.es);
+        let data = self.parts.data(r, published.len() * self.es);
         &data[bytes(
             span.start - published.start..span.end - published.start,
             self.es,
@@ -380,5 +416,75 @@ impl Watch<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Where a board call reads its peers' descriptions and parts: their slots, or on a crowded
+/// board their summary lines ([`Board::summary`]), a few contiguous pages for every peer.
+mod parts {
+    use crate::transport::shm::board::{Board, DESC};
+
+    /// The descriptions and parts of one parity of the board.
+    pub(super) trait Parts<'a> {
+        /// The board.
+        fn board(&self) -> &'a Board;
+        /// The parity read.
+        fn parity(&self) -> usize;
+        /// True if rank `r`'s part of operation `k` is known to be there without waiting on its
+        /// slot (false: wait on the slot, which is there once it is).
+        fn arrived(&self, r: usize, k: u64) -> bool;
+        /// Rank `r`'s description of the call (once there).
+        fn desc(&self, r: usize) -> [u8; DESC];
+        /// Rank `r`'s part, `len` bytes (once there).
+        fn data(&self, r: usize, len: usize) -> &'a [u8];
+    }
+
+    /// Every rank's slot.
+    pub(super) struct Slots<'a> {
+        pub(super) board: &'a Board,
+        pub(super) parity: usize,
+    }
+
+    impl<'a> Parts<'a> for Slots<'a> {
+        fn board(&self) -> &'a Board {
+            self.board
+        }
+        fn parity(&self) -> usize {
+            self.parity
+        }
+        fn arrived(&self, _: usize, _: u64) -> bool {
+            false
+        }
+        fn desc(&self, r: usize) -> [u8; DESC] {
+            self.board.slot(r, self.parity).desc()
+        }
+        fn data(&self, r: usize, len: usize) -> &'a [u8] {
+            self.board.slot(r, self.parity).data(len)
+        }
+    }
+
+    /// Every rank's summary line: a publish writes it before the slot, so a rank whose slot is
+    /// there has its summary there too.
+    pub(super) struct Summaries<'a> {
+        pub(super) board: &'a Board,
+        pub(super) parity: usize,
+    }
+
+    impl<'a> Parts<'a> for Summaries<'a> {
+        fn board(&self) -> &'a Board {
+            self.board
+        }
+        fn parity(&self) -> usize {
+            self.parity
+        }
+        fn arrived(&self, r: usize, k: u64) -> bool {
+            self.board.summary(r, self.parity).ready(k)
+        }
+        fn desc(&self, r: usize) -> [u8; DESC] {
+            self.board.summary(r, self.parity).desc()
+        }
+        fn data(&self, r: usize, len: usize) -> &'a [u8] {
+            self.board.summary(r, self.parity).data(len)
+        }
     }
 }

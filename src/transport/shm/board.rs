@@ -12,6 +12,14 @@
 //! sleeper count have a line of their own, so a publisher's look at `sleepers` does not fight the
 //! readers polling `seq`.
 //!
+//! After the slots, page aligned, every rank's two summary lines (one per parity, packed): on a
+//! crowded board (below) a publish also writes there its `seq`, its description and a part of up
+//! to [`INLINE`] bytes, and a rank reading every peer's part of a small call reads these `size`
+//! contiguous lines ([`Board::summary`]) instead of a page of every peer: with hundreds of ranks
+//! on a host, each rank faulting in, reading and unmapping the whole board made the board's cost
+//! grow with the square of the ranks. Where every rank has a core, the summaries are not written
+//! and the slots alone serve, as before.
+//!
 //! On a board of more ranks than the host has cores (rank 0 decides when it creates the board and
 //! says so in the header), an arrival counter counts publishes ([`Board::publish`]): operation
 //! `k` is complete when it reaches `k × size`, and the rank whose publish completes it wakes every
@@ -35,6 +43,11 @@ pub const MAX_RANKS: usize = (PAGE - 64) / 4;
 pub const SLOT_DATA: usize = 4096;
 /// Bytes describing the operation in a slot.
 pub const DESC: usize = 40;
+/// Bytes of a part a summary line holds (a larger part is read from the slot).
+pub const INLINE: usize = 16;
+/// Bytes of a summary line: `seq`, the description, and a part of up to [`INLINE`] bytes.
+const SUMMARY: usize = 64;
+const INLINE_AT: usize = 48;
 const SLOT_HEADER: usize = 128;
 const DESC_AT: usize = 8;
 const SEQ32_AT: usize = 64;
@@ -109,8 +122,13 @@ fn header_word(segment: &Segment, at: usize) -> &AtomicU32 {
     unsafe { &*(segment.as_ptr().add(at) as *const AtomicU32) }
 }
 
+/// Where the summary lines begin: the page after the slots.
+fn summaries_at(size: usize) -> usize {
+    (PAGE + size * 2 * SLOT).next_multiple_of(PAGE)
+}
+
 fn len_for(size: usize) -> usize {
-    PAGE + size * 2 * SLOT
+    summaries_at(size) + size * 2 * SUMMARY
 }
 
 impl Board {
@@ -222,9 +240,15 @@ impl Board {
     /// operation `k`, in its slot of parity `k % 2`, and counts the arrival; the rank whose
     /// arrival completes the operation wakes every rank asleep in
     /// [`Board::sleep_until_arrived`].
+    ///
+    /// On a board that counts arrivals, the summary line is written first: a reader that sees
+    /// the slot's `seq` (or the count) sees the summary's too.
     pub fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) {
-        self.slot(self.rank, (k % 2) as usize)
-            .publish(k, desc, data);
+        let parity = (k % 2) as usize;
+        if self.counted {
+            self.summary(self.rank, parity).publish(k, desc, data);
+        }
+        self.slot(self.rank, parity).publish(k, desc, data);
         if !self.counted {
             return;
         }
@@ -319,6 +343,85 @@ impl Board {
     }
 }
 
+impl Board {
+    /// The summary line of `rank`'s slot `parity` (0 or 1), written only on a board that counts
+    /// arrivals ([`Board::counted`]).
+    pub fn summary(&self, rank: usize, parity: usize) -> Summary<'_> {
+        assert!(rank < self.size && parity < 2, "summary outside the board");
+        // SAFETY: the line lies inside the mapping (len_for counts size × 2 lines after the
+        // slots) at a 64-byte aligned offset.
+        let line = unsafe {
+            self.segment
+                .as_ptr()
+                .add(summaries_at(self.size) + (rank * 2 + parity) * SUMMARY)
+        };
+        Summary {
+            line,
+            board: self,
+            rank,
+            parity,
+        }
+    }
+}
+
+/// A slot's summary line: its `seq`, its description and a part of up to [`INLINE`] bytes, packed
+/// beside every other rank's.
+pub struct Summary<'a> {
+    line: *mut u8,
+    board: &'a Board,
+    rank: usize,
+    parity: usize,
+}
+
+impl<'a> Summary<'a> {
+    fn seq(&self) -> &AtomicU64 {
+        // SAFETY: offset 0 of a 64-byte aligned line, accessed only atomically.
+        unsafe { &*(self.line as *const AtomicU64) }
+    }
+
+    /// Writes the description and, if it fits, the part, then `seq`. Only the owner calls this,
+    /// through [`Board::publish`], before it publishes the slot.
+    fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) {
+        // SAFETY: the owner is the only writer of its lines; readers look at them only after
+        // seeing `seq == k` (acquire), which the release store below orders after these copies;
+        // no reader still reads this parity's previous contents (as for the slot).
+        unsafe {
+            std::ptr::copy_nonoverlapping(desc.as_ptr(), self.line.add(DESC_AT), DESC);
+            if data.len() <= INLINE {
+                let to = self.line.add(INLINE_AT);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len());
+            }
+        }
+        self.seq().store(k, Ordering::Release);
+    }
+
+    /// True once the line holds operation `k`.
+    pub fn ready(&self, k: u64) -> bool {
+        self.seq().load(Ordering::Acquire) == k
+    }
+
+    /// The description of the operation (valid once [`Summary::ready`]).
+    pub fn desc(&self) -> [u8; DESC] {
+        let mut d = [0u8; DESC];
+        // SAFETY: 40 bytes at offset 8 of the line; written by the owner before its release
+        // store of `seq`, which the caller observed with acquire.
+        unsafe { std::ptr::copy_nonoverlapping(self.line.add(DESC_AT), d.as_mut_ptr(), DESC) };
+        d
+    }
+
+    /// The owner's part of `len` bytes, as it published it (valid once [`Summary::ready`]):
+    /// from the line up to [`INLINE`] bytes, else from the slot.
+    pub fn data(&self, len: usize) -> &'a [u8] {
+        if len > INLINE {
+            return self.board.slot(self.rank, self.parity).data(len);
+        }
+        // SAFETY: at most 16 bytes at offset 48 of the line; written by the owner before its
+        // release store of `seq`, which the caller observed; not rewritten until every rank has
+        // read it (as for the slot).
+        unsafe { std::slice::from_raw_parts(self.line.add(INLINE_AT), len) }
+    }
+}
+
 /// One slot of the board.
 pub struct Slot<'a> {
     base: *mut u8,
@@ -403,13 +506,22 @@ impl<'a> Slot<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{AbortMark, Board, DESC};
+    use super::{AbortMark, Board, DESC, INLINE, SLOT_DATA};
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    /// Rank `rank`'s part of operation `k` in the tests: a length by turns empty, as large as a
+    /// summary line holds, just too large for it, and a whole slot; bytes that name both.
+    fn part(rank: usize, k: u64) -> Vec<u8> {
+        let len = [0, INLINE, INLINE + 1, SLOT_DATA][k as usize % 4];
+        (0..len)
+            .map(|i| (rank * 31 + k as usize * 7 + i) as u8)
+            .collect()
+    }
+
     #[test]
-    fn a_crowded_board_counts_arrivals_and_completes_each_operation_once_all_published() {
+    fn a_crowded_board_counts_arrivals_and_hands_over_parts_of_every_size() {
         // More ranks than cores: the board counts arrivals.
         let size = std::thread::available_parallelism().map_or(2, |n| n.get()) + 2;
         let store = Arc::new(MemoryStore::new());
@@ -425,16 +537,21 @@ mod tests {
                         "{size} ranks on fewer cores count arrivals"
                     );
                     for k in 1..=200u64 {
-                        board.publish(k, &[rank as u8; DESC], &[rank as u8, k as u8]);
+                        board.publish(k, &[rank as u8; DESC], &part(rank, k));
                         while !board.all_arrived(k) {
                             assert!(Instant::now() < deadline, "operation {k} never completed");
                             board.sleep_until_arrived(k, Duration::from_millis(5));
                         }
-                        // Complete means every slot holds this operation's data.
+                        // Complete means every slot and summary holds this operation's part.
                         for j in 0..size {
-                            let slot = board.slot(j, (k % 2) as usize);
+                            let parity = (k % 2) as usize;
+                            let (slot, summary) = (board.slot(j, parity), board.summary(j, parity));
                             assert!(slot.ready(k), "rank {j}'s slot lacks operation {k}");
-                            assert_eq!(slot.data(2), &[j as u8, k as u8]);
+                            assert!(summary.ready(k), "rank {j}'s summary lacks operation {k}");
+                            assert_eq!(summary.desc(), [j as u8; DESC]);
+                            let want = part(j, k);
+                            assert_eq!(slot.data(want.len()), want, "rank {j}, operation {k}");
+                            assert_eq!(summary.data(want.len()), want, "rank {j}, operation {k}");
                         }
                     }
                 })

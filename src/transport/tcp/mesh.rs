@@ -68,13 +68,14 @@ fn connect_to(addr: SocketAddr, deadline: Instant) -> std::io::Result<TcpStream>
 }
 
 fn parse_entry(rank: usize, raw: &[u8], prev: Option<&PeerInfo>) -> Result<(SocketAddr, PeerInfo)> {
-    let text = String::from_utf8_lossy(raw);
     let bad = || {
+        let text = String::from_utf8_lossy(raw);
         Error::new(
             ErrorKind::Bootstrap,
             format!("rank {rank} published an unreadable address {text:?} in the store (a different psyne version?)"),
         )
     };
+    let text = std::str::from_utf8(raw).map_err(|_| bad())?;
     let mut parts = text.split(' ');
     let (Some(addr_text), Some(host), Some(host_key), Some(shm), None) = (
         parts.next(),
@@ -119,8 +120,7 @@ pub struct Exchanged {
 /// request. Connecting pairs is [`dial`]'s and the listener's owner's business.
 pub fn exchange_addresses(store: &dyn Store, opts: &AddressOptions<'_>) -> Result<Exchanged> {
     let (listener, me) = listen_and_publish(store, opts)?;
-    let (addresses, mut peers): (Vec<SocketAddr>, Vec<PeerInfo>) =
-        read_addresses(store, opts)?.into_iter().unzip();
+    let (addresses, mut peers) = read_addresses(store, opts)?;
     peers[opts.rank] = me;
     Ok(Exchanged {
         listener,
@@ -163,11 +163,11 @@ fn listen_and_publish(
 }
 
 /// Waits for every rank (this one too) to publish its address, and reads them all in one
-/// request ([`Store::get_range`]).
+/// request ([`Store::get_range`]): every rank's address and where it lives, by rank.
 fn read_addresses(
     store: &dyn Store,
     opts: &AddressOptions<'_>,
-) -> Result<Vec<(SocketAddr, PeerInfo)>> {
+) -> Result<(Vec<SocketAddr>, Vec<PeerInfo>)> {
     let rank = opts.rank;
     let prefix = format!("{}/addr/", opts.prefix);
     let raw = store
@@ -177,12 +177,16 @@ fn read_addresses(
                 "rank {rank}: waiting for every rank to publish its address"
             ))
         })?;
-    let mut parsed: Vec<(SocketAddr, PeerInfo)> = Vec::with_capacity(raw.len());
+    // Filled in place, not parsed into pairs and split: with hundreds of ranks, every rank
+    // paid for the second copy of the table in fresh pages.
+    let mut addresses = Vec::with_capacity(raw.len());
+    let mut peers: Vec<PeerInfo> = Vec::with_capacity(raw.len());
     for (peer, raw) in raw.iter().enumerate() {
-        let entry = parse_entry(peer, raw, parsed.last().map(|(_, info)| info))?;
-        parsed.push(entry);
+        let (addr, info) = parse_entry(peer, raw, peers.last())?;
+        addresses.push(addr);
+        peers.push(info);
     }
-    Ok(parsed)
+    Ok((addresses, peers))
 }
 
 /// Connects this rank (`rank`) to `peer` (listening at `addr`, living as `info`) and proves the

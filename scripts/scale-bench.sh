@@ -4,8 +4,9 @@
 # after). Each round runs `psyrun -n N examples/allreduce 1` (form the group, all-reduce and
 # average one f32, check the result) for every N with A and B, the order swapping every round.
 # Prints a CSV line per run (build,ranks,round,wall_s,max_rss_kib,exit) and writes them to
-# OUT/runs.csv; max_rss_kib is the largest resident set of any process of the job (psyrun or a
-# rank: GNU time's %M, which covers the descendants psyrun waited for).
+# OUT/runs.csv; wall_s is to the millisecond (the clock read around the job), max_rss_kib the
+# largest resident set of any process of the job (psyrun or a rank: GNU time's %M, which covers
+# the descendants psyrun waited for).
 #
 #   scripts/scale-bench.sh A_TARGET_DIR B_TARGET_DIR OUT [RANKS...]     (default 64 128 256 512)
 #
@@ -37,10 +38,13 @@ for round in $(seq 1 "$rounds"); do
       dir=$a
       [ "$side" = B ] && dir=$b
       code=0
-      /usr/bin/time -o "$usage" -f "%e %M" timeout 600 "$dir/psyrun" -n "$n" \
+      start=$(date +%s%N)
+      /usr/bin/time -o "$usage" -f "%M" timeout 600 "$dir/psyrun" -n "$n" \
         "$dir/examples/allreduce" 1 >/dev/null 2>"$errors" || code=$?
+      end=$(date +%s%N)
       [ "$code" = 0 ] || { echo "build $side, $n ranks failed (exit $code):" >&2; tail -5 "$errors" >&2; }
-      read -r wall rss < <(tail -1 "$usage")
+      wall=$(awk -v ns=$((end - start)) 'BEGIN { printf "%.3f", ns / 1e9 }')
+      rss=$(tail -1 "$usage")
       echo "$side,$n,$round,$wall,$rss,$code" | tee -a "$csv"
     done
   done

@@ -166,9 +166,13 @@ fn wait_for_all<'b, P: Parts<'b>>(
 
 /// How long a board wait sleeps before it checks on its peers again.
 const SLEEP_SLICE: Duration = Duration::from_millis(5);
-/// The longest sleep of a wait for every rank's arrival: its sleeps double from
-/// [`SLEEP_SLICE`] up to this, so that ranks that wait long for a slow start (hundreds of ranks
-/// on a few cores) do not keep waking to check on peers, while a peer that died is still noticed
+/// The first sleep of a wait for every rank's arrival (a crowded board): its sleeps double from
+/// this up to [`LONGEST_SLEEP_SLICE`], so that ranks that wait long for a slow start (hundreds
+/// of ranks on a few cores) do not keep waking to check on peers. Longer than [`SLEEP_SLICE`]:
+/// on a crowded board every rank but the last waits, and each wake-up of hundreds costs a
+/// core's time that the late ranks need.
+const FIRST_ARRIVAL_SLICE: Duration = Duration::from_millis(20);
+/// The longest sleep of a wait for every rank's arrival; a peer that died is still noticed
 /// within this time.
 const LONGEST_SLEEP_SLICE: Duration = Duration::from_millis(80);
 
@@ -332,17 +336,35 @@ impl Watch<'_> {
             if slice.is_none() && spinner.idle() != Next::Block {
                 continue;
             }
-            while late < size && (late == me || board.slot(late, self.parity).ready(k)) {
-                late += 1;
-            }
-            if late == size {
+            // The first late peer by the summary lines, which lie on a few pages: the slots lie
+            // on a page each, and looking through them made every waiting rank of hundreds
+            // fault in and read the whole board.
+            let parity = self.parity;
+            late = (late..size)
+                .find(|&j| j != me && !board.summary(j, parity).ready(k))
+                .unwrap_or(size);
+            let peer = if late < size {
+                late
+            } else if let Some(j) = self.first_unpublished_slot() {
+                j
+            } else {
                 return Ok(());
-            }
-            let left = self.check_before_sleep(late)?;
-            let this = slice.map_or(SLEEP_SLICE, |s: Duration| (s * 2).min(LONGEST_SLEEP_SLICE));
+            };
+            let left = self.check_before_sleep(peer)?;
+            let this = slice.map_or(FIRST_ARRIVAL_SLICE, |s: Duration| {
+                (s * 2).min(LONGEST_SLEEP_SLICE)
+            });
             slice = Some(this);
             board.sleep_until_arrived(k, left.min(this));
         }
+    }
+
+    /// The first peer whose slot lacks operation `k`, once every summary line has it but the
+    /// count does not say so: a publish under way (a line is written before its slot), or a
+    /// peer that published and died before it counted. Rare, so the slots are read only then.
+    fn first_unpublished_slot(&self) -> Option<usize> {
+        let (board, me) = (self.board, self.board.rank());
+        (0..board.size()).find(|&j| j != me && !board.slot(j, self.parity).ready(self.k))
     }
 
     /// Waits until `peer`'s slot holds operation `k`: polls, then yields, then sleeps on the

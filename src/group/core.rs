@@ -16,7 +16,7 @@ use crate::tuning::{Shape, Tuning};
 use crate::wait::WaitPolicy;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Calls run in the order they were issued: each takes a ticket and waits for its turn.
@@ -188,7 +188,9 @@ impl Core {
             .iter()
             .filter(|p| p.host_key == me.host_key)
             .count();
-        let keys: Vec<&str> = links.peers.iter().map(|p| &*p.host_key).collect();
+        // The keys as shared, so that equal ones (every rank of a host shares its entry's)
+        // compare by pointer.
+        let keys: Vec<&Arc<str>> = links.peers.iter().map(|p| &p.host_key).collect();
         let shape = Shape {
             size,
             hosts: Hosts::from_keys(&keys),

@@ -103,7 +103,7 @@ impl Group {
     pub fn alone() -> Group {
         let me = PeerInfo {
             host: hostname().into(),
-            addr: "-".into(),
+            addr: None,
             host_key: crate::transport::host_key().into(),
             shm_ok: false,
             transport: TransportKind::Local,

@@ -49,6 +49,7 @@ pub use host::{host_key, hostname};
 use crate::error::Result;
 use rdma::RdmaConfig;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,8 +164,8 @@ pub struct PeerInfo {
     /// The peer's host name (shared between the peers of one host: a group of N ranks holds
     /// every rank's entry, so each costs no allocation of its own to copy).
     pub host: Arc<str>,
-    /// The address its listener advertised.
-    pub addr: Arc<str>,
+    /// The address its listener advertised (`None` for a world of one, which has no listener).
+    pub addr: Option<SocketAddr>,
     /// Identifies the machine (host name and boot id): equal keys can share memory.
     pub host_key: Arc<str>,
     /// Whether the peer allows shared memory (its `PSY_TRANSPORT` is not `tcp`).
@@ -175,7 +176,10 @@ pub struct PeerInfo {
 
 impl std::fmt::Display for PeerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "host {} at {}, {}", self.host, self.addr, self.transport)
+        match self.addr {
+            Some(addr) => write!(f, "host {} at {addr}, {}", self.host, self.transport),
+            None => write!(f, "host {} at -, {}", self.host, self.transport),
+        }
     }
 }
 

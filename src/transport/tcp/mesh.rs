@@ -7,7 +7,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::transport::{PeerInfo, TransportKind};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receive buffer asked for on every connection before it connects, so the window scale it
@@ -67,7 +66,16 @@ fn connect_to(addr: SocketAddr, deadline: Instant) -> std::io::Result<TcpStream>
     }
 }
 
-fn parse_entry(rank: usize, raw: &[u8], prev: Option<&PeerInfo>) -> Result<(SocketAddr, PeerInfo)> {
+/// Rank `rank`'s entry in the address table, `ADDRESS HOST HOST_KEY SHM`: where it listens and
+/// where it lives. `prev` is the entry before it, raw and read: ranks of one host publish one
+/// after another, so an entry that goes on as the previous one does (the same host, key and
+/// choice of shared memory) takes its names from it, and only its address is read. In a group
+/// of hundreds, every rank reads every entry, so this is most of forming's reading.
+fn parse_entry(
+    rank: usize,
+    raw: &[u8],
+    prev: Option<(&[u8], &PeerInfo)>,
+) -> Result<(SocketAddr, PeerInfo)> {
     let bad = || {
         let text = String::from_utf8_lossy(raw);
         Error::new(
@@ -75,33 +83,43 @@ fn parse_entry(rank: usize, raw: &[u8], prev: Option<&PeerInfo>) -> Result<(Sock
             format!("rank {rank} published an unreadable address {text:?} in the store (a different psyne version?)"),
         )
     };
-    let text = std::str::from_utf8(raw).map_err(|_| bad())?;
-    let mut parts = text.split(' ');
-    let (Some(addr_text), Some(host), Some(host_key), Some(shm), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return Err(bad());
-    };
-    let addr = addr_text.parse().map_err(|_| bad())?;
-    // Ranks of one host publish one after another: share the previous entry's names when equal.
-    let shared = |name: &str, previous: Option<&Arc<str>>| match previous {
-        Some(p) if **p == *name => p.clone(),
-        _ => Arc::from(name),
+    let (addr_text, lives) = split_entry(raw);
+    let addr: SocketAddr = std::str::from_utf8(addr_text)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(bad)?;
+    let (host, host_key, shm_ok) = match prev {
+        Some((prev_lives, p)) if prev_lives == lives => {
+            (p.host.clone(), p.host_key.clone(), p.shm_ok)
+        }
+        _ => {
+            let text = lives.strip_prefix(b" ").ok_or_else(bad)?;
+            let text = std::str::from_utf8(text).map_err(|_| bad())?;
+            let mut parts = text.split(' ');
+            let (Some(host), Some(host_key), Some(shm), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad());
+            };
+            (host.into(), host_key.into(), shm == "1")
+        }
     };
     Ok((
         addr,
         PeerInfo {
-            host: shared(host, prev.map(|p| &p.host)),
-            addr: addr_text.into(),
-            host_key: shared(host_key, prev.map(|p| &p.host_key)),
-            shm_ok: shm == "1",
+            host,
+            addr: Some(addr),
+            host_key,
+            shm_ok,
             transport: TransportKind::Tcp,
         },
     ))
+}
+
+/// An entry as its address and the rest (from the space after the address: where it lives).
+fn split_entry(raw: &[u8]) -> (&[u8], &[u8]) {
+    let space = raw.iter().position(|&b| b == b' ').unwrap_or(raw.len());
+    raw.split_at(space)
 }
 
 /// Where every rank of a group listens and lives: what exchanging addresses gives, before any
@@ -154,7 +172,7 @@ fn listen_and_publish(
     )?;
     let me = PeerInfo {
         host: host.as_str().into(),
-        addr: local.to_string().into(),
+        addr: Some(local),
         host_key: host_key.as_str().into(),
         shm_ok: opts.shm_ok,
         transport: TransportKind::Local,
@@ -177,12 +195,20 @@ fn read_addresses(
                 "rank {rank}: waiting for every rank to publish its address"
             ))
         })?;
+    parse_table(&raw)
+}
+
+/// Every rank's entry of the address table, read: the addresses and where each rank lives.
+fn parse_table(raw: &[Vec<u8>]) -> Result<(Vec<SocketAddr>, Vec<PeerInfo>)> {
     // Filled in place, not parsed into pairs and split: with hundreds of ranks, every rank
     // paid for the second copy of the table in fresh pages.
     let mut addresses = Vec::with_capacity(raw.len());
     let mut peers: Vec<PeerInfo> = Vec::with_capacity(raw.len());
-    for (peer, raw) in raw.iter().enumerate() {
-        let (addr, info) = parse_entry(peer, raw, peers.last())?;
+    for (peer, entry) in raw.iter().enumerate() {
+        let prev = peer
+            .checked_sub(1)
+            .and_then(|p| Some((split_entry(&raw[p]).1, peers.get(p)?)));
+        let (addr, info) = parse_entry(peer, entry, prev)?;
         addresses.push(addr);
         peers.push(info);
     }
@@ -209,4 +235,73 @@ pub fn dial(
     auth::connect(&mut stream, secret, rank as u64, deadline)
         .map_err(|e| e.context(format!("rank {rank}: connecting to rank {peer} ({info})")))?;
     Ok(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn table(entries: &[&[u8]]) -> Result<(Vec<SocketAddr>, Vec<PeerInfo>)> {
+        parse_table(&entries.iter().map(|e| e.to_vec()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn entries_of_one_host_share_its_names_and_keep_their_own_addresses() {
+        let (addresses, peers) = table(&[
+            b"127.0.0.1:5000 a key-a 1",
+            b"127.0.0.1:5001 a key-a 1",
+            b"[::1]:6000 b key-b 0",
+            b"127.0.0.1:5002 a key-a 1",
+        ])
+        .unwrap();
+        let want: Vec<SocketAddr> = [
+            "127.0.0.1:5000",
+            "127.0.0.1:5001",
+            "[::1]:6000",
+            "127.0.0.1:5002",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        assert_eq!(addresses, want);
+        for (peer, addr) in peers.iter().zip(&want) {
+            assert_eq!(peer.addr, Some(*addr));
+            assert_eq!(peer.transport, TransportKind::Tcp);
+        }
+        let names = |p: &PeerInfo| (p.host.to_string(), p.host_key.to_string(), p.shm_ok);
+        assert_eq!(names(&peers[0]), ("a".into(), "key-a".into(), true));
+        assert_eq!(names(&peers[2]), ("b".into(), "key-b".into(), false));
+        assert_eq!(names(&peers[3]), names(&peers[0]));
+        assert!(
+            Arc::ptr_eq(&peers[0].host, &peers[1].host),
+            "shared with the one before"
+        );
+        assert!(Arc::ptr_eq(&peers[0].host_key, &peers[1].host_key));
+        assert!(!Arc::ptr_eq(&peers[2].host, &peers[3].host));
+        assert_eq!(peers[3].to_string(), "host a at 127.0.0.1:5002, tcp");
+    }
+
+    #[test]
+    fn an_unreadable_entry_is_an_error_naming_its_rank() {
+        let good: &[u8] = b"127.0.0.1:5000 a key-a 1";
+        for bad in [
+            &b"127.0.0.1:5001"[..],
+            b"127.0.0.1:5001 ",
+            b"nowhere a key-a 1",
+            b"127.0.0.1:5001 a key-a",
+            b"127.0.0.1:5001 a key-a 1 more",
+            b"127.0.0.1:5001 a \xff 1",
+            b"\xff a key-a 1",
+            b"",
+        ] {
+            let e = table(&[good, bad]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Bootstrap);
+            assert!(
+                e.message()
+                    .contains("rank 1 published an unreadable address"),
+                "{e}"
+            );
+        }
+    }
 }

@@ -176,10 +176,12 @@ pub struct PeerInfo {
 
 impl std::fmt::Display for PeerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "host {} at ", self.host)?;
         match self.addr {
-            Some(addr) => write!(f, "host {} at {addr}, {}", self.host, self.transport),
-            None => write!(f, "host {} at -, {}", self.host, self.transport),
+            Some(addr) => write!(f, "{addr}")?,
+            None => f.write_str("-")?,
         }
+        write!(f, ", {}", self.transport)
     }
 }
 

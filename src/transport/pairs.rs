@@ -23,7 +23,7 @@ use super::{send_and_close, Link, PeerInfo, TransportTunables};
 use crate::auth::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handshakes::{Handshakes, Log, WINDOW};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -150,7 +150,6 @@ impl Arrivals {
 pub struct Connector {
     setup: Arc<PairSetup>,
     secret: Secret,
-    addresses: Vec<SocketAddr>,
     arrivals: Arc<Arrivals>,
 }
 
@@ -161,7 +160,6 @@ impl Connector {
         listener: TcpListener,
         setup: PairSetup,
         secret: Secret,
-        addresses: Vec<SocketAddr>,
     ) -> Result<Connector> {
         listener
             .set_nonblocking(true)
@@ -192,7 +190,6 @@ impl Connector {
         Ok(Connector {
             setup,
             secret,
-            addresses,
             arrivals,
         })
     }
@@ -246,14 +243,7 @@ impl Connector {
     fn dial(&self, peer: usize, deadline: Instant) -> Result<Arrived> {
         let setup = &*self.setup;
         let info = &setup.peers[peer];
-        let stream = tcp::dial(
-            setup.rank,
-            &self.secret,
-            peer,
-            info,
-            self.addresses[peer],
-            deadline,
-        )?;
+        let stream = tcp::dial(setup.rank, &self.secret, peer, info, deadline)?;
         if setup.connects_later(peer) {
             Ok(Arrived::Link(setup.link(peer, stream, deadline)?))
         } else {

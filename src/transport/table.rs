@@ -153,7 +153,6 @@ pub struct Wired {
 pub fn connect_links(wiring: &Wiring<'_>, exchanged: Exchanged) -> Result<Wired> {
     let Exchanged {
         listener,
-        addresses,
         mut peers,
     } = exchanged;
     let f = Formation {
@@ -185,7 +184,7 @@ pub fn connect_links(wiring: &Wiring<'_>, exchanged: Exchanged) -> Result<Wired>
     let now: Vec<usize> = (0..f.size())
         .filter(|&p| p != f.rank && !(lazy && setup.connects_later(p)))
         .collect();
-    let connector = Connector::start(listener, setup, wiring.secret.clone(), addresses)?;
+    let connector = Connector::start(listener, setup, wiring.secret.clone())?;
     let mut links: Vec<Option<Box<dyn Link>>> = (0..f.size()).map(|_| None).collect();
     let mut streams: Vec<Pair> = Vec::new();
     for (peer, arrived) in connector.connect(&now, wiring.deadline, &|_| None)? {

@@ -71,11 +71,7 @@ fn connect_to(addr: SocketAddr, deadline: Instant) -> std::io::Result<TcpStream>
 /// after another, so an entry that goes on as the previous one does (the same host, key and
 /// choice of shared memory) takes its names from it, and only its address is read. In a group
 /// of hundreds, every rank reads every entry, so this is most of forming's reading.
-fn parse_entry(
-    rank: usize,
-    raw: &[u8],
-    prev: Option<(&[u8], &PeerInfo)>,
-) -> Result<(SocketAddr, PeerInfo)> {
+fn parse_entry(rank: usize, raw: &[u8], prev: Option<(&[u8], &PeerInfo)>) -> Result<PeerInfo> {
     let bad = || {
         let text = String::from_utf8_lossy(raw);
         Error::new(
@@ -104,16 +100,13 @@ fn parse_entry(
             (host.into(), host_key.into(), shm == "1")
         }
     };
-    Ok((
-        addr,
-        PeerInfo {
-            host,
-            addr: Some(addr),
-            host_key,
-            shm_ok,
-            transport: TransportKind::Tcp,
-        },
-    ))
+    Ok(PeerInfo {
+        host,
+        addr: Some(addr),
+        host_key,
+        shm_ok,
+        transport: TransportKind::Tcp,
+    })
 }
 
 /// An entry as its address and the rest (from the space after the address: where it lives).
@@ -127,10 +120,8 @@ fn split_entry(raw: &[u8]) -> (&[u8], &[u8]) {
 pub struct Exchanged {
     /// This rank's listener (its address is published).
     pub listener: TcpListener,
-    /// Every rank's listening address, by rank.
-    pub addresses: Vec<SocketAddr>,
-    /// Where each rank lives (this rank's own entry included), with [`TransportKind::Tcp`] for
-    /// every peer until a transport is chosen for the pair.
+    /// Where each rank listens and lives (this rank's own entry included), with
+    /// [`TransportKind::Tcp`] for every peer until a transport is chosen for the pair.
     pub peers: Vec<PeerInfo>,
 }
 
@@ -138,13 +129,9 @@ pub struct Exchanged {
 /// request. Connecting pairs is [`dial`]'s and the listener's owner's business.
 pub fn exchange_addresses(store: &dyn Store, opts: &AddressOptions<'_>) -> Result<Exchanged> {
     let (listener, me) = listen_and_publish(store, opts)?;
-    let (addresses, mut peers) = read_addresses(store, opts)?;
+    let mut peers = read_addresses(store, opts)?;
     peers[opts.rank] = me;
-    Ok(Exchanged {
-        listener,
-        addresses,
-        peers,
-    })
+    Ok(Exchanged { listener, peers })
 }
 
 /// Listens on the options' address and publishes it (with host, host key and whether this rank
@@ -182,10 +169,7 @@ fn listen_and_publish(
 
 /// Waits for every rank (this one too) to publish its address, and reads them all in one
 /// request ([`Store::get_range`]): every rank's address and where it lives, by rank.
-fn read_addresses(
-    store: &dyn Store,
-    opts: &AddressOptions<'_>,
-) -> Result<(Vec<SocketAddr>, Vec<PeerInfo>)> {
+fn read_addresses(store: &dyn Store, opts: &AddressOptions<'_>) -> Result<Vec<PeerInfo>> {
     let rank = opts.rank;
     let prefix = format!("{}/addr/", opts.prefix);
     let raw = store
@@ -198,33 +182,35 @@ fn read_addresses(
     parse_table(&raw)
 }
 
-/// Every rank's entry of the address table, read: the addresses and where each rank lives.
-fn parse_table(raw: &[Vec<u8>]) -> Result<(Vec<SocketAddr>, Vec<PeerInfo>)> {
-    // Filled in place, not parsed into pairs and split: with hundreds of ranks, every rank
-    // paid for the second copy of the table in fresh pages.
-    let mut addresses = Vec::with_capacity(raw.len());
+/// Every rank's entry of the address table, read: where each rank listens and lives.
+fn parse_table(raw: &[Vec<u8>]) -> Result<Vec<PeerInfo>> {
     let mut peers: Vec<PeerInfo> = Vec::with_capacity(raw.len());
     for (peer, entry) in raw.iter().enumerate() {
         let prev = peer
             .checked_sub(1)
             .and_then(|p| Some((split_entry(&raw[p]).1, peers.get(p)?)));
-        let (addr, info) = parse_entry(peer, entry, prev)?;
-        addresses.push(addr);
-        peers.push(info);
+        peers.push(parse_entry(peer, entry, prev)?);
     }
-    Ok((addresses, peers))
+    Ok(peers)
 }
 
-/// Connects this rank (`rank`) to `peer` (listening at `addr`, living as `info`) and proves the
+/// Connects this rank (`rank`) to `peer` (listening and living as `info` says) and proves the
 /// job secret; a connection refused is retried (with backoff) until `deadline`.
 pub fn dial(
     rank: usize,
     secret: &Secret,
     peer: usize,
     info: &PeerInfo,
-    addr: SocketAddr,
     deadline: Instant,
 ) -> Result<TcpStream> {
+    let addr = info.addr.ok_or_else(|| {
+        Error::new(
+            ErrorKind::Bootstrap,
+            format!(
+                "rank {rank}: internal error: rank {peer} ({info}) has no address to connect to"
+            ),
+        )
+    })?;
     let mut stream = connect_to(addr, deadline).map_err(|e| {
         Error::new(
             ErrorKind::PeerLost,
@@ -242,13 +228,13 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn table(entries: &[&[u8]]) -> Result<(Vec<SocketAddr>, Vec<PeerInfo>)> {
+    fn table(entries: &[&[u8]]) -> Result<Vec<PeerInfo>> {
         parse_table(&entries.iter().map(|e| e.to_vec()).collect::<Vec<_>>())
     }
 
     #[test]
     fn entries_of_one_host_share_its_names_and_keep_their_own_addresses() {
-        let (addresses, peers) = table(&[
+        let peers = table(&[
             b"127.0.0.1:5000 a key-a 1",
             b"127.0.0.1:5001 a key-a 1",
             b"[::1]:6000 b key-b 0",
@@ -264,7 +250,7 @@ mod tests {
         .iter()
         .map(|a| a.parse().unwrap())
         .collect();
-        assert_eq!(addresses, want);
+        assert_eq!(peers.len(), want.len());
         for (peer, addr) in peers.iter().zip(&want) {
             assert_eq!(peer.addr, Some(*addr));
             assert_eq!(peer.transport, TransportKind::Tcp);

@@ -172,6 +172,25 @@ pub fn build(
     count: usize,
 ) -> crate::Result<Schedule> {
     algo::build(coll, algo, rank, size, count)?;
+    if coll.root().is_none() {
+        // Data flows every way in an unrooted collective, so the analysis would add nothing
+        // (`tests/schedule_oracle.rs` checks that against [`build_analysed`]) and it costs every
+        // rank O(size²) work: a minute per call at 1,024 ranks in a debug build.
+        return Ok(algorithms::build(coll, algo, rank, size, count));
+    }
+    build_analysed(coll, algo, rank, size, count)
+}
+
+/// [`build`], always running the confirmation analysis ([`confirm`]), even where `build` knows
+/// it adds nothing (unrooted collectives): what shows that it does add nothing.
+pub fn build_analysed(
+    coll: Collective,
+    algo: Algo,
+    rank: usize,
+    size: usize,
+    count: usize,
+) -> crate::Result<Schedule> {
+    algo::build(coll, algo, rank, size, count)?;
     Ok(confirmed(rank, size, |r| {
         algorithms::build(coll, algo, r, size, count)
     }))

@@ -4,7 +4,10 @@
 //! The acceptor sends a magic and a fresh nonce; the connector answers with its own nonce, a
 //! 64-bit claim (its rank, or [`STORE_CLIENT`]) and HMAC-SHA256(secret, "c" | both nonces | claim);
 //! the acceptor checks it and answers with HMAC(secret, "s" | both nonces | claim), which the
-//! connector checks. The secret itself never crosses the wire.
+//! connector checks. The secret itself never crosses the wire. An acceptor that finds the
+//! connector's MAC wrong answers [`REFUSED`] instead, so the connector fails at once with "wrong
+//! secret" instead of dialling again: a connection that ends without an answer was pushed out
+//! by a busy acceptor ([`crate::handshakes`]), and [`connect_retrying`] dials again.
 
 use crate::error::{Error, ErrorKind, Result};
 use hmac::{Hmac, Mac};
@@ -16,6 +19,9 @@ use std::time::{Duration, Instant};
 const MAGIC: &[u8; 8] = b"PSYNE\x00\x00\x01";
 const NONCE: usize = 16;
 const MAC: usize = 32;
+/// What an acceptor answers a connector whose MAC is wrong, in place of its own proof (no MAC
+/// is this text, but for a chance of one in 2^256).
+const REFUSED: &[u8; MAC] = b"PSYNE: refused, wrong job secret";
 /// The claim a store client makes (ranks claim their rank).
 pub const STORE_CLIENT: u64 = u64::MAX;
 
@@ -136,6 +142,8 @@ pub(crate) fn verify(
     let claim = u64::from_le_bytes(reply[NONCE..NONCE + 8].try_into().unwrap_or([0; 8]));
     let want = secret.mac(b'c', server_nonce, client_nonce, claim);
     if !same(&want, &reply[NONCE + 8..]) {
+        // Best effort: the connector learns why instead of dialling again.
+        let _ = stream.write_all(REFUSED);
         return Err(Error::new(ErrorKind::Auth, "the peer does not know this job's secret (wrong PSY_JOB_SECRET, or not part of this job)"));
     }
     let proof = secret.mac(b's', server_nonce, client_nonce, claim);
@@ -178,23 +186,90 @@ pub fn accept(stream: &mut TcpStream, secret: &Secret, deadline: Instant) -> Res
     verify(stream, secret, &server_nonce, &reply)
 }
 
-/// The connector's side: proves the secret with `claim`, and checks the acceptor knows it too.
+/// The connector's side, once: proves the secret with `claim`, and checks the acceptor knows it
+/// too. (Connectors dial with [`connect_retrying`].)
+#[cfg(test)]
 pub fn connect(
     stream: &mut TcpStream,
     secret: &Secret,
     claim: u64,
     deadline: Instant,
 ) -> Result<()> {
-    let auth_err = |what: String| Error::new(ErrorKind::Auth, what);
-    let client_nonce = nonce()?;
+    handshake(stream, secret, claim, deadline).map_err(Failure::into_error)
+}
+
+/// Dials with `dial` and proves the secret with `claim`, dialling again (with backoff, until
+/// `deadline`) while the acceptor ends the connection without an answer: a busy acceptor
+/// pushes out its oldest silent handshakes ([`crate::handshakes`]), and on a loaded machine a
+/// genuine connector can be among them. A refusal (wrong secret), a stranger's answer (bad
+/// magic), or `dial`'s own error end it at once.
+pub fn connect_retrying(
+    mut dial: impl FnMut() -> Result<TcpStream>,
+    secret: &Secret,
+    claim: u64,
+    deadline: Instant,
+) -> Result<TcpStream> {
+    let mut pause = Duration::from_millis(2);
+    loop {
+        let mut stream = dial()?;
+        match handshake(&mut stream, secret, claim, deadline) {
+            Ok(()) => return Ok(stream),
+            Err(Failure::Dropped(e)) if Instant::now() + pause < deadline => {
+                drop((stream, e));
+                std::thread::sleep(jittered(pause));
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            Err(f) => return Err(f.into_error()),
+        }
+    }
+}
+
+/// `pause` stretched by up to half again at random, so that connectors pushed out together do
+/// not all dial again at the same instant.
+fn jittered(pause: Duration) -> Duration {
+    let mut b = [0u8; 1];
+    let spread = getrandom::fill(&mut b).map_or(0, |()| u32::from(b[0]));
+    pause + pause * spread / 512
+}
+
+/// How a handshake failed.
+enum Failure {
+    /// The acceptor ended the connection (or never answered) without refusing it: worth
+    /// dialling again.
+    Dropped(String),
+    /// Final: a refusal, a bad proof, or a stranger at the other end.
+    Final(Error),
+}
+
+impl Failure {
+    fn into_error(self) -> Error {
+        match self {
+            Failure::Dropped(why) => Error::new(
+                ErrorKind::Auth,
+                format!("handshake failed: {why} (no answer from the acceptor: it is overloaded, or it is not this job's)"),
+            ),
+            Failure::Final(e) => e,
+        }
+    }
+}
+
+/// One handshake on a connected stream.
+fn handshake(
+    stream: &mut TcpStream,
+    secret: &Secret,
+    claim: u64,
+    deadline: Instant,
+) -> std::result::Result<(), Failure> {
+    let fail = |what: String| Failure::Final(Error::new(ErrorKind::Auth, what));
+    let client_nonce = nonce().map_err(Failure::Final)?;
     let server_nonce = with_deadline(stream, deadline, |s| {
         let mut hello = [0u8; 8 + NONCE];
         s.read_exact(&mut hello)?;
         Ok(hello)
     })
-    .map_err(|e| auth_err(format!("handshake did not complete: {}", described(&e))))?;
+    .map_err(|e| Failure::Dropped(described(&e)))?;
     if &server_nonce[..8] != MAGIC {
-        return Err(auth_err(
+        return Err(fail(
             "the other end is not a psyne endpoint of this version (bad magic)".into(),
         ));
     }
@@ -209,19 +284,17 @@ pub fn connect(
         s.read_exact(&mut proof)?;
         Ok(proof)
     })
-    .map_err(|e| {
-        auth_err(format!(
-            "handshake failed: {} (the acceptor closes connections whose secret is wrong)",
-            described(&e)
-        ))
-    })?;
+    .map_err(|e| Failure::Dropped(described(&e)))?;
+    if &proof == REFUSED {
+        return Err(fail(
+            "the acceptor refused this connection: this process does not know the job's secret (wrong PSY_JOB_SECRET, or not part of this job)".into(),
+        ));
+    }
     if !same(
         &proof,
         &secret.mac(b's', server_nonce, &client_nonce, claim),
     ) {
-        return Err(auth_err(
-            "the acceptor does not know this job's secret".into(),
-        ));
+        return Err(fail("the acceptor does not know this job's secret".into()));
     }
     Ok(())
 }
@@ -266,5 +339,41 @@ mod tests {
         assert_eq!(Secret::from_hex(&s.to_hex()).unwrap(), s);
         assert!(Secret::from_hex("abc").is_err());
         assert!(Secret::from_hex("zz").is_err());
+    }
+
+    #[test]
+    fn a_connector_pushed_out_without_an_answer_dials_again_and_a_refused_one_does_not() {
+        let secret = Secret::generate().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server_secret = secret.clone();
+        // The first connection gets a challenge and is then dropped unanswered (as a busy
+        // acceptor pushes out a handshake); the second is answered.
+        let acceptor = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let (mut first, _) = l.accept().unwrap();
+            challenge(&mut first).unwrap();
+            drop(first);
+            let (mut second, _) = l.accept().unwrap();
+            let claim = accept(&mut second, &server_secret, deadline);
+            // Then one with the wrong secret, refused.
+            let (mut third, _) = l.accept().unwrap();
+            (claim, accept(&mut third, &server_secret, deadline))
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let dial = || TcpStream::connect(addr).map_err(|e| Error::io("dialling", e));
+        connect_retrying(dial, &secret, 9, deadline).expect("the second dial gets through");
+        let wrong = Secret::generate().unwrap();
+        let started = Instant::now();
+        let e = connect_retrying(dial, &wrong, 9, deadline).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Auth);
+        assert!(e.to_string().contains("refused this connection"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a refusal is final"
+        );
+        let (claim, refused) = acceptor.join().unwrap();
+        assert_eq!(claim.unwrap(), 9);
+        assert_eq!(refused.unwrap_err().kind(), ErrorKind::Auth);
     }
 }

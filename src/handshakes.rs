@@ -5,9 +5,14 @@
 //!
 //! - Handshakes run concurrently on non-blocking sockets, driven by one `poll`: a stranger that
 //!   connects and stays silent holds only its own handshake, never a peer's.
-//! - At most [`MAX_PENDING`] handshakes are pending; a new connection beyond that pushes out the
-//!   oldest pending one (a genuine peer answers within a moment of connecting, so it is the
-//!   silent ones that go).
+//! - Each step reads only the handshakes `poll` found readable, and accepts at most
+//!   [`ACCEPT_BATCH`] new connections before it looks at them again: a stranger that connects,
+//!   writes garbage and closes is refused in the next step, and never pushes anyone out.
+//! - At most [`capacity`] handshakes are pending (a quarter of the soft limit on open files,
+//!   between [`MIN_PENDING`] and [`MAX_PENDING`]). Only when that many are pending does a new
+//!   connection push out the oldest *silent* one (a genuine peer answers the challenge within a
+//!   moment of receiving it; a stranger never does), and a peer that is pushed out all the same
+//!   (a machine so loaded that its answer came late) dials again: [`crate::auth::connect_retrying`].
 //! - Each handshake has [`WINDOW`] to complete (or the caller's deadline, if sooner).
 //! - Refused connections are reported one line each for the first [`LOGGED`]; after that they
 //!   are counted and [`Handshakes::finish`] reports how many more there were.
@@ -20,8 +25,12 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Handshakes pending at once, at most.
-pub(crate) const MAX_PENDING: usize = 128;
+/// The fewest handshakes a listener keeps pending before it pushes one out.
+pub(crate) const MIN_PENDING: usize = 128;
+/// The most handshakes a listener keeps pending, however many descriptors it may open.
+pub(crate) const MAX_PENDING: usize = 4096;
+/// New connections accepted per step before the pending ones are looked at again.
+pub(crate) const ACCEPT_BATCH: usize = 64;
 /// How long one handshake may take.
 pub(crate) const WINDOW: Duration = Duration::from_secs(10);
 /// Refused connections reported one by one; the rest are counted.
@@ -29,6 +38,23 @@ pub(crate) const LOGGED: usize = 5;
 
 /// Where refusals are reported (one whole line each).
 pub(crate) type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How many handshakes may be pending at once in this process: a quarter of its soft limit on
+/// open files (the rest is for its links, pipes and files), within [`MIN_PENDING`] and
+/// [`MAX_PENDING`].
+pub(crate) fn capacity() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`, which is valid and writable.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        0
+    };
+    (soft / 4).clamp(MIN_PENDING, MAX_PENDING)
+}
 
 /// A connection that proved the job secret.
 pub(crate) struct Proven {
@@ -49,24 +75,47 @@ struct Pending {
     until: Instant,
 }
 
+/// What one look at a pending handshake found.
+enum Progress {
+    /// It proved the secret, claiming this.
+    Proven(u64),
+    /// Nothing decisive yet.
+    Waiting,
+    /// It failed, for this reason.
+    Refused(String),
+}
+
 /// The handshakes in progress on one listener.
 pub(crate) struct Handshakes {
     secret: Secret,
     /// Who is accepting, for log lines (`rank 3`, `psyne store`).
     who: String,
     log: Log,
+    /// Oldest first.
     pending: VecDeque<Pending>,
+    capacity: usize,
     refused: usize,
 }
 
 impl Handshakes {
     /// Handshakes for connections proving `secret`, reported as `who` through `log`.
     pub(crate) fn new(secret: Secret, who: impl Into<String>, log: Log) -> Handshakes {
+        Handshakes::with_capacity(secret, who, log, capacity())
+    }
+
+    /// [`Handshakes::new`], keeping at most `capacity` handshakes pending.
+    pub(crate) fn with_capacity(
+        secret: Secret,
+        who: impl Into<String>,
+        log: Log,
+        capacity: usize,
+    ) -> Handshakes {
         Handshakes {
             secret,
             who: who.into(),
             log,
             pending: VecDeque::new(),
+            capacity: capacity.max(1),
             refused: 0,
         }
     }
@@ -77,32 +126,18 @@ impl Handshakes {
     }
 
     /// Waits up to `timeout` for `listener` (non-blocking) or a pending handshake to be ready,
-    /// then accepts what is waiting, advances every handshake and returns those that proved the
-    /// secret; handshakes end by `deadline` at the latest.
+    /// advances the handshakes that are, accepts what is waiting (at most [`ACCEPT_BATCH`]) and
+    /// returns those that proved the secret; handshakes end by `deadline` at the latest.
     pub(crate) fn step(
         &mut self,
         listener: &TcpListener,
         timeout: Duration,
         deadline: Instant,
     ) -> Vec<Proven> {
-        self.wait(listener, timeout);
+        let ready = self.wait(listener, timeout);
+        let proven = self.advance_ready(&ready);
+        self.expire();
         self.accept_waiting(listener, deadline);
-        let mut proven = Vec::new();
-        let mut still = VecDeque::with_capacity(self.pending.len());
-        let now = Instant::now();
-        while let Some(mut p) = self.pending.pop_front() {
-            match self.advance(&mut p) {
-                Ok(Some(claim)) => proven.push(Proven {
-                    claim,
-                    stream: p.stream,
-                    from: p.from,
-                }),
-                Ok(None) if now >= p.until => self.refuse(p.from, "the handshake timed out"),
-                Ok(None) => still.push_back(p),
-                Err(why) => self.refuse(p.from, &why),
-            }
-        }
-        self.pending = still;
         proven
     }
 
@@ -123,7 +158,9 @@ impl Handshakes {
         ))
     }
 
-    fn wait(&self, listener: &TcpListener, timeout: Duration) {
+    /// Polls the listener and every pending handshake; returns, per pending handshake (in
+    /// order), whether it has something to read (data, an end, or an error).
+    fn wait(&self, listener: &TcpListener, timeout: Duration) -> Vec<bool> {
         let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
             .chain(self.pending.iter().map(|p| p.stream.as_raw_fd()))
             .map(|fd| libc::pollfd {
@@ -138,17 +175,55 @@ impl Handshakes {
         });
         // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd for the whole call, and
         // its length is passed as the count.
-        unsafe {
+        let rc = unsafe {
             libc::poll(
                 fds.as_mut_ptr(),
                 fds.len() as libc::nfds_t,
                 left.as_millis().min(1000) as i32,
-            );
+            )
+        };
+        // A failed poll (EINTR) reports nothing ready: the next step looks again.
+        fds[1..].iter().map(|f| rc > 0 && f.revents != 0).collect()
+    }
+
+    /// Advances the pending handshakes `ready` marks; returns those that proved the secret.
+    fn advance_ready(&mut self, ready: &[bool]) -> Vec<Proven> {
+        let mut proven = Vec::new();
+        let mut still = VecDeque::with_capacity(self.pending.len());
+        let mut flags = ready.iter().copied();
+        while let Some(mut p) = self.pending.pop_front() {
+            // Connections accepted after the poll have no flag: they are looked at next step.
+            if !flags.next().unwrap_or(false) {
+                still.push_back(p);
+                continue;
+            }
+            match self.advance(&mut p) {
+                Progress::Proven(claim) => proven.push(Proven {
+                    claim,
+                    stream: p.stream,
+                    from: p.from,
+                }),
+                Progress::Waiting => still.push_back(p),
+                Progress::Refused(why) => self.refuse(p.from, &why),
+            }
+        }
+        self.pending = still;
+        proven
+    }
+
+    /// Refuses the handshakes whose time is up.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let (late, on_time): (Vec<Pending>, Vec<Pending>) =
+            self.pending.drain(..).partition(|p| now >= p.until);
+        self.pending = on_time.into();
+        for p in late {
+            self.refuse(p.from, "the handshake timed out");
         }
     }
 
     fn accept_waiting(&mut self, listener: &TcpListener, deadline: Instant) {
-        loop {
+        for _ in 0..ACCEPT_BATCH {
             let (mut stream, from) = match listener.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -165,10 +240,8 @@ impl Handshakes {
                     continue;
                 }
             };
-            if self.pending.len() >= MAX_PENDING {
-                if let Some(oldest) = self.pending.pop_front() {
-                    self.refuse(oldest.from, "pushed out by newer connections, still silent");
-                }
+            if self.pending.len() >= self.capacity {
+                self.push_out_one();
             }
             self.pending.push_back(Pending {
                 stream,
@@ -181,21 +254,37 @@ impl Handshakes {
         }
     }
 
-    /// Reads what arrived of `p`'s reply; the claim once it is whole and proves the secret.
-    fn advance(&self, p: &mut Pending) -> Result<Option<u64>, String> {
+    /// Makes room: refuses the oldest handshake that has sent nothing (or the oldest, if every
+    /// one has sent something).
+    fn push_out_one(&mut self) {
+        let victim = self.pending.iter().position(|p| p.got == 0).unwrap_or(0);
+        if let Some(p) = self.pending.remove(victim) {
+            self.refuse(p.from, "pushed out by newer connections, still silent");
+        }
+    }
+
+    /// Reads what arrived of `p`'s reply; proven once it is whole and proves the secret.
+    fn advance(&self, p: &mut Pending) -> Progress {
         while p.got < REPLY {
             match p.stream.read(&mut p.reply[p.got..]) {
-                Ok(0) => return Err("it closed the connection during the handshake".into()),
+                Ok(0) => {
+                    return Progress::Refused(
+                        "it closed the connection during the handshake".into(),
+                    )
+                }
                 Ok(n) => p.got += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Progress::Waiting,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(auth::described(&e)),
+                Err(e) => return Progress::Refused(auth::described(&e)),
             }
         }
-        p.stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-        auth::verify(&mut p.stream, &self.secret, &p.nonce, &p.reply)
-            .map(Some)
-            .map_err(|e| e.message().to_string())
+        if let Err(e) = p.stream.set_nonblocking(false) {
+            return Progress::Refused(e.to_string());
+        }
+        match auth::verify(&mut p.stream, &self.secret, &p.nonce, &p.reply) {
+            Ok(claim) => Progress::Proven(claim),
+            Err(e) => Progress::Refused(e.message().to_string()),
+        }
     }
 
     /// Counts a refused connection, and reports it if it is among the first [`LOGGED`].
@@ -245,5 +334,37 @@ mod tests {
         let lines = lines.lock().unwrap();
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains("timed out"), "{lines:?}");
+    }
+
+    #[test]
+    fn a_peer_gets_through_a_full_listener_by_pushing_out_silent_strangers_or_dialling_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let secret = Secret::generate().unwrap();
+        let mut hs = Handshakes::with_capacity(secret.clone(), "test", Arc::new(|_: &str| {}), 4);
+        // Room for 4, and 40 strangers that say nothing: 36 of them are pushed out.
+        let strangers: Vec<TcpStream> =
+            (0..40).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let peer = std::thread::spawn(move || {
+            let dial = || TcpStream::connect(addr).map_err(|e| crate::Error::io("dialling", e));
+            auth::connect_retrying(dial, &secret, 7, deadline).map(|_| ())
+        });
+        let mut proven = Vec::new();
+        while proven.is_empty() && Instant::now() < deadline {
+            proven.extend(hs.step(&listener, Duration::from_millis(20), deadline));
+            assert!(hs.pending.len() <= 4, "{} pending", hs.pending.len());
+        }
+        peer.join().unwrap().expect("the peer's handshake");
+        assert_eq!(proven.iter().map(|p| p.claim).collect::<Vec<_>>(), vec![7]);
+        assert!(hs.refused() >= 36, "{} refused", hs.refused());
+        drop(strangers);
+    }
+
+    #[test]
+    fn the_capacity_follows_the_open_files_limit_within_bounds() {
+        let c = capacity();
+        assert!((MIN_PENDING..=MAX_PENDING).contains(&c), "{c}");
     }
 }

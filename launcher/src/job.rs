@@ -74,19 +74,30 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// Starts the job's store on `ip` (any free port), proving connections with `secret`. Refused
-/// connections are reported through `console`, so the line never splits a rank's.
+/// Starts the job's store on `ip` (any free port), proving connections with `secret` and
+/// serving at most [`store_clients`]`(world_size)` clients at once. Refused connections are
+/// reported through `console`, so the line never splits a rank's.
 pub fn serve_store(
     ip: IpAddr,
     secret: &Secret,
+    world_size: usize,
     console: &Arc<Console>,
 ) -> psyne::Result<StoreServer> {
     let console = console.clone();
-    StoreServer::bind_logging(
+    let store = StoreServer::bind_logging(
         SocketAddr::new(ip, 0),
         secret.clone(),
         Arc::new(move |line: &str| console.message(line.trim_start_matches("psyne store: "))),
-    )
+    )?;
+    store.limit_clients(store_clients(world_size));
+    Ok(store)
+}
+
+/// How many clients a job's store serves at once: one per rank (a rank connects once; a
+/// program that makes a second group connects again), psyrun's own, and room for the tools of
+/// a job, but not without bound.
+pub fn store_clients(world_size: usize) -> usize {
+    2 * world_size + 64
 }
 
 /// Removes the shared-memory segments job `job_id` left on this host; returns how many. Ranks

@@ -84,7 +84,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
 /// port: what every rank is told. Each attempt of a restarted job gets its own.
 fn serve_job(launch: &Launch, console: &Arc<Console>) -> Result<(StoreServer, JobInfo), Error> {
     let secret = Secret::generate()?;
-    let store = job::serve_store(job::LOCAL_ADDR, &secret, console)?;
+    let store = job::serve_store(job::LOCAL_ADDR, &secret, launch.world_size(), console)?;
     let master_port = job::free_port(job::LOCAL_ADDR, &[store.addr().port()])
         .map_err(|e| Error::io("finding a free port for MASTER_PORT", e))?;
     let info = JobInfo {

@@ -1,7 +1,7 @@
 //! A store in one process's memory: the in-tree fake for tests, and the table behind
 //! [`super::StoreServer`].
 
-use super::range_read::{split_values, RangeKey, RangeRead, MAX_RANGE};
+use super::range_read::{encode, split_values, RangeKey, Ranges, MAX_RANGE};
 use super::Store;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
@@ -17,18 +17,27 @@ use std::time::Instant;
 /// N² (every set waking every waiter, as one shared condition variable would). A range read
 /// ([`MemoryStore::get_range_encoded`]) is cheaper still: the store keeps one state per range
 /// read, and encodes its reply once for every reader.
+///
+/// What it holds is bounded: at most [`MAX_BYTES`] of keys and values (a set beyond that is
+/// refused), and range reads as [`super::range_read`] says.
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
 }
 
+/// The most bytes of keys and values a store holds: far more than a job's addresses (a few
+/// hundred bytes per rank), far less than would hurt the launcher that serves it.
+pub const MAX_BYTES: usize = 256 << 20;
+
 #[derive(Default)]
 struct State {
     map: HashMap<String, Vec<u8>>,
+    /// Bytes of the keys and values in `map`.
+    bytes: usize,
     /// The gets waiting for each key not set yet.
     waiting: HashMap<String, Vec<Arc<Waiter>>>,
-    /// The ranges read so far.
-    ranges: HashMap<RangeKey, RangeRead>,
+    /// The range reads the store holds.
+    ranges: Ranges,
 }
 
 /// One waiting get: how many of its keys are still missing (under the store's lock), and where
@@ -40,20 +49,27 @@ pub(crate) struct Waiter {
 }
 
 impl State {
-    /// Sets `key` and counts down the gets waiting for it, waking those it completes.
-    fn put(&mut self, key: &str, value: Vec<u8>) {
-        self.map.insert(key.to_string(), value);
-        for (range, read) in &mut self.ranges {
-            if let Some(i) = range.index_of(key) {
-                read.was_set(i);
-            }
+    /// Sets `key` and counts down the gets waiting for it, waking those it completes; refuses a
+    /// value that would take the store past [`MAX_BYTES`].
+    fn put(&mut self, key: &str, value: Vec<u8>) -> Result<()> {
+        let old = self.map.get(key).map_or(0, |v| key.len() + v.len());
+        let bytes = self.bytes - old + key.len() + value.len();
+        if bytes > MAX_BYTES {
+            return Err(Error::invalid(format!(
+                "setting store key `{key}` ({} bytes) would make the store hold {bytes} bytes, more than its {MAX_BYTES}: a rank stores far more than psyne does (a bug in the program?)",
+                value.len()
+            )));
         }
+        self.bytes = bytes;
+        let new = self.map.insert(key.to_string(), value).is_none();
+        self.ranges.was_set(key, new);
         for waiter in self.waiting.remove(key).unwrap_or_default() {
             use std::sync::atomic::Ordering::Relaxed;
             if waiter.missing.fetch_sub(1, Relaxed) == 1 {
                 waiter.wake.notify_one();
             }
         }
+        Ok(())
     }
 
     /// Stops waiting for `keys` on behalf of `waiter` (it timed out).
@@ -108,18 +124,16 @@ impl MemoryStore {
         let mut state = self.lock()?;
         let waiter = Arc::new(Waiter::default());
         let mut registered = false;
-        loop {
+        let outcome = loop {
             let State { map, ranges, .. } = &mut *state;
-            let read = ranges
-                .entry(key.clone())
-                .or_insert_with(|| RangeRead::new(&key, map));
-            let Some(&first_missing) = read.missing.first() else {
-                return Ok(read.reply(&key, map));
-            };
+            let read = ranges.get_or_make(&key, |k| map.contains_key(k));
+            if read.missing == 0 {
+                break Ok(ranges.reply(&key, || encode(&key, map)));
+            }
             let now = Instant::now();
             if now >= deadline {
-                read.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
-                return Err(not_set_in_time(&key.key(first_missing)));
+                ranges.forget(&key, &waiter);
+                break Err(not_set_in_time(&first_missing(&key, map)));
             }
             // Registered once: a spurious wake-up leaves it in the list (only the range's
             // completion takes it out, and that ends the wait).
@@ -135,8 +149,19 @@ impl MemoryStore {
                 .wait_timeout(state, deadline - now)
                 .map_err(|_| poisoned())?
                 .0;
-        }
+        };
+        state.ranges.tidy(&key);
+        outcome
     }
+}
+
+/// The first key of `key`'s range that `map` does not hold.
+fn first_missing(key: &RangeKey, map: &HashMap<String, Vec<u8>>) -> String {
+    key.indices
+        .clone()
+        .map(|i| key.key(i))
+        .find(|k| !map.contains_key(k))
+        .unwrap_or_else(|| key.key(key.indices.start))
 }
 
 /// The error of a get whose key `key` was not set by its deadline.
@@ -149,8 +174,7 @@ fn not_set_in_time(key: &str) -> Error {
 
 impl Store for MemoryStore {
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.lock()?.put(key, value.to_vec());
-        Ok(())
+        self.lock()?.put(key, value.to_vec())
     }
 
     fn get(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
@@ -232,7 +256,7 @@ impl Store for MemoryStore {
             .transpose()?
             .unwrap_or(0);
         let new = old.wrapping_add(delta);
-        state.put(key, new.to_string().into_bytes());
+        state.put(key, new.to_string().into_bytes())?;
         Ok(new)
     }
 
@@ -241,7 +265,7 @@ impl Store for MemoryStore {
         if let Some(held) = state.map.get(key) {
             return Ok(held.clone());
         }
-        state.put(key, value.to_vec());
+        state.put(key, value.to_vec())?;
         Ok(value.to_vec())
     }
 
@@ -311,5 +335,60 @@ mod tests {
         s.set("b", b"2").unwrap();
         s.set("c", b"3").unwrap();
         assert_eq!(s.get_many(&keys, Instant::now()).unwrap()[2], b"3");
+    }
+
+    #[test]
+    fn range_reads_nobody_waits_for_are_dropped_and_complete_ones_kept_within_a_bound() {
+        use super::super::range_read::{MAX_KEPT, MAX_RANGE};
+        let s = MemoryStore::new();
+        // An insider's reads of ranges that will never be complete, with no wait: each is
+        // dropped as soon as it has been answered.
+        for i in 0..40 {
+            let e = s
+                .get_range_encoded(&format!("never{i}/"), 0..MAX_RANGE, Instant::now())
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Timeout);
+            assert!(e.to_string().contains(&format!("`never{i}/0`")), "{e}");
+        }
+        assert_eq!(s.lock().unwrap().ranges.len(), 0);
+        let too_many = s.get_range_encoded("p/", 0..MAX_RANGE + 1, Instant::now());
+        assert_eq!(too_many.unwrap_err().kind(), ErrorKind::InvalidArgument);
+        // Complete reads are kept for later readers, at most MAX_KEPT of them.
+        for i in 0..3 * MAX_KEPT {
+            s.set(&format!("k/{i}"), b"v").unwrap();
+            let got = s.get_range("k/", i..i + 1, Instant::now()).unwrap();
+            assert_eq!(got, vec![b"v".to_vec()]);
+        }
+        assert_eq!(s.lock().unwrap().ranges.len(), MAX_KEPT);
+        // A range made of a prefix that ends in digits still completes when its keys are set.
+        let s = Arc::new(MemoryStore::new());
+        let reader = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                s.get_range("g7/", 9..12, Instant::now() + Duration::from_secs(10))
+            })
+        };
+        for i in [11, 9, 10] {
+            s.set(&format!("g7/{i}"), format!("{i}").as_bytes())
+                .unwrap();
+        }
+        let got = reader.join().unwrap().unwrap();
+        assert_eq!(got, vec![b"9".to_vec(), b"10".to_vec(), b"11".to_vec()]);
+    }
+
+    #[test]
+    fn a_set_that_would_take_the_store_past_its_bound_is_refused() {
+        let s = MemoryStore::new();
+        let big = vec![0u8; MAX_BYTES / 4];
+        for i in 0..3 {
+            s.set(&format!("big{i}"), &big).unwrap();
+        }
+        let e = s.set("big3", &big).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("more than its"), "{e}");
+        // Overwriting a value counts its new size, not both.
+        s.set("big0", &big).unwrap();
+        s.set("big0", b"small").unwrap();
+        s.set("big3", &big).unwrap();
     }
 }

@@ -11,8 +11,10 @@
 //! the server for every client that reads the same range). Reply: `status: u8` (0 ok, 1 timed out, 2 error),
 //! `len: u32`, payload.
 //!
-//! The server answers each client on a thread of its own, and when a client's connection ends
-//! it sets every key that client set with op 5 to its value for when the client is gone.
+//! The server answers each client on a thread of its own (a small stack each), at most
+//! [`StoreServer::limit_clients`] at once (default [`DEFAULT_MAX_CLIENTS`]): one beyond that is
+//! answered with an error naming the limit and closed. When a client's connection ends it sets
+//! every key that client set with op 5 to its value for when the client is gone.
 
 use super::range_read::split_values;
 use super::{MemoryStore, Store};
@@ -22,7 +24,7 @@ use crate::handshakes::Handshakes;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,10 +40,17 @@ const MAX_FIELD: u32 = 64 << 20;
 /// back on it).
 const UNKNOWN_OP: &str = "unknown store op";
 
+/// The most clients a store serves at once unless told otherwise
+/// ([`StoreServer::limit_clients`]).
+pub const DEFAULT_MAX_CLIENTS: usize = 4096;
+/// The stack of a thread that serves one client: it parses requests and waits on the table.
+const CLIENT_STACK: usize = 256 << 10;
+
 /// Serves a store on a TCP port until dropped.
 pub struct StoreServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    clients: Arc<Clients>,
     accept_thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -73,17 +82,33 @@ impl StoreServer {
             .local_addr()
             .map_err(|e| Error::io("reading the store's address", e))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let table = Arc::new(MemoryStore::new());
-        let stop2 = stop.clone();
+        let clients = Arc::new(Clients {
+            now: AtomicUsize::new(0),
+            max: AtomicUsize::new(DEFAULT_MAX_CLIENTS),
+        });
+        let serving = Serving {
+            table: Arc::new(MemoryStore::new()),
+            clients: clients.clone(),
+            stop: stop.clone(),
+            log,
+        };
         let accept_thread = std::thread::Builder::new()
             .name("psyne-store".into())
-            .spawn(move || accept_loop(listener, table, secret, stop2, log))
+            .spawn(move || serving.accept_loop(listener, secret))
             .map_err(|e| Error::io("starting the store thread", e))?;
         Ok(StoreServer {
             addr: local,
             stop,
+            clients,
             accept_thread: Some(accept_thread),
         })
+    }
+
+    /// Serves at most `max` clients at once (each has a thread): a job's launcher sets it from
+    /// the job's size, so that nobody, even with the job's secret, can make it start threads
+    /// without bound.
+    pub fn limit_clients(&self, max: usize) {
+        self.clients.max.store(max.max(1), Ordering::Relaxed);
     }
 
     /// The address clients connect to.
@@ -106,43 +131,83 @@ impl Drop for StoreServer {
 /// Where a store server reports refused connections.
 pub type Log = crate::handshakes::Log;
 
-/// Accepts connections until `stop`: each proves the secret concurrently with the others
-/// ([`Handshakes`], so silent strangers delay no rank), then gets a thread that serves it.
-fn accept_loop(
-    listener: TcpListener,
+/// How many clients are served, and how many may be.
+struct Clients {
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+/// What the store's threads share.
+struct Serving {
     table: Arc<MemoryStore>,
-    secret: Secret,
+    clients: Arc<Clients>,
     stop: Arc<AtomicBool>,
     log: Log,
-) {
-    if listener.set_nonblocking(true).is_err() {
-        log("psyne store: cannot make the listener non-blocking; not serving");
-        return;
-    }
-    // The server's own connection that wakes this loop when it is dropped is no stranger.
-    let quiet_when_stopped: Log = {
-        let (stop, log) = (stop.clone(), log.clone());
-        Arc::new(move |line: &str| {
-            if !stop.load(Ordering::SeqCst) {
-                log(line)
+}
+
+impl Serving {
+    /// Accepts connections until `stop`: each proves the secret concurrently with the others
+    /// ([`Handshakes`], so silent strangers delay no rank), then gets a thread that serves it.
+    fn accept_loop(self, listener: TcpListener, secret: Secret) {
+        if listener.set_nonblocking(true).is_err() {
+            (self.log)("psyne store: cannot make the listener non-blocking; not serving");
+            return;
+        }
+        // The server's own connection that wakes this loop when it is dropped is no stranger.
+        let quiet_when_stopped: Log = {
+            let (stop, log) = (self.stop.clone(), self.log.clone());
+            Arc::new(move |line: &str| {
+                if !stop.load(Ordering::SeqCst) {
+                    log(line)
+                }
+            })
+        };
+        let mut handshakes = Handshakes::new(secret, "psyne store", quiet_when_stopped);
+        let mut turned_away = 0usize;
+        while !self.stop.load(Ordering::SeqCst) {
+            let far = Instant::now() + Duration::from_secs(3600);
+            for proven in handshakes.step(&listener, Duration::from_millis(100), far) {
+                if self.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Err(why) = self.serve_on_a_thread(proven.stream) {
+                    turned_away += 1;
+                    if turned_away <= crate::handshakes::LOGGED {
+                        (self.log)(&format!("psyne store: turned a client away: {why}"));
+                    }
+                }
             }
-        })
-    };
-    let mut handshakes = Handshakes::new(secret, "psyne store", quiet_when_stopped);
-    while !stop.load(Ordering::SeqCst) {
-        let far = Instant::now() + Duration::from_secs(3600);
-        for proven in handshakes.step(&listener, Duration::from_millis(100), far) {
-            if stop.load(Ordering::SeqCst) {
-                break;
-            }
-            let table = table.clone();
-            let _ = std::thread::Builder::new()
-                .name("psyne-store-conn".into())
-                .spawn(move || serve(proven.stream, &table));
+        }
+        if let Some(line) = handshakes.summary() {
+            (self.log)(&line);
         }
     }
-    if let Some(line) = handshakes.summary() {
-        log(&line);
+
+    /// Starts a thread that serves `stream`, unless as many clients as allowed are served
+    /// already (then `stream` gets an error reply naming the limit, which its first request
+    /// reads, and is closed).
+    fn serve_on_a_thread(&self, mut stream: TcpStream) -> std::result::Result<(), String> {
+        let max = self.clients.max.load(Ordering::Relaxed);
+        if self.clients.now.fetch_add(1, Ordering::AcqRel) >= max {
+            self.clients.now.fetch_sub(1, Ordering::AcqRel);
+            let why = format!("the store serves at most {max} clients at once (a job's ranks need one each); close the clients you no longer use");
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = write_frame(&mut stream, 2, &[why.as_bytes()]);
+            return Err(why);
+        }
+        let (table, clients) = (self.table.clone(), self.clients.clone());
+        std::thread::Builder::new()
+            .name("psyne-store-conn".into())
+            .stack_size(CLIENT_STACK)
+            .spawn(move || {
+                serve(stream, &table);
+                clients.now.fetch_sub(1, Ordering::AcqRel);
+            })
+            .map(|_| ())
+            .map_err(|e| {
+                self.clients.now.fetch_sub(1, Ordering::AcqRel);
+                format!("cannot start a thread to serve it: {e}")
+            })
     }
 }
 
@@ -277,35 +342,35 @@ fn write_frame(s: &mut TcpStream, head: u8, fields: &[&[u8]]) -> std::io::Result
 pub struct TcpStore {
     addr: String,
     stream: Mutex<TcpStream>,
+    /// How long a reply may take beyond the wait a request asks for: the time the client was
+    /// given to connect (the job's `PSY_TIMEOUT`), since a store serving a thousand ranks on a
+    /// few loaded cores can take seconds to answer.
+    patience: Duration,
 }
+
+/// The least [`TcpStore::patience`].
+const MIN_PATIENCE: Duration = Duration::from_secs(10);
 
 impl TcpStore {
     /// Connects to the store at `addr` (`host:port`), retrying until `deadline` while nothing
-    /// listens there yet, and proves `secret`.
+    /// listens there yet or the store, busy, pushes the handshake out; proves `secret`. Each
+    /// later request waits for its reply as long as the client had to connect (at least 10 s)
+    /// beyond the wait it asks for.
     pub fn connect(addr: &str, secret: &Secret, deadline: Instant) -> Result<TcpStore> {
-        let mut wait = Duration::from_millis(5);
-        let last_err = loop {
-            let err = match connect_once(addr, deadline) {
-                Ok(mut stream) => {
-                    auth::connect(&mut stream, secret, auth::STORE_CLIENT, deadline)
-                        .map_err(|e| e.context(format!("store at {addr}")))?;
-                    return Ok(TcpStore {
-                        addr: addr.to_string(),
-                        stream: Mutex::new(stream),
-                    });
-                }
-                Err(e) => e,
-            };
-            if Instant::now() + wait >= deadline {
-                break err;
-            }
-            std::thread::sleep(wait);
-            wait = (wait * 2).min(Duration::from_millis(500));
-        };
-        Err(Error::new(
-            ErrorKind::Bootstrap,
-            format!("cannot reach the job's store at {addr}: {last_err}; is the launcher (or rank 0) still running, and is the address reachable from this host?"),
-        ))
+        let stream = auth::connect_retrying(
+            || dial(addr, deadline),
+            secret,
+            auth::STORE_CLIENT,
+            deadline,
+        )
+        .map_err(|e| e.context(format!("store at {addr}")))?;
+        Ok(TcpStore {
+            addr: addr.to_string(),
+            stream: Mutex::new(stream),
+            patience: deadline
+                .saturating_duration_since(Instant::now())
+                .max(MIN_PATIENCE),
+        })
     }
 
     /// The address this client talks to.
@@ -341,17 +406,20 @@ impl TcpStore {
 
     fn call(&self, op: u8, key: &str, val: &[u8], wait: Duration) -> Result<Vec<u8>> {
         let mut s = self.lock()?;
-        let io = |e| {
+        let io = |e: std::io::Error| {
+            let what = match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+                    "no answer within {:?} beyond the request's wait (raise PSY_TIMEOUT if the machine is this loaded); is the launcher stopped?",
+                    self.patience
+                ),
+                _ => format!("{e}; did the launcher exit?"),
+            };
             Error::new(
                 ErrorKind::Bootstrap,
-                format!(
-                    "lost the job's store at {}: {e}; did the launcher exit?",
-                    self.addr
-                ),
+                format!("lost the job's store at {}: {what}", self.addr),
             )
         };
-        s.set_read_timeout(Some(wait + Duration::from_secs(10)))
-            .map_err(io)?;
+        s.set_read_timeout(Some(wait + self.patience)).map_err(io)?;
         write_frame(&mut s, op, &[key.as_bytes(), val]).map_err(io)?;
         let mut status = [0u8; 1];
         s.read_exact(&mut status).map_err(io)?;
@@ -368,6 +436,27 @@ impl TcpStore {
             )),
         }
     }
+}
+
+/// A connection to the store at `addr`, dialled again (with backoff) until `deadline` while
+/// nothing listens there yet.
+fn dial(addr: &str, deadline: Instant) -> Result<TcpStream> {
+    let mut wait = Duration::from_millis(5);
+    let last_err = loop {
+        let err = match connect_once(addr, deadline) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => e,
+        };
+        if Instant::now() + wait >= deadline {
+            break err;
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_millis(500));
+    };
+    Err(Error::new(
+        ErrorKind::Bootstrap,
+        format!("cannot reach the job's store at {addr}: {last_err}; is the launcher (or rank 0) still running, and is the address reachable from this host?"),
+    ))
 }
 
 fn connect_once(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
@@ -614,5 +703,34 @@ mod tests {
         .unwrap();
         assert_eq!(err.kind(), ErrorKind::Bootstrap);
         assert!(err.message().contains("launcher"), "{err}");
+    }
+
+    #[test]
+    fn clients_beyond_the_limit_are_turned_away_with_an_error_naming_it() {
+        let secret = Secret::generate().unwrap();
+        let server =
+            StoreServer::bind_logging("127.0.0.1:0", secret.clone(), Arc::new(|_| {})).unwrap();
+        server.limit_clients(2);
+        let addr = server.addr().to_string();
+        let connect =
+            || TcpStore::connect(&addr, &secret, Instant::now() + Duration::from_secs(10));
+        let (a, b) = (connect().unwrap(), connect().unwrap());
+        a.set("a", b"1").unwrap();
+        b.set("b", b"2").unwrap();
+        let third = connect().unwrap();
+        let e = third.set("c", b"3").unwrap_err();
+        assert!(e.to_string().contains("at most 2 clients"), "{e}");
+        // Once a client leaves, its place is free again.
+        drop(a);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match connect().unwrap().get("b", Instant::now()) {
+                Ok(v) => break assert_eq!(v, b"2"),
+                Err(e) if Instant::now() < deadline => {
+                    assert!(e.to_string().contains("at most 2"), "{e}")
+                }
+                Err(e) => panic!("no place freed: {e}"),
+            }
+        }
     }
 }

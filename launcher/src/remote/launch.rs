@@ -238,7 +238,12 @@ impl RemoteJob<'_> {
     /// every rank is told: the secret, the job id, and rank 0's host as the torch master.
     fn serve_store(&self) -> Result<(StoreServer, Contract), Error> {
         let secret = Secret::generate()?;
-        let store = job::serve_store(self.store_address(), &secret, &self.console)?;
+        let store = job::serve_store(
+            self.store_address(),
+            &secret,
+            self.launch.world_size(),
+            &self.console,
+        )?;
         let rank0_host = &self.reached[self.host_of[0]];
         let contract = Contract {
             job_id: job::new_job_id()?,

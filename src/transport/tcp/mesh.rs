@@ -195,7 +195,8 @@ fn parse_table(raw: &[Vec<u8>]) -> Result<Vec<PeerInfo>> {
 }
 
 /// Connects this rank (`rank`) to `peer` (listening and living as `info` says) and proves the
-/// job secret; a connection refused is retried (with backoff) until `deadline`.
+/// job secret; a connection refused, or pushed out by a busy listener, is retried (with
+/// backoff) until `deadline`.
 pub fn dial(
     rank: usize,
     secret: &Secret,
@@ -211,16 +212,17 @@ pub fn dial(
             ),
         )
     })?;
-    let mut stream = connect_to(addr, deadline).map_err(|e| {
-        Error::new(
-            ErrorKind::PeerLost,
-            format!("rank {rank}: cannot connect to rank {peer} ({info}): {e}; did it exit, or is that address unreachable from this host? (PSY_ADDR sets what a rank advertises)"),
-        )
-        .about_peer(peer)
-    })?;
-    auth::connect(&mut stream, secret, rank as u64, deadline)
-        .map_err(|e| e.context(format!("rank {rank}: connecting to rank {peer} ({info})")))?;
-    Ok(stream)
+    let dial_once = || {
+        connect_to(addr, deadline).map_err(|e| {
+            Error::new(
+                ErrorKind::PeerLost,
+                format!("rank {rank}: cannot connect to rank {peer} ({info}): {e}; did it exit, or is that address unreachable from this host? (PSY_ADDR sets what a rank advertises)"),
+            )
+            .about_peer(peer)
+        })
+    };
+    auth::connect_retrying(dial_once, secret, rank as u64, deadline)
+        .map_err(|e| e.context(format!("rank {rank}: connecting to rank {peer} ({info})")))
 }
 
 #[cfg(test)]

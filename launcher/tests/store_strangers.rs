@@ -1,7 +1,7 @@
 //! psyrun's store under a local stranger's flood: a job of 256 and of 1,024 ranks forms and
-//! completes while a process without the job's secret opens 600 connections to the store and
-//! says nothing on them, or connects, writes garbage and closes, again and again, for the whole
-//! start. (Before, at most 128 handshakes waited and each new connection pushed out the oldest,
+//! completes while a process without the job's secret holds 600 connections to the store and
+//! says nothing on them (opening another for each the store closes), or connects, writes garbage
+//! and closes, again and again, for the whole start. (Before, at most 128 handshakes waited and each new connection pushed out the oldest,
 //! so the ranks' own handshakes were pushed out and every rank failed.)
 //!
 //! The ranks wait at a gate (a FIFO each reads a line from) that the stranger opens once its
@@ -65,10 +65,25 @@ fn listening_ports(pid: i32) -> Vec<u16> {
         .collect()
 }
 
+/// Whether the other end has not closed `s` (non-blocking): reads what waits, and looks for the
+/// end.
+fn still_open(s: &TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = [0u8; 64];
+    loop {
+        match (&*s).read(&mut buf) {
+            Ok(0) => return false,
+            Ok(_) => continue,
+            Err(e) => return e.kind() == std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
 /// How the stranger attacks.
 #[derive(Clone, Copy, Debug)]
 enum Attack {
-    /// Opens this many connections and says nothing on them until the job ends.
+    /// Holds this many connections and says nothing on them until the job ends (opening a new
+    /// one for each the store closes).
     Silent(usize),
     /// Connects, writes garbage and closes, over and over until the job ends.
     Garbage,
@@ -118,16 +133,23 @@ fn job_survives(ranks: usize, attack: Attack) {
             };
             match attack {
                 Attack::Silent(n) => {
-                    let mut held = Vec::new();
-                    for made in 1..=n {
-                        held.extend(TcpStream::connect(addr).ok());
-                        count.store(held.len(), Ordering::SeqCst);
-                        open_gate_at(made);
-                    }
+                    let mut held: Vec<TcpStream> = Vec::with_capacity(n);
+                    let mut made = 0;
                     while !over.load(Ordering::SeqCst) {
-                        std::thread::park_timeout(Duration::from_millis(20));
+                        // Drop what the store closed, then open connections until n are held.
+                        held.retain(still_open);
+                        while held.len() < n && !over.load(Ordering::SeqCst) {
+                            let Ok(s) = TcpStream::connect(addr) else {
+                                break;
+                            };
+                            let _ = s.set_nonblocking(true);
+                            held.push(s);
+                            made += 1;
+                            count.store(made, Ordering::SeqCst);
+                            open_gate_at(made);
+                        }
+                        std::thread::park_timeout(Duration::from_millis(5));
                     }
-                    drop(held);
                 }
                 Attack::Garbage => {
                     let mut made = 0;

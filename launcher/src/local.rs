@@ -5,7 +5,7 @@
 
 use crate::args::{Launch, OnFailure};
 use crate::job::{self, JobInfo};
-use crate::losses::LossReports;
+use crate::losses::{self, LossReports};
 use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
@@ -51,9 +51,14 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
     if launch.on_failure == OnFailure::Continue {
         supervisor = supervisor.going_on_after_failures();
     }
+    let mut _declarations = None;
     if let Ok(secret) = Secret::from_hex(&info.secret_hex) {
-        let losses = LossReports::new(&info.store, secret, &info.job_id);
-        supervisor = supervisor.with_losses(losses.into_lost_by());
+        let reports = LossReports::new(&info.store, secret.clone(), &info.job_id);
+        supervisor = supervisor.with_losses(reports.into_lost_by());
+        let watch =
+            losses::watch_declarations(&info.store, secret, &info.job_id, events_tx.clone())
+                .map_err(|e| Error::io("starting the thread that watches for failed ranks", e))?;
+        _declarations = Some(watch);
     }
     let starter = Starter {
         launch,
@@ -192,9 +197,11 @@ impl Starter<'_> {
         };
         let events = self.events.clone();
         let on_state = move |state| {
-            if let RankState::Ended(termination) = state {
-                let _ = events.send(Event::Exited { rank, termination });
-            }
+            let _ = events.send(match state {
+                RankState::Stopped(signal) => Event::Stopped { rank, signal },
+                RankState::Continued => Event::Continued { rank },
+                RankState::Ended(termination) => Event::Exited { rank, termination },
+            });
         };
         spawn::spawn_watched(rank, command, watchdog, "psyrun", sinks, on_state)
     }

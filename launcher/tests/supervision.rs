@@ -305,3 +305,31 @@ fn a_rank_started_the_instant_before_psyrun_is_sigkilled_dies_with_the_rest() {
         );
     }
 }
+
+/// A rank stopped by SIGSTOP while every other rank ends: nothing in the job can resume it, so
+/// psyrun kills it after `--grace`, names it, and ends with 128 + 9 instead of waiting forever
+/// (also under `--on-failure continue`).
+#[test]
+fn a_rank_left_stopped_when_the_others_end_is_killed_and_named() {
+    for policy in ["stop", "continue"] {
+        let dir = TempDir::new(&format!("left-stopped-{policy}"));
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", "3", "--grace", "1", "--on-failure", policy])
+            .args([
+                "sh",
+                "-c",
+                r#"[ "$PSY_RANK" != 1 ] || kill -STOP $$; exit 0"#,
+            ]);
+        let done = Job::start(cmd, &dir).wait(DEADLINE);
+        assert_eq!(done.code(), Some(137), "{policy}: {}", done.stderr);
+        assert!(
+            done.stderr.contains(
+                "is stopped (SIGSTOP) and every other rank has ended: nothing in the job can resume it"
+            ) && done.stderr.contains(
+                "killed by signal 9 (SIGKILL), by psyrun, after it stayed stopped with every other rank ended"
+            ),
+            "{policy}: {}",
+            done.stderr
+        );
+    }
+}

@@ -393,7 +393,7 @@ impl Agent {
                 let _ = tx.send(Input::Drained);
             })
         };
-        let tx = self.tx.clone();
+        let (tx, out) = (self.tx.clone(), self.out.clone());
         let watchdog = self.watchdog.as_ref().and_then(Watchdog::fd);
         let watched = spawn::spawn_watched(
             rank as usize,
@@ -402,12 +402,20 @@ impl Agent {
             "psyrun-agent",
             sinks,
             move |state| {
-                if let RankState::Ended(termination) = state {
-                    let _ = tx.send(Input::Exited {
-                        rank,
-                        ended: termination.into(),
-                    });
-                }
+                // psyrun hears of stops too, to end a rank left stopped once the others ended.
+                let signal = match state {
+                    RankState::Stopped(signal) => Some(signal),
+                    RankState::Continued => None,
+                    RankState::Ended(termination) => {
+                        let _ = tx.send(Input::Exited {
+                            rank,
+                            ended: termination.into(),
+                        });
+                        return;
+                    }
+                };
+                // A link that is gone is the agent's main loop's business.
+                let _ = out.send(&FromAgent::Paused { rank, signal });
             },
         )?;
         self.streams += watched.forwarders;

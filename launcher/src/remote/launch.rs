@@ -674,6 +674,13 @@ impl Router {
                     });
                 }
             }
+            LinkEvent::Frame(FromAgent::Paused { rank, signal }) => {
+                let rank = rank as usize;
+                let _ = self.supervisor.send(match signal {
+                    Some(signal) => Event::Stopped { rank, signal },
+                    None => Event::Continued { rank },
+                });
+            }
             LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {
                 let _ = self.supervisor.send(Event::Exited {
                     rank: rank as usize,

@@ -8,6 +8,8 @@ pub use crate::bootstrap::StoreServer;
 pub use crate::dl;
 /// The store key under which a rank records the peer a failed call lost (psyrun reads it).
 pub use crate::group::losses::lost_key;
+/// Declarations of ranks the others counted failed while they ran (psyrun ends them).
+pub use crate::group::losses::{declaration, declared_count_key, declared_key, parse_declaration};
 /// Whether this machine offers RDMA, and why not.
 pub use crate::transport::rdma::{availability, Availability};
 /// The prefix of a job's shared-memory segment names, and removing every segment a job left.

@@ -20,7 +20,7 @@
 //! | [`plan`] | a job on this machine, planned: programs found, `-x` values read, ranks placed and bound |
 //! | [`local`] | running a planned job on this machine: store, ranks, supervision, tear-down |
 //! | [`dry_run`] | the one `--dry-run` formatter, for jobs here and on several hosts |
-//! | [`spawn`] | starting a rank (`posix_spawn`, bound, in its own process group) and watching its output and end; signalling groups |
+//! | [`spawn`] | starting a rank (a `vfork`-style clone, bound, in its own process group known to the watchdog before it runs) and watching its output and end; signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
 //! | [`supervise`] | waiting for ranks, signals and deadlines; stopping the job (SIGTERM, grace, SIGKILL) |
 //! | [`restart`] | `--max-restarts`: running a failed job again, each attempt a new generation |

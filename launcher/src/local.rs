@@ -5,10 +5,10 @@
 
 use crate::args::{Launch, OnFailure};
 use crate::job::{self, JobInfo};
-use crate::losses::LossReports;
+use crate::losses::{self, LossReports};
 use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
-use crate::spawn::{self, OutputSink, RankCommand, Watched};
+use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
 use crate::watchdog::Watchdog;
 use crate::Error;
@@ -16,6 +16,7 @@ use psyne::contract::RankEnv;
 use psyne::internal::StoreServer;
 use psyne::Secret;
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,7 +35,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
             console.message(&line);
         }
     }
-    let mut watchdog = Watchdog::start(plan.ranks.len())
+    let watchdog = Watchdog::start(plan.ranks.len())
         .map_err(|e| Error::io("starting psyrun's watchdog process", e))?;
     let (events_tx, events_rx) = mpsc::channel();
     let signals = SignalWatch::start(events_tx.clone())
@@ -50,9 +51,14 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
     if launch.on_failure == OnFailure::Continue {
         supervisor = supervisor.going_on_after_failures();
     }
+    let mut _declarations = None;
     if let Ok(secret) = Secret::from_hex(&info.secret_hex) {
-        let losses = LossReports::new(&info.store, secret, &info.job_id);
-        supervisor = supervisor.with_losses(losses.into_lost_by());
+        let reports = LossReports::new(&info.store, secret.clone(), &info.job_id);
+        supervisor = supervisor.with_losses(reports.into_lost_by());
+        let watch =
+            losses::watch_declarations(&info.store, secret, &info.job_id, events_tx.clone())
+                .map_err(|e| Error::io("starting the thread that watches for failed ranks", e))?;
+        _declarations = Some(watch);
     }
     let starter = Starter {
         launch,
@@ -61,7 +67,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         events: events_tx,
         drained: drained_tx,
     };
-    let started = starter.start_all(&info, &mut files, &mut supervisor, &mut watchdog);
+    let started = starter.start_all(&info, &mut files, &mut supervisor, &watchdog);
     if started.error.is_some() {
         started.say_stopping(&console);
         supervisor.stop(Cause::LaunchFailed);
@@ -143,15 +149,21 @@ impl Starter<'_> {
         info: &JobInfo,
         files: &mut [RankFiles],
         supervisor: &mut Supervisor<'_, ProcessGroups>,
-        watchdog: &mut Watchdog,
+        watchdog: &Watchdog,
     ) -> Started {
         let envs = job::rank_envs(&self.plan.placements(), info);
         let mut started = Started::default();
+        let fault = fault_after_spawn(self.launch.restart_count);
+        let watchdog = watchdog.fd();
         for ((env, files), rank_plan) in envs.iter().zip(files.iter_mut()).zip(&self.plan.ranks) {
-            match self.start_rank(env.rank, &rank_command(rank_plan, env), files) {
+            let command = rank_command(rank_plan, env);
+            match self.start_rank(env.rank, &command, files, watchdog) {
                 Ok(Watched { pid, forwarders }) => {
+                    if fault == Some(env.rank) {
+                        die_now();
+                    }
+                    // The rank told the watchdog its group itself, before its program ran.
                     supervisor.add_rank(env.rank, pid);
-                    watchdog.watch(pid);
                     started.pids.push(pid);
                     started.streams += forwarders;
                 }
@@ -171,6 +183,7 @@ impl Starter<'_> {
         rank: usize,
         command: &RankCommand,
         files: &mut RankFiles,
+        watchdog: Option<RawFd>,
     ) -> Result<Watched, Error> {
         let look = Look::of(self.launch, &self.plan.host, rank);
         let sinks = |stream: Stream| -> OutputSink {
@@ -183,10 +196,38 @@ impl Starter<'_> {
             })
         };
         let events = self.events.clone();
-        spawn::spawn_watched(rank, command, "psyrun", sinks, move |termination| {
-            let _ = events.send(Event::Exited { rank, termination });
-        })
+        let on_state = move |state| {
+            let _ = events.send(match state {
+                RankState::Stopped(signal) => Event::Stopped { rank, signal },
+                RankState::Continued => Event::Continued { rank },
+                RankState::Ended(termination) => Event::Exited { rank, termination },
+            });
+        };
+        spawn::spawn_watched(rank, command, watchdog, "psyrun", sinks, on_state)
     }
+}
+
+/// The test hook [`FAULT_AFTER_SPAWN`] names, for attempt `restart_count`: the rank after
+/// whose start psyrun kills itself, if any.
+fn fault_after_spawn(restart_count: usize) -> Option<usize> {
+    let value = std::env::var(FAULT_AFTER_SPAWN).ok()?;
+    let (attempt, rank) = value.split_once(':')?;
+    (attempt.parse::<usize>().ok()? == restart_count)
+        .then(|| rank.parse().ok())
+        .flatten()
+}
+
+/// A test hook: `PSYRUN_TEST_SIGKILL_AFTER_SPAWN=ATTEMPT:RANK` makes psyrun SIGKILL itself the
+/// moment the start of rank RANK of attempt ATTEMPT (`PSY_RESTART_COUNT`) returns, before it
+/// records the rank anywhere: the instant in which psyrun's death once left that rank running
+/// (`launcher/tests/supervision.rs`).
+pub const FAULT_AFTER_SPAWN: &str = "PSYRUN_TEST_SIGKILL_AFTER_SPAWN";
+
+/// Ends psyrun at once, as `kill -9` would (the test hook above).
+fn die_now() -> ! {
+    // SAFETY: raising a signal on this process has no memory-safety preconditions.
+    unsafe { libc::raise(libc::SIGKILL) };
+    std::process::abort()
 }
 
 /// How to start one rank: its program and arguments, its `-x` variables then the launch

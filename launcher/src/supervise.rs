@@ -8,6 +8,12 @@
 //! - psyrun gets SIGINT, SIGTERM or SIGHUP: it stops every rank and exits with 128 + the signal;
 //! - `--timeout` expires: it stops every rank and exits with 124.
 //!
+//! psyrun never waits forever for a rank that can no longer run. A rank the other ranks counted
+//! failed while it still runs ([`Event::Declared`]: silent past `PSY_TIMEOUT` in their
+//! agreement) is killed at once with SIGKILL; and a rank stopped by a signal ([`Event::Stopped`])
+//! while every other rank has ended is killed once `--grace` has passed without a SIGCONT. Either
+//! then counts as a rank killed by signal 9, and messages say why psyrun killed it.
+//!
 //! Stopping means SIGTERM (and SIGCONT, so a stopped rank can act on it) to each running rank's
 //! process group, then SIGKILL to the groups still running when `--grace` has passed, then at most
 //! [`KILL_WAIT`] more for the kernel to reap them. A second signal to psyrun skips the grace
@@ -205,8 +211,28 @@ pub enum Event {
         /// How it ended.
         termination: Termination,
     },
+    /// A signal stopped a rank (SIGSTOP, SIGTSTP, ...): it runs no further until SIGCONT.
+    Stopped {
+        /// The rank.
+        rank: usize,
+        /// The signal that stopped it.
+        signal: i32,
+    },
+    /// SIGCONT resumed a stopped rank.
+    Continued {
+        /// The rank.
+        rank: usize,
+    },
     /// psyrun received a signal.
     Signal(i32),
+    /// The other ranks counted this rank failed while it still runs (it did not answer an
+    /// agreement before `PSY_TIMEOUT`: stopped, hung): psyrun ends it.
+    Declared {
+        /// The rank.
+        rank: usize,
+        /// Why they counted it failed, as they said.
+        why: String,
+    },
     /// The link to a host was lost: its ranks are out of reach.
     HostLost {
         /// The host.
@@ -266,6 +292,14 @@ pub struct Supervisor<'c, S: Stopper> {
     go_on: bool,
     /// The failures gone on from, in order.
     tolerated: Vec<Cause>,
+    /// The ranks psyrun killed because the others counted them failed, or because they stayed
+    /// stopped once every other rank had ended (index, and why, as messages say it).
+    killed: Vec<(usize, String)>,
+    /// The signal that stopped each rank (by index) while it is stopped.
+    stopped: Vec<Option<i32>>,
+    /// When the ranks still running, all stopped with every other rank ended, are killed
+    /// (see [`Supervisor::watch_abandoned`]).
+    abandoned_at: Option<Instant>,
 }
 
 /// Reads which rank (if any) a rank reported losing when its call failed.
@@ -323,6 +357,9 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             losses: None,
             go_on: false,
             tolerated: Vec::new(),
+            killed: Vec::new(),
+            stopped: Vec::new(),
+            abandoned_at: None,
         }
     }
 
@@ -357,6 +394,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             stopped: false,
             host,
         });
+        self.stopped.push(None);
     }
 
     fn running(&self) -> impl Iterator<Item = &RankReport> {
@@ -412,7 +450,13 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
 
     fn deadline(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Running => self.timeout.map(|t| self.started + t),
+            Phase::Running => {
+                let timeout = self.timeout.map(|t| self.started + t);
+                match (timeout, self.abandoned_at) {
+                    (Some(t), Some(a)) => Some(t.min(a)),
+                    (t, a) => t.or(a),
+                }
+            }
             Phase::Settling { until, .. } => Some(until),
             Phase::Terminating { kill_at } => Some(kill_at),
             Phase::Killing { give_up_at } => Some(give_up_at),
@@ -439,6 +483,18 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                     true
                 }
                 Ok(Event::Signal(sig)) => self.on_signal(sig),
+                Ok(Event::Declared { rank, why }) => {
+                    self.on_declared(rank, &why);
+                    true
+                }
+                Ok(Event::Stopped { rank, signal }) => {
+                    self.set_stopped(rank, Some(signal));
+                    true
+                }
+                Ok(Event::Continued { rank }) => {
+                    self.set_stopped(rank, None);
+                    true
+                }
                 Ok(Event::HostLost { host, why }) => {
                     self.on_host_lost(&host, &why);
                     true
@@ -484,9 +540,68 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let by_signal = matches!(termination, Termination::Signaled(_));
         let failed = !termination.is_success();
         self.ranks[i].termination = Some(termination);
-        if !failed {
-            return;
+        self.stopped[i] = None;
+        if failed {
+            self.on_failure(i, by_signal);
         }
+        self.watch_abandoned();
+    }
+
+    /// The `rank` was stopped by `signal` (`Some`) or resumed (`None`).
+    fn set_stopped(&mut self, rank: usize, signal: Option<i32>) {
+        if let Some(i) = self.ranks.iter().position(|r| r.rank == rank) {
+            if self.ranks[i].termination.is_none() {
+                self.stopped[i] = signal;
+            }
+        }
+        self.watch_abandoned();
+    }
+
+    /// Once every rank still running is stopped (by SIGSTOP, say) and every other rank has
+    /// ended, nothing in the job can resume them: unless one is resumed within `--grace`, they
+    /// are killed ([`Supervisor::kill_abandoned`]), so that psyrun never waits forever for a
+    /// stopped rank once the job is otherwise over.
+    fn watch_abandoned(&mut self) {
+        let mut running = self
+            .ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.termination.is_none());
+        let abandoned = self.phase == Phase::Running
+            && self.running().count() < self.ranks.len()
+            && running.clone().next().is_some()
+            && running.all(|(i, _)| self.stopped[i].is_some());
+        self.abandoned_at = match (abandoned, self.abandoned_at) {
+            (false, _) => None,
+            (true, Some(at)) => Some(at),
+            (true, None) => Some(Instant::now() + self.grace),
+        };
+    }
+
+    /// Kills the ranks still stopped when every other rank has ended (see
+    /// [`Supervisor::watch_abandoned`]).
+    fn kill_abandoned(&mut self) {
+        self.abandoned_at = None;
+        for i in 0..self.ranks.len() {
+            let Some(signal) = self.stopped[i].filter(|_| self.ranks[i].termination.is_none())
+            else {
+                continue;
+            };
+            self.kill_failed(
+                i,
+                &format!(
+                    "is stopped ({}) and every other rank has ended: nothing in the job can \
+                     resume it, and nobody did within --grace {:?}",
+                    signal_name(signal),
+                    self.grace
+                ),
+                "after it stayed stopped with every other rank ended",
+            );
+        }
+    }
+
+    /// The `i`th rank failed (`by_signal`: killed by one).
+    fn on_failure(&mut self, i: usize, by_signal: bool) {
         if self.go_on && self.phase == Phase::Running {
             return self.tolerate_or_blame(i);
         }
@@ -499,6 +614,52 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The other ranks counted `rank` failed while it still runs (see [`Event::Declared`]): it
+    /// is killed now (see [`Supervisor::kill_failed`]). Ignored once the job is being stopped
+    /// (it is stopped with the rest).
+    fn on_declared(&mut self, rank: usize, why: &str) {
+        let Some(i) = self.ranks.iter().position(|r| r.rank == rank) else {
+            return;
+        };
+        if self.ranks[i].termination.is_some() || !self.accepting_causes() {
+            return;
+        }
+        self.kill_failed(
+            i,
+            &format!("was counted failed by the other ranks ({why})"),
+            "after the other ranks counted it failed",
+        );
+    }
+
+    /// Kills the `i`th rank, which the others count failed or lost while it still runs
+    /// (stopped, hung): SIGKILL to its process group, since a stopped process acts on nothing
+    /// else and a hung one may ignore SIGTERM. It counts as failed when it is reaped, as any
+    /// rank killed by a signal; messages then add `after` to how it ended.
+    fn kill_failed(&mut self, i: usize, what: &str, after: &str) {
+        if self.killed.iter().any(|(k, _)| *k == i) {
+            return;
+        }
+        self.killed.push((i, after.to_string()));
+        self.console.message(&format!(
+            "rank {} {what}; killing it (SIGKILL to its process group)",
+            self.ranks[i].name()
+        ));
+        self.send(i, libc::SIGKILL);
+    }
+
+    /// How the `i`th rank ended, as messages say it: its termination, and why psyrun killed it
+    /// if it did because the others counted it failed or lost.
+    fn ended(&self, i: usize) -> String {
+        let how = self.ranks[i]
+            .termination
+            .as_ref()
+            .map_or_else(|| "is running".to_string(), Termination::describe);
+        match self.killed.iter().find(|(k, _)| *k == i) {
+            Some((_, after)) => format!("{how}, by psyrun, {after}"),
+            None => how,
         }
     }
 
@@ -515,7 +676,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let (rank, pid, name) = (self.ranks[i].rank, self.ranks[i].pid, self.ranks[i].name());
         self.console.message(&format!(
             "rank {name} {}; the other {} go on without it (--on-failure continue)",
-            termination.describe(),
+            self.ended(i),
             count(left)
         ));
         self.tolerated.push(Cause::RankFailed {
@@ -604,7 +765,7 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let (rank, pid, name) = (self.ranks[i].rank, self.ranks[i].pid, self.ranks[i].name());
         let stopping = self.stopping_the_others();
         self.console
-            .message(&format!("rank {name} {}{stopping}", termination.describe()));
+            .message(&format!("rank {name} {}{stopping}", self.ended(i)));
         self.stop(Cause::RankFailed {
             rank,
             pid,
@@ -716,6 +877,10 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                 self.blame_settled(first);
                 true
             }
+            Phase::Running if self.abandoned_at.is_some_and(|a| Instant::now() >= a) => {
+                self.kill_abandoned();
+                true
+            }
             Phase::Running => {
                 let limit = self.timeout.unwrap_or_default();
                 self.console.message(&format!(
@@ -817,11 +982,13 @@ mod tests {
         }
     }
 
-    /// A fake: records signals; ranks in `obey` die of SIGTERM, every rank dies of SIGKILL.
+    /// A fake: records signals; ranks in `obey` die of SIGTERM, every rank dies of SIGKILL,
+    /// and the events of `then` follow the first death by SIGKILL.
     struct Fake {
         sent: Arc<Mutex<Vec<(usize, i32)>>>,
         events: Sender<Event>,
         obey: Vec<usize>,
+        then: Vec<Event>,
     }
     impl Stopper for Fake {
         fn signal(&mut self, rank: usize, _pid: u32, signal: i32) -> std::io::Result<()> {
@@ -829,6 +996,11 @@ mod tests {
             if signal == libc::SIGKILL || (signal == libc::SIGTERM && self.obey.contains(&rank)) {
                 let termination = Termination::Signaled(signal);
                 let _ = self.events.send(Event::Exited { rank, termination });
+                if signal == libc::SIGKILL {
+                    for event in self.then.drain(..) {
+                        let _ = self.events.send(event);
+                    }
+                }
             }
             Ok(())
         }
@@ -860,17 +1032,28 @@ mod tests {
         losses: &[(usize, usize)],
         before: impl FnOnce(&Sender<Event>),
     ) -> (Outcome, Setup) {
-        supervise_fake(n, obey, grace, timeout, losses, false, before)
+        supervise_fake(n, obey, grace, timeout, losses, false, before, Vec::new())
     }
 
     /// `n` ranks, all obeying SIGTERM, supervised with `--on-failure continue`.
     fn go_on(n: usize, before: impl FnOnce(&Sender<Event>)) -> (Outcome, Setup) {
+        go_on_then(n, before, Vec::new())
+    }
+
+    /// [`go_on`], with the events of `then` after the first death by SIGKILL.
+    fn go_on_then(
+        n: usize,
+        before: impl FnOnce(&Sender<Event>),
+        then: Vec<Event>,
+    ) -> (Outcome, Setup) {
         let all: Vec<usize> = (0..n).collect();
-        supervise_fake(n, &all, Duration::from_secs(1), None, &[], true, before)
+        let grace = Duration::from_secs(1);
+        supervise_fake(n, &all, grace, None, &[], true, before, then)
     }
 
     /// Supervises `n` fake ranks after the events `before` sends (see [`go_reporting`]), going
-    /// on after failures if `continuing`.
+    /// on after failures if `continuing`; `then` follows the first death by SIGKILL.
+    #[allow(clippy::too_many_arguments)]
     fn supervise_fake(
         n: usize,
         obey: &[usize],
@@ -879,6 +1062,7 @@ mod tests {
         losses: &[(usize, usize)],
         continuing: bool,
         before: impl FnOnce(&Sender<Event>),
+        then: Vec<Event>,
     ) -> (Outcome, Setup) {
         let err = Text::default();
         let console = Console::new(Box::new(Text::default()), Box::new(err.clone()));
@@ -888,6 +1072,7 @@ mod tests {
             sent: sent.clone(),
             events: tx.clone(),
             obey: obey.to_vec(),
+            then,
         };
         before(&tx);
         let setup = Setup {
@@ -945,6 +1130,90 @@ mod tests {
         });
         assert_eq!(out.exit_code(), 143);
         assert!(setup.sent.lock().unwrap().contains(&(0, libc::SIGTERM)));
+    }
+
+    #[test]
+    fn a_rank_the_others_counted_failed_is_killed_and_counts_as_failed() {
+        let declared = |rank| Event::Declared {
+            rank,
+            why: "it did not vote".into(),
+        };
+        // Going on: killed at once, tolerated; the survivors decide the code.
+        let (out, setup) = go_on_then(
+            3,
+            |tx| {
+                tx.send(declared(1)).unwrap();
+                tx.send(declared(1)).unwrap();
+            },
+            vec![exited(0, 0), exited(2, 0)],
+        );
+        assert_eq!(out.exit_code(), 0);
+        assert_eq!(out.tolerated.len(), 1);
+        assert_eq!(
+            setup.sent.lock().unwrap().clone(),
+            vec![(1, libc::SIGKILL)],
+            "killed once"
+        );
+        let err = setup.err.get();
+        assert!(
+            err.contains("rank 1 (pid 1001) was counted failed by the other ranks (it did not vote); killing it (SIGKILL to its process group)")
+                && err.contains("rank 1 (pid 1001) killed by signal 9 (SIGKILL), by psyrun, after the other ranks counted it failed; the other 2 ranks go on"),
+            "{err}"
+        );
+        // Stopping on failure: the declared rank is the cause (128 + 9).
+        let (out, setup) = go(2, &[0], Duration::from_secs(30), None, |tx| {
+            tx.send(declared(1)).unwrap();
+        });
+        assert_eq!(out.exit_code(), 137);
+        assert!(
+            setup
+                .err
+                .get()
+                .contains("after the other ranks counted it failed; stopping the other rank"),
+            "{}",
+            setup.err.get()
+        );
+        // A declaration for a rank that already ended changes nothing.
+        let (out, setup) = go_on(2, |tx| {
+            tx.send(exited(1, 0)).unwrap();
+            tx.send(declared(1)).unwrap();
+            tx.send(exited(0, 0)).unwrap();
+        });
+        assert_eq!(out.exit_code(), 0);
+        assert!(setup.sent.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_rank_left_stopped_when_the_others_ended_is_killed_after_the_grace_period() {
+        let stopped = |rank| Event::Stopped {
+            rank,
+            signal: libc::SIGSTOP,
+        };
+        let start = Instant::now();
+        let (out, setup) = go(3, &[], Duration::from_millis(100), None, |tx| {
+            tx.send(stopped(2)).unwrap();
+            tx.send(exited(0, 0)).unwrap();
+            tx.send(exited(1, 0)).unwrap();
+        });
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        assert_eq!(out.exit_code(), 137);
+        assert_eq!(setup.sent.lock().unwrap().clone(), vec![(2, libc::SIGKILL)]);
+        let err = setup.err.get();
+        assert!(
+            err.contains("rank 2 (pid 1002) is stopped (SIGSTOP) and every other rank has ended"),
+            "{err}"
+        );
+        // Resumed in time, or still others running: nobody is killed.
+        let (out, setup) = go(2, &[], Duration::from_millis(50), None, |tx| {
+            tx.send(stopped(1)).unwrap();
+            tx.send(Event::Continued { rank: 1 }).unwrap();
+            tx.send(exited(0, 0)).unwrap();
+            tx.send(stopped(1)).unwrap();
+            tx.send(Event::Continued { rank: 1 }).unwrap();
+            tx.send(exited(1, 0)).unwrap();
+        });
+        assert_eq!(out.exit_code(), 0);
+        assert!(setup.sent.lock().unwrap().is_empty());
     }
 
     fn exited(rank: usize, code: i32) -> Event {

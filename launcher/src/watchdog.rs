@@ -1,14 +1,16 @@
 //! The watchdog: a small process that outlives psyrun (or an agent) to kill the ranks' process
 //! groups when psyrun dies without doing it itself (SIGKILL, a crash, the OOM killer).
 //!
-//! Ranks have no parent-death signal (they are started with `posix_spawn`, see
-//! [`crate::spawn`]), and one would reach the rank alone: a process the rank started
+//! A parent-death signal would reach the rank alone: a process the rank started
 //! (`sh -c 'sleep 1000 & wait'`) stays in the rank's process group but is re-parented and keeps
 //! running. So before starting ranks, psyrun forks a watchdog that holds the read end
-//! of a pipe whose write end only psyrun has (close-on-exec, so no rank inherits it). psyrun
-//! tells it each rank's process group as it starts the rank. When the pipe ends without psyrun
-//! having disarmed it (psyrun died, however), the watchdog sends SIGKILL to every group it was
-//! told of and exits. At a normal end psyrun has killed the groups itself; it disarms the
+//! of a pipe whose write end only psyrun has (close-on-exec, so no program inherits it). Each
+//! rank tells it its own process group between the clone and `exec` ([`crate::spawn`]),
+//! through the child's copy of the write end, so the watchdog knows the group before the
+//! program runs and cannot see the pipe end before it has read it, however psyrun dies
+//! ([`Watchdog::watch`] does the same from psyrun, for groups started otherwise). When the pipe
+//! ends without psyrun having disarmed it (psyrun died, however), the watchdog sends SIGKILL to
+//! every group it was told of and exits. At a normal end psyrun has killed the groups itself; it disarms the
 //! watchdog, which then exits without killing anything (so it never signals a group id that
 //! may have been reused since).
 //!
@@ -73,6 +75,12 @@ impl Watchdog {
                 self.send(g);
             }
         }
+    }
+
+    /// The write end of the watchdog's pipe (close-on-exec), to which a rank's child writes its
+    /// own process group before it execs (see [`crate::spawn`]); `None` once disarmed.
+    pub fn fd(&self) -> Option<std::os::fd::RawFd> {
+        self.pipe.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// psyrun has stopped the ranks itself: the watchdog exits without killing anything.

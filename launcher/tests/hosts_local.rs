@@ -426,3 +426,31 @@ fn a_tree_launch_relays_the_job_output_and_exit_codes_of_every_level() {
     assert_eq!(failed.code(), Some(3), "{}", failed.stderr);
     assert!(failed.stderr.contains("rank 4 on e"), "{}", failed.stderr);
 }
+
+/// A rank stopped by SIGSTOP on one "host" while every other rank ends: its agent reports the
+/// stop, and psyrun kills it (through the agent) after `--grace` and ends with 137, instead of
+/// waiting for it forever.
+#[test]
+fn a_rank_left_stopped_on_a_host_when_the_others_end_is_killed() {
+    let dir = TempDir::new("hl-stopped");
+    let script = r#"[ "$PSY_RANK" != 2 ] || kill -STOP $$; exit 0"#;
+    let done = run(
+        local(
+            &dir,
+            &[
+                "-H", "a:2,b:1", "-n", "3", "--grace", "1", "sh", "-c", script,
+            ],
+        ),
+        &dir,
+    );
+    assert_eq!(done.code(), Some(137), "{}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("rank 2 on b (pid ")
+            && done.stderr.contains(
+                "is stopped (SIGSTOP) and every other rank has ended: nothing in the job can resume it"
+            ),
+        "{}",
+        done.stderr
+    );
+}

@@ -2,12 +2,14 @@
 //! continue`: a rank SIGKILLed at a random point of a collective loop, then the survivors revoke,
 //! agree and shrink, and their new group gets every collective × op × type right (checked against
 //! the oracle) and agrees as it should; a second rank dying while they recover; a rank revoking
-//! the group under the others' feet. Nothing is left in /dev/shm.
+//! the group under the others' feet; a rank stopped (SIGSTOP) instead of killed, which the
+//! survivors count failed after `PSY_TIMEOUT` and psyrun ends. Nothing is left in /dev/shm.
 
 mod common;
 
 use common::*;
 use std::path::PathBuf;
+use std::time::Duration;
 
 fn check_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"))
@@ -168,6 +170,73 @@ fn revoking_a_group_revokes_its_subgroups_so_nobody_waits_for_a_recovering_peer(
                 .count(),
             3,
             "{ctx}"
+        );
+    }
+}
+
+/// A rank stopped with SIGSTOP (neither dead nor answering) in the middle of a collective loop,
+/// under `--on-failure continue`: the survivors' call times out after `PSY_TIMEOUT`, they count
+/// it failed when it does not vote in their agreement within another, shrink without it (every
+/// collective checked), and psyrun, told through its store, kills it and reports it; the job
+/// ends 0, well within a bound derived from the timeout, and psyrun waits for nobody forever.
+#[test]
+fn a_stopped_rank_is_counted_failed_shrunk_past_and_killed_by_psyrun() {
+    const TIMEOUT_S: u64 = 2;
+    for (seed, transport) in [(5u64, "shm"), (6, "tcp")] {
+        let dir = TempDir::new(&format!("stopped-{transport}-{seed}"));
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", "4", "--on-failure", "continue", "--grace", "2"])
+            .arg(check_bin())
+            .args(["--shrink-trial", &seed.to_string(), "--stop-victim"])
+            .env("PSY_TRANSPORT", transport)
+            .env("PSY_TIMEOUT", TIMEOUT_S.to_string());
+        // The call times out (1), the agreement waits one more (2), forming and checking the
+        // shrunk group take well under a third; psyrun's kill is at once.
+        let limit = Duration::from_secs(3 * TIMEOUT_S) + DEADLINE;
+        let done = Job::start(cmd, &dir).wait(limit);
+        let ctx = format!(
+            "{transport} seed {seed}\nstdout:\n{}\nstderr:\n{}",
+            done.stdout, done.stderr
+        );
+        assert_eq!(done.code(), Some(0), "{ctx}");
+        let victim = (seed % 4) as usize;
+        assert!(
+            done.stdout
+                .contains(&format!("rank {victim}: stopping itself (SIGSTOP)")),
+            "{ctx}"
+        );
+        let checked = done
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.contains("shrunk to 3 ranks as rank")
+                    && l.contains("every collective x op x type matches")
+            })
+            .count();
+        assert_eq!(checked, 3, "{ctx}");
+        assert!(
+            done.stderr.contains(&format!("rank {victim} (pid "))
+                && done
+                    .stderr
+                    .contains("was counted failed by the other ranks (it did not vote")
+                && done
+                    .stderr
+                    .contains("killing it (SIGKILL to its process group)"),
+            "{ctx}"
+        );
+        assert!(
+            done.stderr.contains(
+                "killed by signal 9 (SIGKILL), by psyrun, after the other ranks counted it failed"
+            ),
+            "{ctx}"
+        );
+        let job = job_ids(&done.stdout)
+            .pop()
+            .expect("ranks print their job id");
+        let left = segments_of(&job);
+        assert!(
+            left.is_empty(),
+            "segments left in /dev/shm: {left:?}\n{ctx}"
         );
     }
 }

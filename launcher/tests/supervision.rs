@@ -217,3 +217,119 @@ fn grandchildren_go_on_sigterm() {
     assert_eq!(done.code(), Some(143), "stderr: {}", done.stderr);
     grandchildren.assert_gone(Duration::from_secs(10));
 }
+
+/// The processes whose environment holds `PSYRUN_TEST_TAG=tag` (ranks given it with `-x`, and
+/// what they start).
+fn tagged(tag: &str) -> Vec<i32> {
+    let needle = format!("PSYRUN_TEST_TAG={tag}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| !gone(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// Kills, on drop, every process still tagged `PSYRUN_TEST_TAG=.0` (those this test started,
+/// by pid, each checked for the tag a moment before), so a failing test leaves nothing.
+struct KillTagged(String);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for pid in tagged(&self.0) {
+            // SAFETY: kill takes plain integers; the pid carried this test's unique tag.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// psyrun SIGKILLed the instant a rank's start returns (`PSYRUN_TEST_SIGKILL_AFTER_SPAWN`, a
+/// test hook), on the first start and on a restart: that rank and what it starts die too, as
+/// every other rank of the attempt. (Until the ranks told the watchdog their process group
+/// themselves, before their program ran, that rank survived psyrun.)
+#[test]
+fn a_rank_started_the_instant_before_psyrun_is_sigkilled_dies_with_the_rest() {
+    // (attempt whose start psyrun dies in, --max-restarts, the rank after whose start it dies)
+    for (attempt, restarts, rank) in [(0, 0, 1), (1, 1, 2)] {
+        let dir = TempDir::new(&format!("start-window-{attempt}"));
+        let tag = format!("start-window-{}-{attempt}", std::process::id());
+        let _cleanup = KillTagged(tag.clone());
+        let mut cmd = psyrun(&dir);
+        // The first attempt of the restarted job fails at once (rank 0 exits 1).
+        let script = r#"[ "$PSY_MAX_RESTARTS$PSY_RESTART_COUNT$PSY_RANK" != 100 ] || exit 1; sleep 300 & wait"#;
+        cmd.args(["-n", "3", "--max-restarts", &restarts.to_string()])
+            .args(["-x", &format!("PSYRUN_TEST_TAG={tag}")])
+            .args(["sh", "-c", script])
+            .env(
+                "PSYRUN_TEST_SIGKILL_AFTER_SPAWN",
+                format!("{attempt}:{rank}"),
+            );
+        let done = Job::start(cmd, &dir).wait(DEADLINE);
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&done.status),
+            Some(libc::SIGKILL),
+            "psyrun killed itself after starting rank {rank} of attempt {attempt}: {}",
+            done.stderr
+        );
+        let limit = Duration::from_secs(10);
+        let until = std::time::Instant::now() + limit;
+        let mut left = tagged(&tag);
+        while !left.is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+            left = tagged(&tag);
+        }
+        let described: Vec<String> = left
+            .iter()
+            .map(|p| {
+                let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+                let rank_var = env
+                    .split(|&b| b == 0)
+                    .find(|v| v.starts_with(b"PSY_RANK="))
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_default();
+                format!(
+                    "pid {p} {rank_var}: {}",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                )
+            })
+            .collect();
+        assert!(
+            left.is_empty(),
+            "attempt {attempt}: still running {limit:?} after psyrun died: {described:?}"
+        );
+    }
+}
+
+/// A rank stopped by SIGSTOP while every other rank ends: nothing in the job can resume it, so
+/// psyrun kills it after `--grace`, names it, and ends with 128 + 9 instead of waiting forever
+/// (also under `--on-failure continue`).
+#[test]
+fn a_rank_left_stopped_when_the_others_end_is_killed_and_named() {
+    for policy in ["stop", "continue"] {
+        let dir = TempDir::new(&format!("left-stopped-{policy}"));
+        let mut cmd = psyrun(&dir);
+        cmd.args(["-n", "3", "--grace", "1", "--on-failure", policy])
+            .args([
+                "sh",
+                "-c",
+                r#"[ "$PSY_RANK" != 1 ] || kill -STOP $$; exit 0"#,
+            ]);
+        let done = Job::start(cmd, &dir).wait(DEADLINE);
+        assert_eq!(done.code(), Some(137), "{policy}: {}", done.stderr);
+        assert!(
+            done.stderr.contains(
+                "is stopped (SIGSTOP) and every other rank has ended: nothing in the job can resume it"
+            ) && done.stderr.contains(
+                "killed by signal 9 (SIGKILL), by psyrun, after it stayed stopped with every other rank ended"
+            ),
+            "{policy}: {}",
+            done.stderr
+        );
+    }
+}

@@ -282,6 +282,11 @@ fn environ_var(pid: i32, key: &str) -> Option<String> {
 
 /// SIGKILLs rank `rank` of the running `job` (psyrun's child whose PSY_RANK says so); its pid.
 fn kill_rank(job: &Job, rank: usize) -> i32 {
+    signal_rank(job, rank, libc::SIGKILL)
+}
+
+/// Sends `signal` to the process of rank `rank` of `job`; returns its pid.
+fn signal_rank(job: &Job, rank: usize, signal: i32) -> i32 {
     let want = rank.to_string();
     let pid = children(job.pid())
         .into_iter()
@@ -289,7 +294,7 @@ fn kill_rank(job: &Job, rank: usize) -> i32 {
         .unwrap_or_else(|| panic!("rank {rank} among psyrun's children"));
     // SAFETY: kill takes plain integers; `pid` is an unreaped child of the psyrun the test
     // started (found a moment ago), so the pid is not reused.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     pid
 }
 
@@ -446,4 +451,50 @@ fn with_elastic_the_survivors_of_a_killed_rank_shrink_and_finish_near_the_uninte
         "elastic {got}% vs uninterrupted {want}%: {ctx}"
     );
     eprintln!("elastic: test accuracy {got}% after losing rank 2 during epoch 3 or 4; uninterrupted {want}%");
+}
+
+/// `--elastic` with a rank stopped (SIGSTOP), not killed, during epoch 3: the survivors' step
+/// times out after `PSY_TIMEOUT`, they count the silent rank failed when it does not answer
+/// their agreement within another, shrink without it and finish; psyrun, told through its
+/// store, kills the stopped rank and names it, and the job ends 0 instead of waiting for it.
+#[test]
+fn with_elastic_the_survivors_of_a_stopped_rank_shrink_and_psyrun_ends_it() {
+    const TIMEOUT_S: u64 = 10;
+    train_bin();
+    let dir = TempDir::new("train-elastic-stopped");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["-n", "4", "--on-failure", "continue", "--grace", "2"])
+        .args([
+            "--timeout",
+            "170",
+            "train",
+            "--epochs",
+            "6",
+            "--hidden",
+            "64",
+        ])
+        .args(["--elastic", "--check"])
+        .env("PATH", "/usr/bin:/bin")
+        .env("PSY_TIMEOUT", TIMEOUT_S.to_string());
+    let job = Job::start(cmd, &dir);
+    eventually(LIMIT, "epoch 3", || job.stdout.text().contains("epoch 3/6"));
+    let stopped = signal_rank(&job, 2, libc::SIGSTOP);
+    let done = job.wait(LIMIT);
+    let ctx = context(&done);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    assert!(done.stdout.contains("train: lost 1 rank ("), "{ctx}");
+    assert!(
+        done.stdout
+            .contains("epochs on 3 ranks (started on 4; 1 lost, 1 shrink)"),
+        "{ctx}"
+    );
+    assert!(done.stdout.contains("check: OK"), "{ctx}");
+    assert!(
+        done.stderr.contains(&format!(
+            "rank 2 (pid {stopped}) was counted failed by the other ranks"
+        )) && done.stderr.contains(&format!(
+            "rank 2 (pid {stopped}) killed by signal 9 (SIGKILL), by psyrun, after the other ranks counted it failed"
+        )),
+        "{ctx}"
+    );
 }

@@ -162,7 +162,7 @@ impl Group {
     ) -> Result<Group> {
         let template = options.clone();
         let mut group = Group::from_store_until(&*store, options, server, deadline)?;
-        ft::register(&*store, &template.prefix, template.rank)?;
+        ft::register(&*store, &template)?;
         group.splitter = Some(Arc::new(split::Splitter::new(store, template)));
         Ok(group)
     }

@@ -16,6 +16,10 @@ pub(crate) struct Splitter {
     count: AtomicU64,
     /// Agreements and shrink attempts so far ([`super::ft`]), counted the same way.
     rounds: AtomicU64,
+    /// The ranks this group's agreements decided failed so far, sorted: failed for good, so
+    /// later agreements never wait for them (every survivor adopts the same decisions in the
+    /// same order, so every survivor holds the same set).
+    failed: Mutex<Vec<usize>>,
     /// The subgroups split from the group, as long as they live: revoking the group revokes
     /// them ([`Splitter::revoke_subgroups`]).
     subgroups: Mutex<Vec<Subgroup>>,
@@ -52,6 +56,7 @@ impl Splitter {
             template,
             count: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
+            failed: Mutex::default(),
             subgroups: Mutex::default(),
         }
     }
@@ -89,6 +94,22 @@ impl Splitter {
     /// The number of this rank's next agreement or shrink attempt.
     pub(crate) fn next_round(&self) -> u64 {
         self.rounds.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// The ranks earlier agreements decided failed, sorted.
+    pub(crate) fn failed(&self) -> Vec<usize> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds the ranks an agreement decided failed.
+    pub(crate) fn add_failed(&self, ranks: &[usize]) {
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        failed.extend_from_slice(ranks);
+        failed.sort_unstable();
+        failed.dedup();
     }
 
     /// Forms this rank's subgroup given every rank's `(color, key)`.

@@ -18,7 +18,7 @@ use super::relay::{ReachOrder, Relay};
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
-use crate::spawn::{self, helper_thread, OutputSink, RankCommand};
+use crate::spawn::{self, helper_thread, OutputSink, RankCommand, RankState};
 use crate::supervise::KILL_WAIT;
 use crate::watchdog::Watchdog;
 use crate::{exit, program, Error};
@@ -354,9 +354,7 @@ impl Agent {
         for (command, rank) in std::mem::take(&mut self.commands).iter().zip(specs) {
             match self.start_one(rank, command) {
                 Ok(pid) => {
-                    if let Some(w) = &mut self.watchdog {
-                        w.watch(pid);
-                    }
+                    // The rank told the watchdog its group itself, before its program ran.
                     self.ranks.push(Rank {
                         rank,
                         pid,
@@ -395,17 +393,29 @@ impl Agent {
                 let _ = tx.send(Input::Drained);
             })
         };
-        let tx = self.tx.clone();
+        let (tx, out) = (self.tx.clone(), self.out.clone());
+        let watchdog = self.watchdog.as_ref().and_then(Watchdog::fd);
         let watched = spawn::spawn_watched(
             rank as usize,
             command,
+            watchdog,
             "psyrun-agent",
             sinks,
-            move |termination| {
-                let _ = tx.send(Input::Exited {
-                    rank,
-                    ended: termination.into(),
-                });
+            move |state| {
+                // psyrun hears of stops too, to end a rank left stopped once the others ended.
+                let signal = match state {
+                    RankState::Stopped(signal) => Some(signal),
+                    RankState::Continued => None,
+                    RankState::Ended(termination) => {
+                        let _ = tx.send(Input::Exited {
+                            rank,
+                            ended: termination.into(),
+                        });
+                        return;
+                    }
+                };
+                // A link that is gone is the agent's main loop's business.
+                let _ = out.send(&FromAgent::Paused { rank, signal });
             },
         )?;
         self.streams += watched.forwarders;

@@ -56,6 +56,7 @@ pub fn run(
     let early = job.hand_out(settings, &placements, &app_envs, &contract, &events)?;
     let running = job.start(&events, early, t0)?;
     let losses = loss_reports(&store, &contract);
+    let _declarations = watch_declarations(&store, &contract, &running)?;
     let supervised = job.supervise(events, running, losses)?;
     job.tear_down(&supervised.done, supervised.signals, store);
     match supervised.launch_error {
@@ -109,6 +110,29 @@ fn loss_reports(store: &StoreServer, contract: &Contract) -> Option<LossReports>
         secret,
         &contract.job_id,
     ))
+}
+
+/// Watches the store for ranks the others counted failed while they run, for the supervisor
+/// (which ends them through their agents).
+fn watch_declarations(
+    store: &StoreServer,
+    contract: &Contract,
+    running: &Running,
+) -> Result<Option<crate::losses::DeclarationWatch>, Error> {
+    let (Some(reports), Ok(secret)) = (
+        loss_reports(store, contract),
+        Secret::from_hex(&contract.secret_hex),
+    ) else {
+        return Ok(None);
+    };
+    crate::losses::watch_declarations(
+        reports.store(),
+        secret,
+        &contract.job_id,
+        running.router.supervisor.clone(),
+    )
+    .map(Some)
+    .map_err(|e| Error::io("starting the thread that watches for failed ranks", e))
 }
 
 /// Every program's `-x` values, read before any host is contacted.
@@ -654,6 +678,13 @@ impl Router {
                         code,
                     });
                 }
+            }
+            LinkEvent::Frame(FromAgent::Paused { rank, signal }) => {
+                let rank = rank as usize;
+                let _ = self.supervisor.send(match signal {
+                    Some(signal) => Event::Stopped { rank, signal },
+                    None => Event::Continued { rank },
+                });
             }
             LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {
                 let _ = self.supervisor.send(Event::Exited {

@@ -13,7 +13,8 @@
 //! ↓ Job          this host's ranks: programs, arguments, full environments, binding request
 //! ↑ Ready        programs found, directories checked, bindings planned (or ↑ Refused: why)
 //! ↓ Start        every host is ready: start the ranks
-//! ↑ Started/Failed, Output, Exited   per rank, as they happen
+//! ↑ Started/Failed, Output, Paused, Exited   per rank, as they happen (Paused: stopped by a
+//!                signal, or resumed)
 //! ↓ Signal       deliver a signal to one rank's process group (or all)
 //! ↓ Finish       the job is over: kill what is left, remove shared memory, say Done
 //! ↑ Done         every output stream is drained; the agent exits
@@ -248,6 +249,13 @@ pub enum FromAgent {
         more: bool,
         /// The bytes, newline included if it had one.
         bytes: Vec<u8>,
+    },
+    /// A rank was stopped by a signal (SIGSTOP, ...), or resumed by SIGCONT.
+    Paused {
+        /// The rank.
+        rank: u32,
+        /// The signal that stopped it; `None`: it was resumed.
+        signal: Option<i32>,
     },
     /// A rank ended.
     Exited {
@@ -688,6 +696,11 @@ impl FromAgent {
                     e.i32(s);
                 });
             }
+            FromAgent::Paused { rank, signal } => {
+                e.u8(14).u32(*rank).option(*signal, |e, s| {
+                    e.i32(s);
+                });
+            }
         }
         e.0
     }
@@ -773,6 +786,10 @@ impl FromAgent {
                 host: d.u32("the host")?,
                 why: d.string("why")?,
                 status: d.option("whether a status follows", |d| d.i32("the status"))?,
+            },
+            14 => FromAgent::Paused {
+                rank: d.u32("the rank")?,
+                signal: d.option("whether it is stopped", |d| d.i32("the signal"))?,
             },
             k => return Err(WireError(format!("unknown message kind {k} from an agent"))),
         };
@@ -1022,6 +1039,8 @@ mod tests {
             (any::<u32>(), ".{0,8}").prop_map(|(host, line)| FromAgent::Said { host, line }),
             (any::<u32>(), ".{0,8}", proptest::option::of(any::<i32>()))
                 .prop_map(|(host, why, status)| FromAgent::Closed { host, why, status }),
+            (any::<u32>(), proptest::option::of(any::<i32>()))
+                .prop_map(|(rank, signal)| FromAgent::Paused { rank, signal }),
         ]
     }
 

@@ -15,8 +15,8 @@
 //! (`psyne::mpi::native_group`) and checks everything. Every backend first checks that the world
 //! has the size the launcher announced.
 //!
-//! `--shrink-trial SEED [--second-failure]` (under `psyrun --on-failure continue`) kills one
-//! rank, or two, at a random point and checks that the survivors' shrunk group gets every
+//! `--shrink-trial SEED [--second-failure] [--stop-victim]` (under `psyrun --on-failure
+//! continue`) kills one rank, or two, or stops one (SIGSTOP), at a random point and checks that the survivors' shrunk group gets every
 //! collective right (see `shrink.rs`); `--revoke-trial` has rank 0 revoke the group while the
 //! others wait in a collective, which must fail with `Revoked`, then all shrink it;
 //! `--split-revoke-trial` checks that revoking a group revokes its subgroups.
@@ -81,6 +81,8 @@ struct Args {
     second_failure: bool,
     /// `--no-victim`.
     no_victim: bool,
+    /// `--stop-victim`.
+    stop_victim: bool,
     /// `--revoke-trial`.
     revoke_trial: bool,
     /// `--split-revoke-trial`.
@@ -97,6 +99,7 @@ fn parse() -> Result<Args, String> {
         shrink_trial: None,
         second_failure: false,
         no_victim: false,
+        stop_victim: false,
         revoke_trial: false,
         split_revoke_trial: false,
         backend: Backend::Native,
@@ -146,6 +149,7 @@ fn parse() -> Result<Args, String> {
             }
             "--second-failure" => a.second_failure = true,
             "--no-victim" => a.no_victim = true,
+            "--stop-victim" => a.stop_victim = true,
             "--revoke-trial" => a.revoke_trial = true,
             "--split-revoke-trial" => a.split_revoke_trial = true,
             "--backend" => a.backend = Backend::parse(&value()?)?,
@@ -226,6 +230,7 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
             seed,
             victim: !args.no_victim,
             second_failure: args.second_failure,
+            stop_victim: args.stop_victim,
         };
         return shrink::run(&group, &trial);
     }

@@ -1,4 +1,4 @@
-//! `psyne-check --shrink-trial SEED [--second-failure] [--no-victim]`: one trial of going on after
+//! `psyne-check --shrink-trial SEED [--second-failure] [--no-victim] [--stop-victim]`: one trial of going on after
 //! a failure, for `launcher/tests/shrink.rs` (run under `psyrun --on-failure continue`).
 //!
 //! Every rank runs a loop of all-reduces of varying sizes, each checked against its oracle;
@@ -6,7 +6,9 @@
 //! 30 ms), so it dies at a random point of a collective. The survivors' calls fail; each revokes
 //! the group, shrinks it, and checks every collective × op × type on the new group against the
 //! oracle. With `--no-victim` nobody kills itself: the loop runs until something outside (a host
-//! cut off) makes a call fail. With `--second-failure`, the next rank after the victim also dies, at a random point
+//! cut off) makes a call fail. With `--stop-victim` the victim stops itself with SIGSTOP
+//! instead (it neither dies nor answers): the survivors time out after `PSY_TIMEOUT`, count it
+//! failed when it does not vote within another, and psyrun ends it. With `--second-failure`, the next rank after the victim also dies, at a random point
 //! (0 to 3 ms) after it starts recovering: inside the agreement or the shrink.
 //!
 //! Each survivor prints `rank R: shrunk to S ranks as rank R2: ...` with the conformance verdict;
@@ -38,12 +40,23 @@ impl Draw {
 
 /// Kills this process from a helper thread after `delay`, saying so first.
 fn die_after(rank: usize, delay: Duration, when: &'static str) {
+    raise_after(rank, delay, when, libc::SIGKILL);
+}
+
+/// Raises `signal` (SIGKILL: "killing itself"; SIGSTOP: "stopping itself") on this process
+/// from a helper thread after `delay`, saying so first.
+fn raise_after(rank: usize, delay: Duration, when: &'static str, signal: i32) {
     std::thread::spawn(move || {
         std::thread::sleep(delay);
-        println!("rank {rank}: killing itself {when} after {delay:?}");
+        let what = if signal == libc::SIGSTOP {
+            "stopping itself (SIGSTOP)"
+        } else {
+            "killing itself"
+        };
+        println!("rank {rank}: {what} {when} after {delay:?}");
         // SAFETY: raising a signal on this process has no memory-safety preconditions.
         unsafe {
-            libc::raise(libc::SIGKILL);
+            libc::raise(signal);
         }
     });
 }
@@ -83,6 +96,8 @@ pub struct Trial {
     pub victim: bool,
     /// The next rank dies while the others recover (`--second-failure`).
     pub second_failure: bool,
+    /// The victim stops itself (SIGSTOP) instead of dying (`--stop-victim`).
+    pub stop_victim: bool,
 }
 
 /// The trial (see the module docs); the exit status of a survivor.
@@ -98,7 +113,12 @@ pub fn run(group: &Group, trial: &Trial) -> ExitCode {
     );
     let delay = Duration::from_micros(draw.below(30_000));
     if trial.victim && rank == victim {
-        die_after(rank, delay, "in the loop");
+        let signal = if trial.stop_victim {
+            libc::SIGSTOP
+        } else {
+            libc::SIGKILL
+        };
+        raise_after(rank, delay, "in the loop", signal);
     }
     let failure = match loop_until_failure(group, &mut draw) {
         Ok(e) => e,

@@ -48,6 +48,7 @@ pub mod oracle;
 pub mod reduce;
 pub mod report;
 pub mod schedule;
+pub mod textfile;
 pub(crate) mod transport;
 pub mod tuning;
 pub(crate) mod wait;

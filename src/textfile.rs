@@ -1,26 +1,59 @@
-//! Reading a text file a user named (a hostfile, an SSH config, a psybench preset or report):
-//! bounded, and only where a text file can be.
+//! Reading a text file a user named (a hostfile, an SSH config, a psybench preset or report, a
+//! tuning file): bounded, and only where a text file can be. One reader for psyrun, psybench and
+//! the library.
 //!
-//! [`read`] refuses what is not a file of text before reading a byte of it: a directory, a
-//! device (`/dev/zero`, `/dev/urandom`, a terminal) or a socket is an error naming what it is.
-//! A pipe is read like a file (so `--hostfile <(make-hosts)` and `/dev/stdin` from a pipe work),
-//! as is a named FIFO, which waits for its writer as `cat` would. Whatever it is, at most the
-//! caller's limit is read: a larger file is an error saying the limit, never a read until memory
-//! runs out. A NUL byte or bytes that are not UTF-8 are an error naming the line they are on.
+//! [`read`] and [`read_regular`] refuse what is not a file of text before reading a byte of it:
+//! a directory, a device (`/dev/zero`, `/dev/urandom`, a terminal) or a socket is an error naming
+//! what it is. [`read`], for the tools' command lines, reads a pipe like a file (so `--hostfile
+//! <(make-hosts)` and `/dev/stdin` from a pipe work), as it does a named FIFO, which waits for its
+//! writer as `cat` would. [`read_regular`], for what every rank of a job reads on its own
+//! (`PSY_TUNING`), takes regular files only: it opens without blocking (`O_NONBLOCK`), so a FIFO
+//! is refused at once rather than holding every rank in `open` outside any deadline. Whatever it
+//! is, at most the caller's limit is read: a larger file is an error saying the limit, never a
+//! read until memory runs out. A NUL byte or bytes that are not UTF-8 are an error naming the
+//! line they are on.
 
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::io::{self, Read};
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Reads the text file at `path`, at most `limit` bytes (see the module docs). The error's
-/// message says what is wrong (`a character device, not a file`, `larger than 16 MiB`, `line 3
-/// is not text (a NUL byte)`); the caller names the file.
+/// Reads the text file (or pipe) at `path`, at most `limit` bytes (see the module docs). The
+/// error's message says what is wrong (`a character device, not a file`, `larger than 16 MiB`,
+/// `line 3 is not text (a NUL byte)`); the caller names the file.
 pub fn read(path: &Path, limit: u64) -> io::Result<String> {
+    read_as(path, limit, Accept::FilesAndPipes)
+}
+
+/// Reads the regular file at `path`, at most `limit` bytes, without ever blocking in `open`: a
+/// FIFO, a pipe, a device, a directory or a socket is refused, saying what it is (see the module
+/// docs). For files every rank of a job reads, where a read that waits would wait outside the
+/// job's deadline.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<String> {
+    read_as(path, limit, Accept::RegularOnly)
+}
+
+/// What a reader takes besides regular files.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Accept {
+    /// Pipes and FIFOs too, read to their end (a FIFO's `open` waits for its writer).
+    FilesAndPipes,
+    /// Regular files only; opened with `O_NONBLOCK`, so not even a FIFO swapped in after the
+    /// check can block.
+    RegularOnly,
+}
+
+fn read_as(path: &Path, limit: u64, accept: Accept) -> io::Result<String> {
     // Checked before opening: opening a device can have effects of its own.
-    check_kind(&std::fs::metadata(path)?.file_type())?;
-    let file = File::open(path)?;
-    check_kind(&file.metadata()?.file_type())?;
+    check_kind(&std::fs::metadata(path)?.file_type(), accept)?;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    if accept == Accept::RegularOnly {
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path)?;
+    // Checked again on what was opened: the path may name something else by now.
+    check_kind(&file.metadata()?.file_type(), accept)?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
@@ -29,10 +62,12 @@ pub fn read(path: &Path, limit: u64) -> io::Result<String> {
     text(bytes)
 }
 
-/// Refuses anything but a regular file or a pipe, saying what it is.
-fn check_kind(kind: &std::fs::FileType) -> io::Result<()> {
-    let what = if kind.is_file() || kind.is_fifo() {
+/// Refuses what `accept` does not take, saying what it is.
+fn check_kind(kind: &std::fs::FileType, accept: Accept) -> io::Result<()> {
+    let what = if kind.is_file() || (kind.is_fifo() && accept == Accept::FilesAndPipes) {
         return Ok(());
+    } else if kind.is_fifo() {
+        "a FIFO or pipe"
     } else if kind.is_dir() {
         "a directory"
     } else if kind.is_char_device() {
@@ -44,9 +79,13 @@ fn check_kind(kind: &std::fs::FileType) -> io::Result<()> {
     } else {
         "not a regular file"
     };
+    let not = match accept {
+        Accept::FilesAndPipes => "not a file of text",
+        Accept::RegularOnly => "not a regular file",
+    };
     Err(io::Error::new(
         io::ErrorKind::InvalidInput,
-        format!("it is {what}, not a file of text"),
+        format!("it is {what}, {not}"),
     ))
 }
 
@@ -100,7 +139,7 @@ mod tests {
         let zero = message(read(Path::new("/dev/zero"), limit));
         assert_eq!(zero, "it is a character device, not a file of text");
         assert!(message(read(Path::new("/"), limit)).contains("a directory"));
-        let dir = std::env::temp_dir().join(format!("psyrun-textfile-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("psyne-textfile-read-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("f");
         std::fs::write(&f, "a\nb\n").unwrap();
@@ -125,5 +164,25 @@ mod tests {
         assert_eq!(message(r), "larger than 64 KiB");
         assert_eq!(size(16 << 20), "16 MiB");
         assert_eq!(size(1 << 30), "1 GiB");
+    }
+
+    #[test]
+    fn read_regular_refuses_a_fifo_without_waiting_for_a_writer_and_reads_files() {
+        let dir = std::env::temp_dir().join(format!("psyne-textfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No writer ever opens it: a blocking open would never return.
+        let e = message(read_regular(&fifo, 1 << 20));
+        assert_eq!(e, "it is a FIFO or pipe, not a regular file");
+        let zero = message(read_regular(Path::new("/dev/zero"), 1 << 20));
+        assert_eq!(zero, "it is a character device, not a regular file");
+        let f = dir.join("f");
+        std::fs::write(&f, "[shm 2]\n").unwrap();
+        assert_eq!(read_regular(&f, 1 << 20).unwrap(), "[shm 2]\n");
+        assert_eq!(message(read_regular(&f, 4)), "larger than 4 bytes");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

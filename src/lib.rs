@@ -68,3 +68,4 @@ pub use transport::rdma::RdmaConfig;
 pub use transport::shm::cma::PullPolicy;
 pub use transport::{host_key, hostname, TransportKind, TransportPolicy, TransportTunables};
 pub use tuning::Tuning;
+pub use wait::{InterruptCheck, INTERRUPT_CHECK_EVERY};

@@ -21,7 +21,9 @@ divided by the group size; integers truncate), and for integers ``"band"``, ``"b
 Each blocking call has a non-blocking ``*_async`` form returning a :class:`Request` (``wait()``,
 ``test()``, ``await``). Calls on one group run in the order they were issued, blocking or not.
 Errors are :class:`psyne.Error` subclasses carrying psyne's kind (:class:`MismatchError`,
-:class:`PeerLostError`, :class:`TimeoutError`, ...). ``import psyne`` never imports torch; the
+:class:`PeerLostError`, :class:`TimeoutError`, ...). Ctrl-C during a call that waits for its
+peers raises ``KeyboardInterrupt`` at once (within about 50 ms, not at the timeout); the group
+then refuses every later call (:class:`AbortedError`). ``import psyne`` never imports torch; the
 torch.distributed backend is :mod:`psyne.torch`.
 """
 

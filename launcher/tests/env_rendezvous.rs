@@ -16,8 +16,9 @@ fn check_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"))
 }
 
-/// Starts psyne-check as `RANK=rank`, `WORLD_SIZE=world_size` of the job at `port`.
-fn start(rank: usize, world_size: usize, port: u16, secret: &str) -> Child {
+/// Starts psyne-check as `RANK=rank`, `WORLD_SIZE=world_size` of the job at `port`, with
+/// `PSY_TIMEOUT=timeout` (seconds).
+fn start(rank: usize, world_size: usize, port: u16, secret: &str, timeout: u64) -> Child {
     Command::new(check_bin())
         .args(["--counts", "5"])
         .env_clear()
@@ -26,7 +27,7 @@ fn start(rank: usize, world_size: usize, port: u16, secret: &str) -> Child {
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", port.to_string())
         .env("PSY_JOB_SECRET", secret)
-        .env("PSY_TIMEOUT", PSY_TIMEOUT.to_string())
+        .env("PSY_TIMEOUT", timeout.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -38,6 +39,18 @@ fn start(rank: usize, world_size: usize, port: u16, secret: &str) -> Child {
 /// for each, whether it succeeded and its stderr. Each must end within half of `PSY_TIMEOUT`
 /// (past that, all of them are killed, by pid, and the test fails).
 fn job(members: &[(usize, usize)]) -> Vec<(bool, String)> {
+    job_within(members, PSY_TIMEOUT, Duration::from_secs(PSY_TIMEOUT / 2))
+}
+
+/// [`job`] with `PSY_TIMEOUT=timeout` for a job that fails at its deadline: it must end within
+/// three times that (the deadline, the processes' start on a busy machine, rank 0's wait for the
+/// others to read the verdict).
+fn job_with_timeout(members: &[(usize, usize)], timeout: u64) -> Vec<(bool, String)> {
+    job_within(members, timeout, Duration::from_secs(3 * timeout))
+}
+
+/// Starts `members` with `PSY_TIMEOUT=timeout`; they must end within `limit`.
+fn job_within(members: &[(usize, usize)], timeout: u64, limit: Duration) -> Vec<(bool, String)> {
     // A free port for MASTER_PORT, bound as :0 and read back.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -47,9 +60,8 @@ fn job(members: &[(usize, usize)]) -> Vec<(bool, String)> {
     let secret = psyne::Secret::generate().unwrap().to_hex();
     let mut children: Vec<Child> = members
         .iter()
-        .map(|&(rank, size)| start(rank, size, port, &secret))
+        .map(|&(rank, size)| start(rank, size, port, &secret, timeout))
         .collect();
-    let limit = Duration::from_secs(PSY_TIMEOUT / 2);
     let started = Instant::now();
     while children.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
         if started.elapsed() > limit {
@@ -99,6 +111,22 @@ fn a_rank_started_twice_fails_every_process_naming_it() {
         );
         assert!(
             err.contains("were both started with RANK=1"),
+            "process {i}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_that_never_comes_is_named_by_every_process_at_the_deadline() {
+    // Ranks 0 and 2 of 3: rank 1 is never started. Each process's PSY_TIMEOUT is short here; the
+    // job must end within it (plus the time to start), every process naming rank 1.
+    let results = job_with_timeout(&[(0, 3), (2, 3)], 3);
+    for (i, (ok, err)) in results.iter().enumerate() {
+        assert!(!ok, "process {i} succeeded: {results:?}");
+        assert!(
+            err.contains(
+                "the job cannot form: rank 1 of WORLD_SIZE=3 never checked in within PSY_TIMEOUT"
+            ),
             "process {i}: {err}"
         );
     }

@@ -11,7 +11,8 @@
 //!    first claimant; a later one learns it joined twice.
 //! 2. Each reads rank 0's seat: rank 0's `WORLD_SIZE` is the job's (rank 0 serves the store).
 //! 3. Each waits (one range read, until `PSY_TIMEOUT`) for every seat of the job, and checks
-//!    each one's `WORLD_SIZE`.
+//!    each one's `WORLD_SIZE`. At the deadline, the ranks that never checked in are the verdict
+//!    (`ranks 1, 3 of WORLD_SIZE=4 never checked in`).
 //!
 //! A process that finds a disagreement records it as the job's verdict (the first one recorded
 //! is the one every rank reports) and fills every seat not yet claimed with it, so that the
@@ -32,8 +33,8 @@ const VERDICT: &str = "torch/roll-verdict";
 const REFUSED: &str = "refused ";
 /// Where each rank says it read the verdict: this, then the rank.
 const ACK: &str = "torch/roll-read/";
-/// The longest rank 0 (which serves the store) waits, after a verdict, for the other ranks of
-/// its world to read it before it exits.
+/// The longest rank 0 (which serves the store) waits, after a verdict, for the other seated
+/// ranks of its world to read it before it exits.
 const LINGER: Duration = Duration::from_secs(5);
 
 /// What a seat holds.
@@ -84,12 +85,27 @@ pub(super) fn check_in(
             // it rather than with a lost connection.
             let _ = store.set(&format!("{ACK}{rank}"), b"read");
             if rank == 0 {
-                let until = deadline.min(Instant::now() + LINGER);
-                let _ = store.get_range(ACK, 1..world_size, until);
+                linger(store, world_size);
             }
             Err(refused(rank, &verdict))
         }
     }
+}
+
+/// On rank 0 after a verdict: waits (at most [`LINGER`]) until every other process that holds
+/// a seat of its world of `size` has said it read the verdict.
+fn linger(store: &dyn Store, size: usize) {
+    let now = Instant::now();
+    let seated = |r: &usize| {
+        store
+            .get(&seat(*r), now)
+            .is_ok_and(|b| matches!(Seat::parse(&b, *r), Ok(Seat::Claimed { .. })))
+    };
+    let acks: Vec<String> = (1..size)
+        .filter(seated)
+        .map(|r| format!("{ACK}{r}"))
+        .collect();
+    let _ = store.get_many(&acks, now + LINGER);
 }
 
 /// How a roll call ended other than in agreement.
@@ -138,13 +154,16 @@ fn roll(
     if size != world_size {
         return Err(refuse(store, size, &disagree(rank, world_size, size)));
     }
-    let seats = store.get_range(SEAT, 0..size, deadline).map_err(|e| {
-        e.context(format!(
-            "rank {rank}: waiting for the {size} processes of the job to check in \
-             (WORLD_SIZE={size}; is every one of them started, with RANK 0 to {}?)",
-            size - 1
-        ))
-    })?;
+    let seats = match store.get_range(SEAT, 0..size, deadline) {
+        Ok(seats) => seats,
+        Err(e) if e.kind() == ErrorKind::Timeout => {
+            return Err(match missing(store, size) {
+                Some(why) => refuse(store, size, &why),
+                None => Ended::Failed(e),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
     for (r, bytes) in seats.iter().enumerate() {
         match Seat::parse(bytes, r)? {
             Seat::Refused(verdict) => return Err(Ended::Refused(verdict)),
@@ -155,6 +174,41 @@ fn roll(
         }
     }
     Ok(())
+}
+
+/// When `PSY_TIMEOUT` passed before every seat of a world of `size` was claimed: which ranks
+/// never checked in (up to [`MISSING_NAMED`] of them), and the fix; `None` if all have now.
+fn missing(store: &dyn Store, size: usize) -> Option<String> {
+    let now = Instant::now();
+    let absent: Vec<usize> = (0..size)
+        .filter(|&r| store.get(&seat(r), now).is_err())
+        .take(MISSING_NAMED + 1)
+        .collect();
+    let named = match absent.as_slice() {
+        [] => return None,
+        [r] => format!("rank {r}"),
+        _ if absent.len() > MISSING_NAMED => {
+            format!("ranks {} and more", join(&absent[..MISSING_NAMED]))
+        }
+        _ => format!("ranks {}", join(&absent)),
+    };
+    Some(format!(
+        "{named} of WORLD_SIZE={size} never checked in within PSY_TIMEOUT; start every process \
+         of the job, with RANK 0 to {}",
+        size - 1
+    ))
+}
+
+/// How many missing ranks an error names.
+const MISSING_NAMED: usize = 8;
+
+/// `1, 2, 5`.
+fn join(ranks: &[usize]) -> String {
+    ranks
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// After the group formed: the job's verdict, if a process that came late recorded one.
@@ -273,5 +327,21 @@ mod tests {
             "{e0}"
         );
         assert!(verdict_since(&*store, 0).is_err());
+    }
+
+    #[test]
+    fn ranks_that_never_come_are_named_at_the_deadline() {
+        let store = MemoryStore::new();
+        store.set_once(&seat(2), b"4 pid 2 on host a (#0)").unwrap();
+        // That process reads the verdict at once (rank 0 waits for it before it ends).
+        store.set(&format!("{ACK}2"), b"read").unwrap();
+        let soon = Instant::now() + Duration::from_millis(100);
+        let e = check_in(&store, 0, 4, soon).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Bootstrap);
+        assert!(
+            e.message()
+                .contains("the job cannot form: ranks 1, 3 of WORLD_SIZE=4 never checked in"),
+            "{e}"
+        );
     }
 }

@@ -206,6 +206,18 @@ thread_local! {
     static IN_CALL: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Refuses a call into a group from a signal handler that runs while a blocking call of this
+/// thread waits (the waiting call holds its group: the new one would wait for it forever).
+fn not_in_a_call() -> PyResult<()> {
+    if IN_CALL.with(Cell::get) {
+        return Err(PyRuntimeError::new_err(
+            "a psyne call from a signal handler that runs while a psyne call of this thread \
+             waits; the group is in use: do not call psyne from signal handlers",
+        ));
+    }
+    Ok(())
+}
+
 /// Marks this thread as in a blocking call until dropped.
 struct InCall;
 
@@ -451,10 +463,11 @@ impl NativeGroup {
     }
 
     /// The transport to each peer, as one line.
-    fn transports(&self, py: Python<'_>) -> String {
+    fn transports(&self, py: Python<'_>) -> PyResult<String> {
+        not_in_a_call()?;
         // GIL released: a call of this group on another thread may be asking for it, holding
         // the group (its interrupt check).
-        py.detach(|| self.group.transports())
+        Ok(py.detach(|| self.group.transports()))
     }
 
     /// The deadline of every wait, in seconds.
@@ -476,6 +489,7 @@ impl NativeGroup {
 
     /// `MPI_Comm_split`: the subgroup of the ranks that pass the same color, or None.
     fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
+        not_in_a_call()?;
         let queue = self.queue.clone();
         let group = self.group.clone();
         py.detach(move || {
@@ -488,6 +502,7 @@ impl NativeGroup {
 
     /// `MPIX_Comm_revoke`: every later call on the group fails, here and on every peer.
     fn revoke(&self, py: Python<'_>) -> PyResult<()> {
+        not_in_a_call()?;
         let group = self.group.clone();
         py.detach(move || group.revoke()).map_err(to_py)
     }
@@ -495,12 +510,14 @@ impl NativeGroup {
     /// `MPIX_Comm_agree`: (the AND of the live ranks' flags, the ranks gone), the same on
     /// every survivor.
     fn agree(&self, py: Python<'_>, flag: bool) -> PyResult<(bool, Vec<usize>)> {
+        not_in_a_call()?;
         let group = self.group.clone();
         py.detach(move || group.agree(flag)).map_err(to_py)
     }
 
     /// `MPIX_Comm_shrink`: the survivors' new group.
     fn shrink(&self, py: Python<'_>) -> PyResult<NativeGroup> {
+        not_in_a_call()?;
         let group = self.group.clone();
         py.detach(move || group.shrink())
             .map(NativeGroup::new)
@@ -536,12 +553,7 @@ impl NativeGroup {
         if interrupts.hit.load(Ordering::SeqCst) {
             return Err(interrupts.refusal());
         }
-        if IN_CALL.with(Cell::get) {
-            return Err(PyRuntimeError::new_err(
-                "a psyne call from a signal handler that runs while a psyne call of this thread \
-                 waits; the group is in use: do not call psyne from signal handlers",
-            ));
-        }
+        not_in_a_call()?;
         let group = &self.group;
         let queue = &self.queue;
         let drained = py.detach(move || {

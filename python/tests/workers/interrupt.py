@@ -1,6 +1,7 @@
 """Runs on 2 ranks under psyrun; argv[1] names the case: numpy-small (the node board), numpy-large
-(the ring over links), numpy-async (``Request.wait`` on the worker thread's call) or torch (the
-torch.distributed backend).
+(the ring over links), numpy-async (``Request.wait`` on the worker thread's call), torch (the
+torch.distributed backend), or numpy-handler (a SIGINT handler that calls into the group while
+the call waits: refused with RuntimeError, which the handler raises, instead of a deadlock).
 
 Rank 0 prints ``ready pid=PID`` and enters an all-reduce that rank 1 never joins; the test then
 sends SIGINT to that pid. Rank 0 prints how long the call took to raise ``KeyboardInterrupt``,
@@ -48,14 +49,23 @@ def call():
         g.all_reduce(x)
 
 
+expected = KeyboardInterrupt
+if case == "numpy-handler":
+    expected = RuntimeError
+
+    def handler(signum, frame):
+        g.revoke()  # refused: the waiting call holds the group
+
+    signal.signal(signal.SIGINT, handler)
+
 started = time.monotonic()
 print(f"ready pid={os.getpid()}", flush=True)
 try:
     call()
-except KeyboardInterrupt:
-    print(f"rank 0: KeyboardInterrupt after {time.monotonic() - started:.2f} s", flush=True)
+except expected as e:
+    print(f"rank 0: {type(e).__name__} after {time.monotonic() - started:.2f} s: {e}", flush=True)
 except BaseException as e:  # noqa: BLE001
-    print(f"rank 0: {type(e).__name__} instead of KeyboardInterrupt: {e}", flush=True)
+    print(f"rank 0: {type(e).__name__} instead of {expected.__name__}: {e}", flush=True)
     sys.exit(1)
 else:
     print("rank 0: the call returned", flush=True)

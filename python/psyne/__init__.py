@@ -507,7 +507,8 @@ def init() -> Group:
     """Joins the job this process belongs to, as ``psyne::init`` does in Rust: under psyrun through
     ``PSY_STORE`` and friends; under torchrun or any launcher that sets ``RANK``, ``WORLD_SIZE``,
     ``MASTER_ADDR`` and ``MASTER_PORT``, with rank 0 serving the store; alone, as a world of one.
-    Call it once per process (each call forms a new world group)."""
+    Call it once per process (each call forms a new world group). Ctrl-C while it waits for the
+    other ranks raises ``KeyboardInterrupt`` at once."""
     return Group(_native.init())
 
 

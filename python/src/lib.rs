@@ -762,9 +762,35 @@ impl Store for PyStore {
 
 /// Joins the job this process belongs to (psyne's environment contract: psyrun, torchrun's
 /// variables, or alone a world of one).
+///
+/// The joining runs on a thread of its own while this one waits, GIL released, checking for
+/// signals every [`psyne::INTERRUPT_CHECK_EVERY`]: Ctrl-C while the other ranks are awaited
+/// raises at once instead of at `PSY_TIMEOUT`. The abandoned join goes on to its deadline in the
+/// background; a group it forms then is dropped (its peers see this rank leave).
 #[pyfunction]
 fn init(py: Python<'_>) -> PyResult<NativeGroup> {
-    py.detach(psyne::init).map(NativeGroup::new).map_err(to_py)
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("psyne-py-init".into())
+        .spawn(move || {
+            let _ = tx.send(psyne::init());
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("starting the init thread: {e}")))?;
+    let mut rx = rx;
+    loop {
+        // The receiver moves into the GIL-free closure and back (it is not Sync).
+        let (got, back) = py.detach(move || (rx.recv_timeout(psyne::INTERRUPT_CHECK_EVERY), rx));
+        rx = back;
+        match got {
+            Ok(formed) => return formed.map(NativeGroup::new).map_err(to_py),
+            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "psyne.init: the thread joining the job ended without a result",
+                ))
+            }
+        }
+    }
 }
 
 /// Which attempt of a restarted job this process belongs to (`psyne::contract::restart_count`).

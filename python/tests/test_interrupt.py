@@ -3,7 +3,8 @@ KeyboardInterrupt within a fraction of PSY_TIMEOUT (not when the call times out)
 NumPy API (blocking on the node board and on the ring, and ``Request.wait``) and the torch
 backend; the group then refuses every later call with an error saying it was interrupted. A
 signal handler that calls into the waiting group is refused (its RuntimeError ends the call)
-rather than deadlocking."""
+rather than deadlocking. Ctrl-C while ``psyne.init()`` waits for the other ranks raises at once
+too."""
 
 import os
 import queue
@@ -77,7 +78,7 @@ class _Lines:
         return "".join(self.seen)
 
 
-@pytest.mark.parametrize("case", ["numpy-small", "numpy-large", "numpy-async", "torch", "numpy-handler"])
+@pytest.mark.parametrize("case", ["numpy-small", "numpy-large", "numpy-async", "torch", "numpy-handler", "init"])
 def test_ctrl_c_in_a_blocked_collective_raises_at_once_and_the_group_refuses_the_next_call(case):
     if case == "torch":
         pytest.importorskip("torch")
@@ -108,6 +109,10 @@ def test_ctrl_c_in_a_blocked_collective_raises_at_once_and_the_group_refuses_the
         if case == "numpy-handler":
             assert "do not call psyne from signal handlers" in out, out
         assert took < TIMEOUT / 3, f"KeyboardInterrupt {took:.1f} s after SIGINT (PSY_TIMEOUT {TIMEOUT} s)\n{out}"
+        if case == "init":
+            # No group was formed: nothing to refuse.
+            assert job.wait(timeout=TIMEOUT) == 3, lines.text()
+            return
         refused = lines.wait_for(r"refused (\w+) after ([\d.]+) s: (.*)", TIMEOUT)
         out = lines.text()
         assert refused, out

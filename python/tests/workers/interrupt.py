@@ -1,7 +1,8 @@
 """Runs on 2 ranks under psyrun; argv[1] names the case: numpy-small (the node board), numpy-large
 (the ring over links), numpy-async (``Request.wait`` on the worker thread's call), torch (the
-torch.distributed backend), or numpy-handler (a SIGINT handler that calls into the group while
-the call waits: refused with RuntimeError, which the handler raises, instead of a deadlock).
+torch.distributed backend), numpy-handler (a SIGINT handler that calls into the group while
+the call waits: refused with RuntimeError, which the handler raises, instead of a deadlock), or
+init (rank 0 waits in ``psyne.init()`` for rank 1, which never calls it).
 
 Rank 0 prints ``ready pid=PID`` and enters an all-reduce that rank 1 never joins; the test then
 sends SIGINT to that pid. Rank 0 prints how long the call took to raise ``KeyboardInterrupt``,
@@ -17,7 +18,24 @@ import time
 import numpy as np
 
 case = sys.argv[1]
-if case == "torch":
+if case == "init":
+    import psyne
+
+    if os.environ["PSY_RANK"] == "1":
+        print("rank 1: waiting outside psyne", flush=True)
+        while True:
+            signal.pause()
+    started = time.monotonic()
+    print(f"ready pid={os.getpid()}", flush=True)
+    try:
+        psyne.init()
+    except KeyboardInterrupt as e:
+        print(f"rank 0: KeyboardInterrupt after {time.monotonic() - started:.2f} s: {e}", flush=True)
+    else:
+        print("rank 0: the call returned", flush=True)
+        sys.exit(1)
+    sys.exit(3)
+elif case == "torch":
     import torch
     import torch.distributed as dist
 

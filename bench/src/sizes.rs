@@ -30,7 +30,7 @@ pub const MAX_ITERS: u64 = 1000;
 /// over the same range, finer than any published curve needs, has 876. From 1 MiB up the
 /// default iteration rule moves about 1 GiB per rank per size (a second or more at 1 GB/s), so
 /// a thousand sizes is already the better part of an hour per collective: a longer list is a
-/// mistyped `--factor` (`1.0001` over `1:1G` makes about 120,000 sizes, days of measuring) far
+/// mistyped `--factor` (`1.0001` over `1:1G` makes about 126,000 sizes, a day or more) far
 /// more often than a wish, and expanding it is refused before anything runs, counting only up
 /// to this bound (no memory grows with the mistake). Split a really finer sweep into several
 /// runs of narrower `--sizes`.
@@ -209,7 +209,7 @@ fn too_many(min: u64, max: u64, factor: f64) -> String {
     let fits = ((fits * 100.0).ceil() / 100.0).max(1.01);
     format!(
         "{}:{} with --factor {factor} makes about {} sizes, more than the {MAX_SIZES} one sweep \
-         may have (hours of measuring at a second or more per size); use a larger --factor \
+         may have (each size from 1M up takes a second or more); use a larger --factor \
          (--factor {fits} covers this range in at most {MAX_SIZES} sizes, --factor 2 in {}) or \
          a narrower --sizes",
         format_size(min),

@@ -473,7 +473,7 @@ fn forged(bytes: &[u8], epochs_done: u64, reports: usize) -> Vec<u8> {
 }
 
 #[test]
-fn a_checkpoint_whose_counts_do_not_add_up_is_refused_as_a_damaged_one() {
+fn a_checkpoint_whose_counts_do_not_add_up_or_that_is_a_fifo_is_refused() {
     const ARGS: [&str; 2] = ["--epochs", "4"];
     let dir = TempDir::new("train-forged");
     let ckpt = dir.path().join("ckpt");
@@ -522,4 +522,19 @@ fn a_checkpoint_whose_counts_do_not_add_up_is_refused_as_a_damaged_one() {
         );
         assert!(!done.stdout.contains("epoch 1/4"), "nothing trained: {ctx}");
     }
+    // A FIFO where the checkpoint goes (no writer ever): refused at once, not waited on.
+    std::fs::remove_file(&file).unwrap();
+    let c = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let done = run_train(1, &[ARGS[0], ARGS[1], "--checkpoint", ckpt_arg]);
+    let ctx = context(&done);
+    assert_eq!(done.code(), Some(1), "{ctx}");
+    assert!(
+        done.stderr.contains(&format!(
+            "--checkpoint: reading {}: it is a FIFO or pipe, not a regular file",
+            file.display()
+        )),
+        "{ctx}"
+    );
 }

@@ -201,17 +201,42 @@ impl Checkpoint {
     }
 }
 
-/// The checkpoint in `dir`, if there is one, for a run of `epochs` epochs. One that is damaged,
-/// whose counts do not add up ([`Checkpoint::inconsistency`]), or that was written by a run with
+/// The size in bytes of a checkpoint of `params` parameters after `epochs` epochs: the most a
+/// run of `epochs` epochs reads.
+pub fn size_of(params: usize, epochs: usize) -> u64 {
+    let words = 8 * (1 + 3 + 1 + 1) as u64; // magic, header, report count, checksum
+    words + 4 * params as u64 + 8 * (REPORT_FIELDS * epochs) as u64
+}
+
+/// The checkpoint in `dir`, if there is one, for a run of `epochs` epochs of a model of `params`
+/// parameters. Only a regular file of at most [`size_of`] bytes is read (a FIFO or a device put
+/// there is refused at once, not waited on or read without end). One that is damaged, whose
+/// counts do not add up ([`Checkpoint::inconsistency`]), or that was written by a run with
 /// other training arguments (`fingerprint` differs), is an error naming the fix.
-pub fn load(dir: &Path, fingerprint: u64, epochs: usize) -> Result<Option<Checkpoint>, Error> {
+pub fn load(
+    dir: &Path,
+    fingerprint: u64,
+    epochs: usize,
+    params: usize,
+) -> Result<Option<Checkpoint>, Error> {
     let path = file(dir);
-    let bytes = match std::fs::read(&path) {
+    let limit = size_of(params, epochs);
+    let bytes = match psyne::textfile::read_regular_bytes(&path, limit) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Too large: the one refusal of a regular file (bytes are not checked as text).
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(Error::Data(format!(
+                "--checkpoint: {} is larger than a checkpoint of this run can be ({limit} \
+                 bytes): it was written by a run with other training arguments (epochs, \
+                 hidden), or is not a train checkpoint; remove it (or use another directory) \
+                 to start over",
+                path.display()
+            )))
+        }
         Err(e) => {
             return Err(Error::Data(format!(
-                "--checkpoint: reading {}: {e}",
+                "--checkpoint: reading {}: {e}; remove it (or use another directory) to start over",
                 path.display()
             )))
         }
@@ -297,14 +322,34 @@ mod tests {
     fn save_then_load_and_a_foreign_fingerprint_is_refused() {
         let dir = std::env::temp_dir().join(format!("train-ckpt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert!(load(&dir, 42, 5).unwrap().is_none(), "nothing there yet");
+        assert!(load(&dir, 42, 5, 4).unwrap().is_none(), "nothing there yet");
         save(&dir, &sample()).unwrap();
-        assert_eq!(load(&dir, 42, 5).unwrap(), Some(sample()));
-        let e = load(&dir, 43, 5).unwrap_err().to_string();
+        assert_eq!(load(&dir, 42, 5, 4).unwrap(), Some(sample()));
+        let e = load(&dir, 43, 5, 4).unwrap_err().to_string();
         assert!(e.contains("other training arguments"), "{e}");
         std::fs::write(file(&dir), b"junk").unwrap();
-        let e = load(&dir, 42, 5).unwrap_err().to_string();
+        let e = load(&dir, 42, 5, 4).unwrap_err().to_string();
         assert!(e.contains("damaged"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_size_bound_is_the_size_of_a_full_run_s_checkpoint() {
+        let full = Checkpoint {
+            epochs_done: 5,
+            reports: vec![sample().reports[0].clone(); 5],
+            ..sample()
+        };
+        assert_eq!(encode(&full).len() as u64, size_of(4, 5));
+        let dir = std::env::temp_dir().join(format!("train-ckpt-size-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        save(&dir, &sample()).unwrap();
+        // A run of 1 epoch reads no more than its own checkpoint's size: this one is larger.
+        let e = load(&dir, 42, 1, 4).unwrap_err().to_string();
+        assert!(
+            e.contains("is larger than a checkpoint of this run can be (160 bytes)"),
+            "{e}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

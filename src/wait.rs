@@ -8,8 +8,63 @@
 //! psyne waits is a change here. [`process_alive`] is the one liveness probe of a peer process on
 //! this host.
 
-use std::sync::OnceLock;
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+/// What a group asks, while one of its calls is blocked waiting for its peers, whether to give
+/// the call up: `Some(reason)` does ([`crate::Group::set_interrupt_check`]). A binding's way to
+/// let Ctrl-C end a wait: Python's checks for a pending signal.
+pub type InterruptCheck = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// How often a blocked call asks its group's [`InterruptCheck`]: once it has been blocked this
+/// long, and then again after each such interval (so a signal ends a wait within about this
+/// long, and a call that blocks only briefly never asks).
+pub const INTERRUPT_CHECK_EVERY: Duration = Duration::from_millis(50);
+
+/// One call's use of its group's [`InterruptCheck`]: asked where the call's waits block, at
+/// most every [`INTERRUPT_CHECK_EVERY`].
+pub(crate) struct Interrupt {
+    check: Option<InterruptCheck>,
+    /// When to ask next; set at the call's first block.
+    next: Cell<Option<Instant>>,
+}
+
+impl Interrupt {
+    /// A call with `check`, or with nothing to ask.
+    pub(crate) fn new(check: Option<InterruptCheck>) -> Interrupt {
+        Interrupt {
+            check,
+            next: Cell::new(None),
+        }
+    }
+
+    /// The longest a block may last before the next look: `left`, and with a check to ask, at
+    /// most [`INTERRUPT_CHECK_EVERY`].
+    pub(crate) fn slice(&self, left: Duration) -> Duration {
+        match self.check {
+            Some(_) => left.min(INTERRUPT_CHECK_EVERY),
+            None => left,
+        }
+    }
+
+    /// Called where a wait is about to block: the reason to give the call up, if the check was
+    /// due and gave one.
+    pub(crate) fn poll(&self) -> Option<String> {
+        let check = self.check.as_ref()?;
+        let now = Instant::now();
+        match self.next.get() {
+            Some(due) if now >= due => {}
+            Some(_) => return None,
+            None => {
+                self.next.set(Some(now + INTERRUPT_CHECK_EVERY));
+                return None;
+            }
+        }
+        self.next.set(Some(now + INTERRUPT_CHECK_EVERY));
+        check()
+    }
+}
 
 /// How a rank waits for a peer: poll without system calls for `poll`, then keep polling but yield
 /// the core between looks until `spin` has passed, then block.

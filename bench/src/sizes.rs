@@ -26,6 +26,16 @@ pub const MIN_ITERS: u64 = 5;
 /// Most timed iterations the default rule picks.
 pub const MAX_ITERS: u64 = 1000;
 
+/// The most sizes one sweep may have. A default sweep (`8:256M`, factor 2) has 26; factor 1.02
+/// over the same range, finer than any published curve needs, has 876. From 1 MiB up the
+/// default iteration rule moves about 1 GiB per rank per size (a second or more at 1 GB/s), so
+/// a thousand sizes is already the better part of an hour per collective: a longer list is a
+/// mistyped `--factor` (`1.0001` over `1:1G` makes about 126,000 sizes, a day or more) far
+/// more often than a wish, and expanding it is refused before anything runs, counting only up
+/// to this bound (no memory grows with the mistake). Split a really finer sweep into several
+/// runs of narrower `--sizes`.
+pub const MAX_SIZES: usize = 1000;
+
 /// What `--sizes` said, before the factor is applied.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SizeSpec {
@@ -155,9 +165,15 @@ pub fn check_factor(factor: f64) -> Result<f64, SizeError> {
 
 /// Expands a spec into ascending sizes. A range starts at MIN and multiplies by `factor` while
 /// the result stays ≤ MAX (like nccl-tests: MAX is included only when the steps reach it);
-/// non-integer factors round each step up and always advance by at least one byte.
+/// non-integer factors round each step up and always advance by at least one byte. More than
+/// [`MAX_SIZES`] sizes is an error naming their number and the fix.
 pub fn expand(spec: &SizeSpec, factor: f64) -> Result<Vec<u64>, SizeError> {
     match spec {
+        SizeSpec::List(v) if v.len() > MAX_SIZES => err(format!(
+            "the list has {} sizes, more than the {MAX_SIZES} one sweep may have; measure them \
+             in several runs of at most {MAX_SIZES}",
+            group_digits(v.len() as f64)
+        )),
         SizeSpec::List(v) => Ok(v.clone()),
         SizeSpec::Range { min, max } => {
             let factor = check_factor(factor)?;
@@ -173,12 +189,64 @@ pub fn expand(spec: &SizeSpec, factor: f64) -> Result<Vec<u64>, SizeError> {
                 if next > *max || next == cur {
                     break;
                 }
+                if out.len() == MAX_SIZES {
+                    return err(too_many(*min, *max, factor));
+                }
                 out.push(next);
                 cur = next;
             }
             Ok(out)
         }
     }
+}
+
+/// The error for a range of more than [`MAX_SIZES`] sizes: about how many, and the factor that
+/// would cover the same range in at most [`MAX_SIZES`].
+fn too_many(min: u64, max: u64, factor: f64) -> String {
+    let span = max as f64 / min as f64;
+    // The smallest factor, to two decimals, whose sweep of the range fits.
+    let fits = (span.ln() / (MAX_SIZES - 1) as f64).exp();
+    let fits = ((fits * 100.0).ceil() / 100.0).max(1.01);
+    format!(
+        "{}:{} with --factor {factor} makes about {} sizes, more than the {MAX_SIZES} one sweep \
+         may have (each size from 1M up takes a second or more); use a larger --factor \
+         (--factor {fits} covers this range in at most {MAX_SIZES} sizes, --factor 2 in {}) or \
+         a narrower --sizes",
+        format_size(min),
+        format_size(max),
+        group_digits(range_len(min, max, factor)),
+        range_len(min, max, 2.0),
+    )
+}
+
+/// About how many sizes `MIN:MAX` has with `factor`, without listing them: one more byte per
+/// step while that is more than the factor gives (below `1 / (factor - 1)`), then geometric.
+fn range_len(min: u64, max: u64, factor: f64) -> f64 {
+    let (mut cur, max) = (min as f64, max as f64);
+    let mut n = 1.0;
+    let knee = 1.0 / (factor - 1.0);
+    if cur < knee {
+        let end = knee.min(max);
+        n += (end - cur).floor();
+        cur = end;
+    }
+    if cur < max {
+        n += ((max / cur).ln() / factor.ln()).floor();
+    }
+    n
+}
+
+/// `n` rounded, with thousands separated: `123,457`.
+fn group_digits(n: f64) -> String {
+    let digits = format!("{:.0}", n.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Parses `--sizes` and `--factor` together into ascending sizes in bytes.

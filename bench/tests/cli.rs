@@ -520,3 +520,59 @@ fn tune_defaults_to_every_collective_at_factor_four_and_refuses_what_it_chooses_
         assert!(msg.contains(says), "{args:?}: {msg}");
     }
 }
+
+#[test]
+fn a_sweep_of_more_than_a_thousand_sizes_is_refused_before_it_runs_naming_the_count_and_the_fix() {
+    // The mistyped factor of the report: about 120,000 sizes, hours of measuring.
+    let (code, err) = psybench_process(&["allreduce", "--sizes", "1:1G", "--factor", "1.0001"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("1:1G with --factor 1.0001 makes about 1")
+            && err.contains(" sizes, more than the 1000 one sweep may have"),
+        "{err}"
+    );
+    assert!(
+        err.contains("use a larger --factor (--factor 1.03 covers this range")
+            && err.contains("--factor 2 in 31")
+            && err.contains("or a narrower --sizes"),
+        "{err}"
+    );
+    // The factor it names fits; the same sweep from a preset is refused the same way.
+    let fits = sweep_of(&["allreduce", "--sizes", "1:1G", "--factor", "1.03"]).1;
+    assert!(fits.sizes.len() <= 1000, "{}", fits.sizes.len());
+    let dir = std::env::temp_dir().join(format!("psybench-many-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let preset = dir.join("fine.toml");
+    std::fs::write(
+        &preset,
+        "collective = \"allreduce\"\nsizes = \"8:1T\"\nfactor = 1.000001\n",
+    )
+    .unwrap();
+    let (code, err) = psybench_process(&["--config", preset.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("8:1T with --factor 1.000001 makes about"),
+        "{err}"
+    );
+    // A list: 1000 sizes run, 1001 do not.
+    let list = |n: u64| {
+        (1..=n)
+            .map(|i| (8 * i).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    assert_eq!(
+        sweep_of(&["allreduce", "--sizes", &list(1000)])
+            .1
+            .sizes
+            .len(),
+        1000
+    );
+    let (e, code) = error_of(&["allreduce", "--sizes", &list(1001)]);
+    assert_eq!(code, 2);
+    assert!(
+        e.contains("the list has 1,001 sizes, more than the 1000"),
+        "{e}"
+    );
+}

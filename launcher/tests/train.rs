@@ -498,3 +498,94 @@ fn with_elastic_the_survivors_of_a_stopped_rank_shrink_and_psyrun_ends_it() {
         "{ctx}"
     );
 }
+
+/// FNV-1a, 64 bits: the checksum that ends a checkpoint (`train::checkpoint`).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    })
+}
+
+/// `bytes` (a checkpoint) with `epochs_done` and only the first `reports` epoch reports, and a
+/// valid checksum again: a file whose checksum holds and whose counts lie. The layout (see
+/// `train::checkpoint`): magic, fingerprint, epochs done, parameter count (8 bytes each), the
+/// parameters (4 each), the report count (8), the reports (12 numbers of 8 bytes), the checksum.
+fn forged(bytes: &[u8], epochs_done: u64, reports: usize) -> Vec<u8> {
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let params = u64_at(24) as usize;
+    let count_at = 32 + 4 * params;
+    let mut out = bytes[..count_at].to_vec();
+    out[16..24].copy_from_slice(&epochs_done.to_le_bytes());
+    out.extend_from_slice(&(reports as u64).to_le_bytes());
+    out.extend_from_slice(&bytes[count_at + 8..count_at + 8 + 96 * reports]);
+    let sum = fnv1a(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+#[test]
+fn a_checkpoint_whose_counts_do_not_add_up_or_that_is_a_fifo_is_refused() {
+    const ARGS: [&str; 2] = ["--epochs", "4"];
+    let dir = TempDir::new("train-forged");
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    let ckpt_arg = ckpt.to_str().unwrap();
+    let first = run_train(1, &[ARGS[0], ARGS[1], "--checkpoint", ckpt_arg]);
+    assert_eq!(first.code(), Some(0), "{}", context(&first));
+    let file = ckpt.join("train.ckpt");
+    let good = std::fs::read(&file).unwrap();
+    // The untouched file (all 4 epochs done) is taken: nothing left to train.
+    let again = run_train(1, &[ARGS[0], ARGS[1], "--checkpoint", ckpt_arg]);
+    assert_eq!(again.code(), Some(0), "{}", context(&again));
+    assert!(
+        again.stdout.contains("every epoch was done already"),
+        "{}",
+        context(&again)
+    );
+    for (epochs_done, reports, why) in [
+        (1000, 4, "claims 1000 of 4 epochs done"),
+        // Missing reports made the time per step wrong (the summary skips the epochs resumed).
+        (
+            2,
+            1,
+            "holds 1 epoch report for 2 epochs done (one per epoch)",
+        ),
+        (
+            3,
+            2,
+            "holds 2 epoch reports for 3 epochs done (one per epoch)",
+        ),
+    ] {
+        std::fs::write(&file, forged(&good, epochs_done, reports)).unwrap();
+        let done = run_train(1, &[ARGS[0], ARGS[1], "--checkpoint", ckpt_arg]);
+        let ctx = context(&done);
+        assert_eq!(
+            done.code(),
+            Some(1),
+            "{epochs_done} done, {reports} reports: {ctx}"
+        );
+        assert!(
+            done.stderr.contains(&format!(
+                "--checkpoint: {} {why}: it is damaged or not a train checkpoint; remove it to start over",
+                file.display()
+            )),
+            "{ctx}"
+        );
+        assert!(!done.stdout.contains("epoch 1/4"), "nothing trained: {ctx}");
+    }
+    // A FIFO where the checkpoint goes (no writer ever): refused at once, not waited on.
+    std::fs::remove_file(&file).unwrap();
+    let c = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let done = run_train(1, &[ARGS[0], ARGS[1], "--checkpoint", ckpt_arg]);
+    let ctx = context(&done);
+    assert_eq!(done.code(), Some(1), "{ctx}");
+    assert!(
+        done.stderr.contains(&format!(
+            "--checkpoint: reading {}: it is a FIFO or pipe, not a regular file",
+            file.display()
+        )),
+        "{ctx}"
+    );
+}

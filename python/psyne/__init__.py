@@ -21,7 +21,9 @@ divided by the group size; integers truncate), and for integers ``"band"``, ``"b
 Each blocking call has a non-blocking ``*_async`` form returning a :class:`Request` (``wait()``,
 ``test()``, ``await``). Calls on one group run in the order they were issued, blocking or not.
 Errors are :class:`psyne.Error` subclasses carrying psyne's kind (:class:`MismatchError`,
-:class:`PeerLostError`, :class:`TimeoutError`, ...). ``import psyne`` never imports torch; the
+:class:`PeerLostError`, :class:`TimeoutError`, ...). Ctrl-C during a call that waits for its
+peers raises ``KeyboardInterrupt`` at once (within about 50 ms, not at the timeout); the group
+then refuses every later call (:class:`AbortedError`). ``import psyne`` never imports torch; the
 torch.distributed backend is :mod:`psyne.torch`.
 """
 
@@ -505,7 +507,8 @@ def init() -> Group:
     """Joins the job this process belongs to, as ``psyne::init`` does in Rust: under psyrun through
     ``PSY_STORE`` and friends; under torchrun or any launcher that sets ``RANK``, ``WORLD_SIZE``,
     ``MASTER_ADDR`` and ``MASTER_PORT``, with rank 0 serving the store; alone, as a world of one.
-    Call it once per process (each call forms a new world group)."""
+    Call it once per process (each call forms a new world group). Ctrl-C while it waits for the
+    other ranks raises ``KeyboardInterrupt`` at once."""
     return Group(_native.init())
 
 

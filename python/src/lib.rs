@@ -9,13 +9,21 @@
 //! Non-blocking calls run on one worker thread per group (shared by its `with_algo` views), in the
 //! order they were issued; a blocking call first waits (GIL released) for the calls issued before
 //! it, so every rank issues the group's calls to psyne in program order, as psyne requires.
+//!
+//! Ctrl-C: a wait with the GIL released (a blocking call, `Request.wait`) checks for a pending
+//! signal every [`psyne::INTERRUPT_CHECK_EVERY`] once it has waited that long, as NumPy's and the
+//! socket module's blocking calls do (`Interrupts`). A signal whose handler raises (SIGINT's
+//! `KeyboardInterrupt`) ends the call: the exception is raised, the peers are told, and the group
+//! refuses every later call with an error saying it was interrupted.
 
 use psyne::contract::Tunables;
 use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::cell::Cell;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -192,6 +200,114 @@ unsafe fn run(g: &Group, c: &Call) -> psyne::Result<()> {
     }
 }
 
+thread_local! {
+    /// Whether this thread is in a blocking call of this module (whose waits then check for
+    /// signals: only the main thread's checks find any, as in Python itself).
+    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Refuses a call into a group from a signal handler that runs while a blocking call of this
+/// thread waits (the waiting call holds its group: the new one would wait for it forever).
+fn not_in_a_call() -> PyResult<()> {
+    if IN_CALL.with(Cell::get) {
+        return Err(PyRuntimeError::new_err(
+            "a psyne call from a signal handler that runs while a psyne call of this thread \
+             waits; the group is in use: do not call psyne from signal handlers",
+        ));
+    }
+    Ok(())
+}
+
+/// Marks this thread as in a blocking call until dropped.
+struct InCall;
+
+impl InCall {
+    fn enter() -> InCall {
+        IN_CALL.with(|c| c.set(true));
+        InCall
+    }
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        IN_CALL.with(|c| c.set(false));
+    }
+}
+
+/// How a group's waits give way to a signal (shared by its `with_algo` views and its requests).
+#[derive(Default)]
+struct Interrupts {
+    /// Set once a wait of the group was interrupted: every later call is refused, and a call in
+    /// flight on the worker thread gives up at its next check.
+    hit: AtomicBool,
+    /// What interrupted it (`KeyboardInterrupt`), for the refusals.
+    what: Mutex<String>,
+    /// The exception the interrupted wait raises, until it is raised.
+    raised: Mutex<Option<PyErr>>,
+}
+
+impl Interrupts {
+    /// Whether to give the current wait up (`Some(reason)`): the group was interrupted already,
+    /// or (`here`: on a thread that may run Python's signal handlers) a handler of a pending
+    /// signal raised, which is then recorded. Called with the GIL released.
+    fn check(&self, here: bool) -> Option<String> {
+        if self.hit.load(Ordering::SeqCst) {
+            return Some(lock(&self.what).clone());
+        }
+        if !here {
+            return None;
+        }
+        let raised = Python::attach(|py| py.check_signals().err().map(|e| (type_name(py, &e), e)))?;
+        let (name, err) = raised;
+        let what = format!("{name} from a signal");
+        *lock(&self.what) = what.clone();
+        lock(&self.raised).get_or_insert(err);
+        self.hit.store(true, Ordering::SeqCst);
+        Some(what)
+    }
+
+    /// The check psyne asks while a call of the group is blocked: signals only on a thread in a
+    /// blocking call of this module.
+    fn psyne_check(self: &Arc<Self>) -> psyne::InterruptCheck {
+        let me = self.clone();
+        Arc::new(move || me.check(IN_CALL.with(Cell::get)))
+    }
+
+    /// The error of a later call on an interrupted group.
+    fn refused(&self) -> psyne::Error {
+        psyne::Error::new(
+            psyne::ErrorKind::Aborted,
+            format!(
+                "a call on this group was interrupted ({}); the group refuses every later call \
+                 (its peers were told): form a new group, or restart the job",
+                lock(&self.what)
+            ),
+        )
+    }
+
+    /// [`Interrupts::refused`] as the Python exception.
+    fn refusal(&self) -> PyErr {
+        to_py(self.refused())
+    }
+
+    /// The exception of the wait that failed with `e`: the signal's, if the group was just
+    /// interrupted and it was not raised yet, else `e` as psyne's error.
+    fn raise(&self, e: psyne::Error) -> PyErr {
+        match lock(&self.raised).take() {
+            Some(err) if self.hit.load(Ordering::SeqCst) => err,
+            _ => to_py(e),
+        }
+    }
+}
+
+/// The name of `e`'s class (`KeyboardInterrupt`).
+fn type_name(py: Python<'_>, e: &PyErr) -> String {
+    e.get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "an exception".into())
+}
+
 /// A finished-or-not call: its result once the worker has run it.
 #[derive(Default)]
 struct Outcome {
@@ -263,6 +379,27 @@ impl Queue {
             p = self.drained.wait(p).unwrap_or_else(|e| e.into_inner());
         }
     }
+
+    /// [`Queue::drain`] for a blocking call, giving way to a signal as the call's own waits do:
+    /// false if `interrupts` says to give up.
+    fn drain_or_interrupt(&self, interrupts: &Interrupts) -> bool {
+        let mut p = lock(&self.pending);
+        while *p > 0 {
+            p = self
+                .drained
+                .wait_timeout(p, psyne::INTERRUPT_CHECK_EVERY)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if *p > 0 {
+                drop(p);
+                if interrupts.check(true).is_some() {
+                    return false;
+                }
+                p = lock(&self.pending);
+            }
+        }
+        true
+    }
 }
 
 /// A group of ranks (the Python half wraps it as `psyne.Group`).
@@ -270,14 +407,25 @@ impl Queue {
 struct NativeGroup {
     group: Group,
     queue: Arc<Queue>,
+    interrupts: Arc<Interrupts>,
 }
 
 impl NativeGroup {
     fn new(group: Group) -> Self {
+        let interrupts = Arc::new(Interrupts::default());
+        group.set_interrupt_check(interrupts.psyne_check());
         NativeGroup {
             group,
             queue: Arc::default(),
+            interrupts,
         }
+    }
+
+    /// After a wait outside psyne's call was interrupted: tells the peers (psyne's revoke; a call
+    /// in flight on the worker gives up at its next check first) and returns the exception.
+    fn interrupted(py: Python<'_>, group: &Group, interrupts: &Interrupts) -> PyErr {
+        let _ = py.detach(|| group.revoke());
+        interrupts.raise(interrupts.refused())
     }
 }
 
@@ -315,8 +463,11 @@ impl NativeGroup {
     }
 
     /// The transport to each peer, as one line.
-    fn transports(&self) -> String {
-        self.group.transports()
+    fn transports(&self, py: Python<'_>) -> PyResult<String> {
+        not_in_a_call()?;
+        // GIL released: a call of this group on another thread may be asking for it, holding
+        // the group (its interrupt check).
+        Ok(py.detach(|| self.group.transports()))
     }
 
     /// The deadline of every wait, in seconds.
@@ -332,11 +483,13 @@ impl NativeGroup {
         Ok(NativeGroup {
             group: self.group.with_algo(algo),
             queue: self.queue.clone(),
+            interrupts: self.interrupts.clone(),
         })
     }
 
     /// `MPI_Comm_split`: the subgroup of the ranks that pass the same color, or None.
     fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
+        not_in_a_call()?;
         let queue = self.queue.clone();
         let group = self.group.clone();
         py.detach(move || {
@@ -349,6 +502,7 @@ impl NativeGroup {
 
     /// `MPIX_Comm_revoke`: every later call on the group fails, here and on every peer.
     fn revoke(&self, py: Python<'_>) -> PyResult<()> {
+        not_in_a_call()?;
         let group = self.group.clone();
         py.detach(move || group.revoke()).map_err(to_py)
     }
@@ -356,12 +510,14 @@ impl NativeGroup {
     /// `MPIX_Comm_agree`: (the AND of the live ranks' flags, the ranks gone), the same on
     /// every survivor.
     fn agree(&self, py: Python<'_>, flag: bool) -> PyResult<(bool, Vec<usize>)> {
+        not_in_a_call()?;
         let group = self.group.clone();
         py.detach(move || group.agree(flag)).map_err(to_py)
     }
 
     /// `MPIX_Comm_shrink`: the survivors' new group.
     fn shrink(&self, py: Python<'_>) -> PyResult<NativeGroup> {
+        not_in_a_call()?;
         let group = self.group.clone();
         py.detach(move || group.shrink())
             .map(NativeGroup::new)
@@ -393,18 +549,29 @@ impl NativeGroup {
             root,
             count,
         )?;
+        let interrupts = &*self.interrupts;
+        if interrupts.hit.load(Ordering::SeqCst) {
+            return Err(interrupts.refusal());
+        }
+        not_in_a_call()?;
         let group = &self.group;
         let queue = &self.queue;
-        py.detach(move || {
+        let drained = py.detach(move || {
             let call = call;
-            if queue.has_pending() {
-                queue.drain();
+            if queue.has_pending() && !queue.drain_or_interrupt(interrupts) {
+                return Err(None);
             }
+            let _in_call = InCall::enter();
             // SAFETY: psyne/__init__.py checked the buffers (contiguous, aligned, of this dtype
             // and length, not overlapping) and holds them until this returns.
-            unsafe { run(group, &call.0) }
-        })
-        .map_err(to_py)
+            unsafe { run(group, &call.0) }.map_err(Some)
+        });
+        match drained {
+            Ok(()) => Ok(()),
+            // Interrupted while waiting for the calls issued before it.
+            Err(None) => Err(NativeGroup::interrupted(py, group, interrupts)),
+            Err(Some(e)) => Err(interrupts.raise(e)),
+        }
     }
 
     /// The non-blocking form of [`NativeGroup::run`]: queues the call and returns its handle.
@@ -432,19 +599,32 @@ impl NativeGroup {
             root,
             count,
         )?;
+        if self.interrupts.hit.load(Ordering::SeqCst) {
+            return Err(self.interrupts.refusal());
+        }
         let outcome = Arc::new(Outcome::default());
         let done = outcome.clone();
         let group = self.group.clone();
+        let interrupts = self.interrupts.clone();
         self.queue
             .submit(Box::new(move || {
                 let call = call;
-                // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
-                let r = unsafe { run(&group, &call.0) };
+                let r = if interrupts.hit.load(Ordering::SeqCst) {
+                    // Issued before the interrupt, run after: refused like a later call.
+                    Err(interrupts.refused())
+                } else {
+                    // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
+                    unsafe { run(&group, &call.0) }
+                };
                 Python::attach(move |_py| drop(keep));
                 done.finish(r);
             }))
             .map_err(PyRuntimeError::new_err)?;
-        Ok(NativeWork { outcome })
+        Ok(NativeWork {
+            outcome,
+            group: self.group.clone(),
+            interrupts: self.interrupts.clone(),
+        })
     }
 }
 
@@ -452,6 +632,16 @@ impl NativeGroup {
 #[pyclass(module = "psyne._native", frozen)]
 struct NativeWork {
     outcome: Arc<Outcome>,
+    /// The group it runs on, and how that group's waits give way to a signal.
+    group: Group,
+    interrupts: Arc<Interrupts>,
+}
+
+/// How a [`NativeWork::wait`] ended.
+enum Waited {
+    Finished(psyne::Result<()>),
+    TimedOut,
+    Interrupted,
 }
 
 #[pymethods]
@@ -462,37 +652,46 @@ impl NativeWork {
     }
 
     /// Waits (GIL released) until the call finishes or `timeout` seconds pass. Returns True when
-    /// it finished successfully, False on timeout, and raises the call's error if it failed.
+    /// it finished successfully, False on timeout, and raises the call's error if it failed. A
+    /// signal whose handler raises (Ctrl-C) ends the wait with its exception and gives up the
+    /// call (see the module docs).
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
-        let outcome = &self.outcome;
+        let (outcome, interrupts) = (&self.outcome, &*self.interrupts);
         let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
         let r = py.detach(|| {
             let mut slot = lock(&outcome.result);
             loop {
                 if let Some(r) = slot.as_ref() {
-                    return Some(r.clone());
+                    return Waited::Finished(r.clone());
                 }
-                slot = match deadline {
-                    None => outcome.done.wait(slot).unwrap_or_else(|e| e.into_inner()),
-                    Some(d) => {
-                        let now = Instant::now();
-                        if now >= d {
-                            return None;
-                        }
-                        outcome
-                            .done
-                            .wait_timeout(slot, d - now)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0
+                let mut slice = psyne::INTERRUPT_CHECK_EVERY;
+                if let Some(d) = deadline {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Waited::TimedOut;
                     }
-                };
+                    slice = slice.min(d - now);
+                }
+                slot = outcome
+                    .done
+                    .wait_timeout(slot, slice)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                if slot.is_none() {
+                    drop(slot);
+                    if interrupts.check(true).is_some() {
+                        return Waited::Interrupted;
+                    }
+                    slot = lock(&outcome.result);
+                }
             }
         });
         match r {
-            None => Ok(false),
-            Some(Ok(())) => Ok(true),
-            Some(Err(e)) => Err(to_py(e)),
+            Waited::TimedOut => Ok(false),
+            Waited::Finished(Ok(())) => Ok(true),
+            Waited::Finished(Err(e)) => Err(interrupts.raise(e)),
+            Waited::Interrupted => Err(NativeGroup::interrupted(py, &self.group, interrupts)),
         }
     }
 }
@@ -563,9 +762,35 @@ impl Store for PyStore {
 
 /// Joins the job this process belongs to (psyne's environment contract: psyrun, torchrun's
 /// variables, or alone a world of one).
+///
+/// The joining runs on a thread of its own while this one waits, GIL released, checking for
+/// signals every [`psyne::INTERRUPT_CHECK_EVERY`]: Ctrl-C while the other ranks are awaited
+/// raises at once instead of at `PSY_TIMEOUT`. The abandoned join goes on to its deadline in the
+/// background; a group it forms then is dropped (its peers see this rank leave).
 #[pyfunction]
 fn init(py: Python<'_>) -> PyResult<NativeGroup> {
-    py.detach(psyne::init).map(NativeGroup::new).map_err(to_py)
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("psyne-py-init".into())
+        .spawn(move || {
+            let _ = tx.send(psyne::init());
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("starting the init thread: {e}")))?;
+    let mut rx = rx;
+    loop {
+        // The receiver moves into the GIL-free closure and back (it is not Sync).
+        let (got, back) = py.detach(move || (rx.recv_timeout(psyne::INTERRUPT_CHECK_EVERY), rx));
+        rx = back;
+        match got {
+            Ok(formed) => return formed.map(NativeGroup::new).map_err(to_py),
+            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "psyne.init: the thread joining the job ended without a result",
+                ))
+            }
+        }
+    }
 }
 
 /// Which attempt of a restarted job this process belongs to (`psyne::contract::restart_count`).

@@ -87,6 +87,22 @@ impl Site<'_> {
         .about_peer(peer)
     }
 
+    /// The group's interrupt check gave `reason` while this rank waited for `peer` to `what`.
+    /// Not about the peer (which did nothing wrong): this rank gave the call up.
+    pub(crate) fn interrupted(&self, peer: usize, what: impl Display, reason: &str) -> Error {
+        Error::new(
+            ErrorKind::Aborted,
+            format!(
+                "{} on rank {}: interrupted ({reason}) while waiting for {} to {what}; a group \
+                 whose call was interrupted refuses every later call (its peers are told): \
+                 form a new group, or restart the job",
+                self.desc.describe(),
+                self.rank,
+                self.who(peer)
+            ),
+        )
+    }
+
     /// `peer` failed with an error of `kind` and told this rank so; `reason` is its message, if
     /// it sent one.
     pub(crate) fn aborted_by(&self, peer: usize, kind: ErrorKind, reason: Option<&str>) -> Error {

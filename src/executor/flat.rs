@@ -397,7 +397,12 @@ impl Watch<'_> {
         if left.is_zero() {
             return Err(self.site().timeout(peer, "join it on the node board"));
         }
-        Ok(left)
+        if let Some(reason) = self.call.interrupt.poll() {
+            return Err(self
+                .site()
+                .interrupted(peer, "join it on the node board", &reason));
+        }
+        Ok(self.call.interrupt.slice(left))
     }
 
     /// Fails if a peer gave up the group (any peer: the board says so), or died, or sent a

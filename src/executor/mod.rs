@@ -41,7 +41,7 @@ use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::transport::pairs::Connector;
 use crate::transport::{Link, PeerInfo};
-use crate::wait::WaitPolicy;
+use crate::wait::{Interrupt, WaitPolicy};
 use std::time::Duration;
 
 #[cfg(doc)]
@@ -95,6 +95,8 @@ pub(crate) struct Call {
     pub(crate) wait: WaitPolicy,
     /// How long any wait may last.
     pub(crate) timeout: Duration,
+    /// Whether to give the call up while it waits ([`crate::Group::set_interrupt_check`]).
+    pub(crate) interrupt: Interrupt,
 }
 
 impl Call {

@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
 use crate::schedule::{Collective, RecvMode, Schedule, Step};
 use crate::transport::{Link, Traffic};
-use crate::wait::{Next, Spinner, WaitPolicy};
+use crate::wait::{Interrupt, Next, Spinner, WaitPolicy};
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,7 @@ impl Engine for Steps<'_> {
             reducer: call.reducer,
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
+            interrupt: &call.interrupt,
         };
         let traffic = traffic_of(&call.desc);
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
@@ -122,6 +123,7 @@ struct StepCtx<'a> {
     reducer: Option<Reducer>,
     deadline: Instant,
     wait: WaitPolicy,
+    interrupt: &'a Interrupt,
 }
 
 struct SendSt {
@@ -749,6 +751,10 @@ fn wait(
     if left.is_zero() {
         return Err(ctx.site.timeout(peer, what));
     }
+    if let Some(reason) = ctx.interrupt.poll() {
+        return Err(ctx.site.interrupted(peer, what, &reason));
+    }
+    let left = ctx.interrupt.slice(left);
     match blockers.first() {
         None => poll_fds(&mut fds, left),
         Some(&(peer, read, write)) => {

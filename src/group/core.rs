@@ -13,7 +13,7 @@ use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
 use crate::tuning::{Shape, Tuning};
-use crate::wait::WaitPolicy;
+use crate::wait::{Interrupt, InterruptCheck, WaitPolicy};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -172,6 +172,8 @@ pub(crate) struct Core {
     _store_server: Option<StoreServer>,
     /// Where to record a peer a failed call lost (the world group under psyrun).
     losses: std::sync::OnceLock<super::losses::LossReport>,
+    /// What a blocked call asks whether to give up ([`super::Group::set_interrupt_check`]).
+    pub(crate) interrupt: std::sync::OnceLock<InterruptCheck>,
 }
 
 impl Core {
@@ -220,6 +222,7 @@ impl Core {
             work: Mutex::new(Vec::new()),
             _store_server: store_server,
             losses: std::sync::OnceLock::new(),
+            interrupt: std::sync::OnceLock::new(),
         }
     }
 
@@ -526,6 +529,7 @@ impl Core {
             reducer,
             wait: self.wait,
             timeout: self.timeout,
+            interrupt: Interrupt::new(self.interrupt.get().cloned()),
         };
         let out = wire
             .links

@@ -308,6 +308,21 @@ impl Group {
         }
     }
 
+    /// Gives this group (and every view of it, [`Group::with_algo`]; not its subgroups) a
+    /// check that its calls ask while they are blocked waiting for their peers: once a call has
+    /// been blocked for [`crate::INTERRUPT_CHECK_EVERY`], and again after each such interval
+    /// (a call that never blocks that long never asks). When the check returns a reason, the
+    /// call fails with [`crate::ErrorKind::Aborted`] naming it; as after any failure, the peers
+    /// are told at once and the group refuses every later call. How a binding makes a blocked
+    /// call give way to Ctrl-C: Python's bindings check for a pending signal.
+    ///
+    /// The check runs on the thread that runs the call, while the call holds the group: it must
+    /// not call into this group. A group has one check: `false` (and `check` unused) if it has
+    /// one already.
+    pub fn set_interrupt_check(&self, check: crate::InterruptCheck) -> bool {
+        self.core.interrupt.set(check).is_ok()
+    }
+
     /// Splits the group into subgroups, as `MPI_Comm_split` does: ranks calling with the same
     /// `color` form one subgroup, ordered by `key` (then by rank in this group); a rank calling
     /// with `None` joins none and gets `None`. Every rank of this group calls it. Subgroups have

@@ -216,10 +216,22 @@ impl<T: Element> Mapped<T> {
             let line = arrival(seg);
             let waits = (call.wait.poll, call.wait.spin);
             let on_board = |(board, k): (&Board, u64)| board.slot(peer, (k % 2) as usize).ready(k);
-            let elsewhere = || stray::pending(links, peer) || next_flat.is_some_and(on_board);
+            // The interrupt check is asked where the line's wait blocks, as the peer checks are.
+            let mut interrupted = None;
+            let elsewhere = || {
+                interrupted = call.interrupt.poll();
+                interrupted.is_some()
+                    || stray::pending(links, peer)
+                    || next_flat.is_some_and(on_board)
+            };
             let waited = line.wait_for(epoch, waits, deadline, elsewhere);
             let site = call.site(links.rank, &links.peers);
             return Err(match waited {
+                Waited::Elsewhere if interrupted.is_some() => site.interrupted(
+                    peer,
+                    "arrive at the shared buffers",
+                    interrupted.as_deref().unwrap_or_default(),
+                ),
                 Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
                 Waited::Arrived => site.mismatch(
                     peer,

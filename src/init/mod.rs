@@ -9,11 +9,14 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod roll_call;
 mod service;
 
 /// Joins the job this process belongs to: under psyrun through `PSY_STORE`; under torchrun or any
 /// launcher that sets `RANK`, `WORLD_SIZE`, `MASTER_ADDR` and `MASTER_PORT`, with rank 0 serving
-/// the store at the master address; under a PMIx server (Open MPI's `mpirun`, `srun
+/// the store at the master address (where every process first checks in, so that two with the
+/// same `RANK`, or with different `WORLD_SIZE`s, fail the whole job with an error naming them:
+/// see `roll_call.rs`); under a PMIx server (Open MPI's `mpirun`, `srun
 /// --mpi=pmix`), through PMIx, with rank 0 serving the store; alone, as a world of one.
 ///
 /// Started by another launcher (MPICH's `mpiexec`, a plain `srun`: see [`crate::contract`]) as
@@ -60,6 +63,8 @@ pub fn init() -> Result<Group> {
                 None
             };
             let store = Arc::new(TcpStore::connect(&master, &secret, deadline)?);
+            // Nothing but each process's environment says who it is: check in first.
+            roll_call::check_in(&*store, rank, world_size, deadline)?;
             let member = Membership {
                 rank,
                 size: world_size,
@@ -67,7 +72,9 @@ pub fn init() -> Result<Group> {
                 job_id: format!("torch{run_id}"),
             };
             let options = member.options(secret, advertised_ip(&store)?, &tunables);
-            Group::from_shared_store_serving(store, options, server)
+            let group = Group::from_shared_store_serving(store.clone(), options, server)?;
+            roll_call::verdict_since(&*store, rank)?;
+            Ok(group)
         }
     }
 }

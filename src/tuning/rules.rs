@@ -119,6 +119,10 @@ pub(crate) fn parse_coll(name: &str) -> Option<Collective> {
 /// The file's name for the built-in choice.
 pub const DEFAULT: &str = "default";
 
+/// The largest tuning file read, in bytes. `psybench tune` writes a few lines per collective and
+/// section (a few KiB for every layout a cluster has); 1 MiB leaves room for any comments.
+pub const TUNING_LIMIT: u64 = 1 << 20;
+
 /// Whether a tuning file may name `algo` for `coll`.
 fn allowed(coll: Collective, algo: Algo) -> bool {
     algo == Algo::Flat || Algo::for_collective(coll).contains(&algo)
@@ -212,9 +216,11 @@ impl Rules {
         Rules::new(sections)
     }
 
-    /// Reads and parses the tuning file at `path`.
+    /// Reads and parses the tuning file at `path`: a regular file of at most [`TUNING_LIMIT`]
+    /// bytes ([`crate::textfile::read_regular`]: a FIFO or a device is refused at once, not
+    /// waited on or read without end).
     pub fn load(path: &Path) -> Result<Rules> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::textfile::read_regular(path, TUNING_LIMIT).map_err(|e| {
             Error::config(format!(
                 "cannot read the tuning file {}: {e}; write one with `psybench tune`, or set PSY_TUNING=off",
                 path.display()

@@ -169,16 +169,74 @@ pub fn save(dir: &Path, c: &Checkpoint) -> Result<(), Error> {
     Ok(())
 }
 
-/// The checkpoint in `dir`, if there is one. One that is damaged, or was written by a run with
+impl Checkpoint {
+    /// Why the counts of this checkpoint cannot be those of a run of `epochs` epochs, if they
+    /// cannot: more epochs done than the run has, or not exactly one report per epoch done, in
+    /// order, each of a run of `epochs`. A file whose checksum holds but whose counts do not was
+    /// not written by `train` (or by this version of it), and is refused as a damaged one is.
+    pub fn inconsistency(&self, epochs: usize) -> Option<String> {
+        let done = self.epochs_done;
+        if done > epochs {
+            return Some(format!("claims {done} of {epochs} epochs done"));
+        }
+        if self.reports.len() != done {
+            let n = self.reports.len();
+            return Some(format!(
+                "holds {n} epoch report{} for {done} epochs done (one per epoch)",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        self.reports
+            .iter()
+            .enumerate()
+            .find(|(i, r)| r.epoch != i + 1 || r.epochs != epochs)
+            .map(|(i, r)| {
+                format!(
+                    "holds, as the report of epoch {} of {epochs}, one of epoch {} of {}",
+                    i + 1,
+                    r.epoch,
+                    r.epochs
+                )
+            })
+    }
+}
+
+/// The size in bytes of a checkpoint of `params` parameters after `epochs` epochs: the most a
+/// run of `epochs` epochs reads.
+pub fn size_of(params: usize, epochs: usize) -> u64 {
+    let words = 8 * (1 + 3 + 1 + 1) as u64; // magic, header, report count, checksum
+    words + 4 * params as u64 + 8 * (REPORT_FIELDS * epochs) as u64
+}
+
+/// The checkpoint in `dir`, if there is one, for a run of `epochs` epochs of a model of `params`
+/// parameters. Only a regular file of at most [`size_of`] bytes is read (a FIFO or a device put
+/// there is refused at once, not waited on or read without end). One that is damaged, whose
+/// counts do not add up ([`Checkpoint::inconsistency`]), or that was written by a run with
 /// other training arguments (`fingerprint` differs), is an error naming the fix.
-pub fn load(dir: &Path, fingerprint: u64) -> Result<Option<Checkpoint>, Error> {
+pub fn load(
+    dir: &Path,
+    fingerprint: u64,
+    epochs: usize,
+    params: usize,
+) -> Result<Option<Checkpoint>, Error> {
     let path = file(dir);
-    let bytes = match std::fs::read(&path) {
+    let limit = size_of(params, epochs);
+    let bytes = match psyne::textfile::read_regular_bytes(&path, limit) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Too large: the one refusal of a regular file (bytes are not checked as text).
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(Error::Data(format!(
+                "--checkpoint: {} is larger than a checkpoint of this run can be ({limit} \
+                 bytes): it was written by a run with other training arguments (epochs, \
+                 hidden), or is not a train checkpoint; remove it (or use another directory) \
+                 to start over",
+                path.display()
+            )))
+        }
         Err(e) => {
             return Err(Error::Data(format!(
-                "--checkpoint: reading {}: {e}",
+                "--checkpoint: reading {}: {e}; remove it (or use another directory) to start over",
                 path.display()
             )))
         }
@@ -194,6 +252,13 @@ pub fn load(dir: &Path, fingerprint: u64) -> Result<Option<Checkpoint>, Error> {
             "--checkpoint: {} was written by a run with other training arguments (epochs, lr, \
              batch, hidden, seed, buckets, sync); run with the same ones, or remove it (or use \
              another directory) to start over",
+            path.display()
+        )));
+    }
+    if let Some(why) = c.inconsistency(epochs) {
+        return Err(Error::Data(format!(
+            "--checkpoint: {} {why}: it is damaged or not a train checkpoint; remove it to start \
+             over",
             path.display()
         )));
     }
@@ -257,14 +322,56 @@ mod tests {
     fn save_then_load_and_a_foreign_fingerprint_is_refused() {
         let dir = std::env::temp_dir().join(format!("train-ckpt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert!(load(&dir, 42).unwrap().is_none(), "nothing there yet");
+        assert!(load(&dir, 42, 5, 4).unwrap().is_none(), "nothing there yet");
         save(&dir, &sample()).unwrap();
-        assert_eq!(load(&dir, 42).unwrap(), Some(sample()));
-        let e = load(&dir, 43).unwrap_err().to_string();
+        assert_eq!(load(&dir, 42, 5, 4).unwrap(), Some(sample()));
+        let e = load(&dir, 43, 5, 4).unwrap_err().to_string();
         assert!(e.contains("other training arguments"), "{e}");
         std::fs::write(file(&dir), b"junk").unwrap();
-        let e = load(&dir, 42).unwrap_err().to_string();
+        let e = load(&dir, 42, 5, 4).unwrap_err().to_string();
         assert!(e.contains("damaged"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_size_bound_is_the_size_of_a_full_run_s_checkpoint() {
+        let full = Checkpoint {
+            epochs_done: 5,
+            reports: vec![sample().reports[0].clone(); 5],
+            ..sample()
+        };
+        assert_eq!(encode(&full).len() as u64, size_of(4, 5));
+        let dir = std::env::temp_dir().join(format!("train-ckpt-size-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        save(&dir, &sample()).unwrap();
+        // A run of 1 epoch reads no more than its own checkpoint's size: this one is larger.
+        let e = load(&dir, 42, 1, 4).unwrap_err().to_string();
+        assert!(
+            e.contains("is larger than a checkpoint of this run can be (160 bytes)"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn counts_that_do_not_add_up_are_named() {
+        let ok = sample();
+        assert_eq!(ok.inconsistency(5), None);
+        assert_eq!(ok.inconsistency(1).unwrap(), "claims 2 of 1 epochs done");
+        let short = Checkpoint {
+            reports: ok.reports[1..].to_vec(),
+            ..ok.clone()
+        };
+        assert!(short
+            .inconsistency(5)
+            .unwrap()
+            .starts_with("holds 1 epoch report for 2 epochs done (one per epoch)"));
+        let mut swapped = ok.clone();
+        swapped.reports.reverse();
+        assert!(swapped
+            .inconsistency(5)
+            .unwrap()
+            .contains("as the report of epoch 1 of 5, one of epoch 2 of 5"));
+        assert!(ok.inconsistency(6).unwrap().contains("one of epoch 1 of 5"));
     }
 }

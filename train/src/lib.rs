@@ -264,7 +264,12 @@ fn resume_point(cfg: &Config, group: &psyne::Group) -> Result<trainer::Resume, E
     };
     let rank = group.rank();
     let loaded = if rank == 0 {
-        checkpoint::load(dir, cfg.fingerprint())
+        checkpoint::load(
+            dir,
+            cfg.fingerprint(),
+            cfg.epochs,
+            trainer::shape(cfg).len(),
+        )
     } else {
         Ok(None)
     };

@@ -14,7 +14,7 @@
 //! the transports; [`SharedBuf::is_shared`] tells which.
 
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::executor::stray;
 use crate::executor::{Call, Engine, Links};
 use crate::reduce::{reduce_slice, ReduceOp};
@@ -22,6 +22,7 @@ use crate::schedule::chunk_span;
 use crate::transport::shm::arrival::{Arrival, Waited};
 use crate::transport::shm::board::Board;
 use crate::transport::shm::segment::{self, Segment};
+use crate::transport::shm::withdraw::{Withdraw, Withdrawal};
 use std::marker::PhantomData;
 use std::time::Instant;
 
@@ -206,7 +207,10 @@ impl<T: Element> Mapped<T> {
         deadline: Instant,
     ) -> Result<()> {
         let epoch = self.epoch.wrapping_add(1);
-        arrival(&self.segments[self.rank]).arrive(epoch, kind, self.len as u64);
+        // A peer that gave up waiting for this rank has withdrawn its arrival: too late to join.
+        arrival(&self.segments[self.rank])
+            .arrive(epoch, kind, self.len as u64)
+            .map_err(|w| call.site(links.rank, &links.peers).withdrawn(self.rank, w))?;
         // A peer in a call over the links shows its message there, once its link is adopted.
         links.adopt_arrived()?;
         for (peer, seg) in self.segments.iter().enumerate() {
@@ -217,10 +221,27 @@ impl<T: Element> Mapped<T> {
             let waits = (call.wait.poll, call.wait.spin);
             let on_board = |(board, k): (&Board, u64)| board.slot(peer, (k % 2) as usize).ready(k);
             let elsewhere = || stray::pending(links, peer) || next_flat.is_some_and(on_board);
-            let waited = line.wait_for(epoch, waits, deadline, elsewhere);
+            let mut waited = line.wait_for(epoch, waits, deadline, elsewhere);
             let site = call.site(links.rank, &links.peers);
+            if let Waited::Gone | Waited::TimedOut | Waited::Elsewhere = waited {
+                // Giving up: first withdraw the peer's arrival, so that it cannot go on with
+                // this call either (one call, one outcome); if it arrived first, it made it.
+                let code = match waited {
+                    Waited::Gone => ErrorKind::PeerLost,
+                    Waited::TimedOut => ErrorKind::Timeout,
+                    _ => ErrorKind::Mismatch,
+                };
+                let me = Withdrawal {
+                    by: self.rank,
+                    code: crate::executor::kind_code(code),
+                };
+                if line.withdraw(epoch, me) == Withdraw::Joined {
+                    waited = Waited::Arrived;
+                }
+            }
             return Err(match waited {
                 Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
+                Waited::Withdrawn(w) => site.withdrawn(peer, w),
                 Waited::Arrived => site.mismatch(
                     peer,
                     "a different call on its shared buffer of this allocation",

@@ -20,6 +20,11 @@
 //! grow with the square of the ranks. Where every rank has a core, the summaries are not written
 //! and the slots alone serve, as before.
 //!
+//! Publishing is a compare-and-swap of the slot's `seq`, and a rank that gives up waiting for a
+//! peer's part of an operation withdraws it with a compare-and-swap of the peer's `seq`
+//! ([`Slot::withdraw`]): whichever comes first decides for every rank whether the operation can
+//! complete anywhere ([`super::withdraw`] says why that is race-free).
+//!
 //! On a board of more ranks than the host has cores (rank 0 decides when it creates the board and
 //! says so in the header), an arrival counter counts publishes ([`Board::publish`]): operation
 //! `k` is complete when it reaches `k × size`, and the rank whose publish completes it wakes every
@@ -31,6 +36,7 @@
 
 use super::futex;
 use super::segment::{self, Segment};
+use super::withdraw::{Withdraw, Withdrawal};
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -243,14 +249,17 @@ impl Board {
     ///
     /// On a board that counts arrivals, the summary line is written first: a reader that sees
     /// the slot's `seq` (or the count) sees the summary's too.
-    pub fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) {
+    ///
+    /// Fails, publishing nothing, if a peer has withdrawn this rank's part of operation `k`
+    /// ([`Slot::withdraw`]: it gave up waiting for this rank); the error says who and why.
+    pub fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) -> Result<(), Withdrawal> {
         let parity = (k % 2) as usize;
         if self.counted {
             self.summary(self.rank, parity).publish(k, desc, data);
         }
-        self.slot(self.rank, parity).publish(k, desc, data);
+        self.slot(self.rank, parity).publish(k, desc, data)?;
         if !self.counted {
-            return;
+            return Ok(());
         }
         let arrived = self.header_word(ARRIVED_AT);
         let now = arrived.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
@@ -259,6 +268,7 @@ impl Board {
         {
             futex::wake(arrived, i32::MAX);
         }
+        Ok(())
     }
 
     /// Whether this board counts arrivals (else [`Board::all_arrived`] is never true).
@@ -449,8 +459,10 @@ impl<'a> Slot<'a> {
 
     /// Writes `desc` and `data` (at most [`SLOT_DATA`] bytes) and then publishes them as the data
     /// of operation `k`, waking any rank asleep on this slot. Only the slot's owner calls this,
-    /// through [`Board::publish`].
-    fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) {
+    /// through [`Board::publish`]. Publishing is a compare-and-swap of `seq` from what it held to
+    /// `k`, which fails if a peer withdrew operation `k` from the slot first ([`Slot::withdraw`];
+    /// why that makes one outcome per call: [`super::withdraw`]).
+    fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) -> Result<(), Withdrawal> {
         assert!(data.len() <= SLOT_DATA, "slot data too large");
         // SAFETY: the owner is the only writer of the slot's description and data; readers look
         // at them only after seeing `seq == k` (acquire), which the release store below orders
@@ -460,11 +472,62 @@ impl<'a> Slot<'a> {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), self.base.add(DESC_AT), DESC);
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(SLOT_HEADER), data.len());
         }
-        self.seq().store(k, Ordering::Release);
+        // Only a withdrawal of `k` can replace what the owner loads here (peers withdraw only
+        // the operation they wait in, and the owner publishes nothing else meanwhile).
+        let mut held = self.seq().load(Ordering::Relaxed);
+        loop {
+            if let Some(w) = Withdrawal::decode(held, k) {
+                return Err(w);
+            }
+            match self
+                .seq()
+                .compare_exchange_weak(held, k, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => held = now,
+            }
+        }
         self.seq32().store(k as u32, Ordering::SeqCst);
         if self.sleepers().load(Ordering::SeqCst) > 0 {
             futex::wake(self.seq32(), i32::MAX);
         }
+        Ok(())
+    }
+
+    /// Withdraws the owner's part of operation `k`, as `by` (this rank, giving up waiting for it
+    /// with an error of kind `code`): unless the owner has published it already, it never can,
+    /// and no rank completes the operation ([`super::withdraw`]). Wakes ranks asleep on the slot
+    /// so that they see it.
+    pub fn withdraw(&self, k: u64, by: Withdrawal) -> Withdraw {
+        let mut held = self.seq().load(Ordering::Acquire);
+        loop {
+            if held == k {
+                return Withdraw::Joined;
+            }
+            if let Some(w) = Withdrawal::decode(held, k) {
+                return Withdraw::Already(w);
+            }
+            match self.seq().compare_exchange_weak(
+                held,
+                by.encode(k),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => held = now,
+            }
+        }
+        // A changed futex word wakes sleepers, who then look at `seq` (never equal to `k` now).
+        self.seq32().fetch_add(1 << 31, Ordering::SeqCst);
+        if self.sleepers().load(Ordering::SeqCst) > 0 {
+            futex::wake(self.seq32(), i32::MAX);
+        }
+        Withdraw::Withdrew
+    }
+
+    /// The withdrawal of operation `k` from this slot, if a peer withdrew it.
+    pub fn withdrawal(&self, k: u64) -> Option<Withdrawal> {
+        Withdrawal::decode(self.seq().load(Ordering::Acquire), k)
     }
 
     /// True once the slot holds the data of operation `k`.
@@ -537,7 +600,9 @@ mod tests {
                         "{size} ranks on fewer cores count arrivals"
                     );
                     for k in 1..=200u64 {
-                        board.publish(k, &[rank as u8; DESC], &part(rank, k));
+                        board
+                            .publish(k, &[rank as u8; DESC], &part(rank, k))
+                            .expect("nobody withdraws");
                         while !board.all_arrived(k) {
                             assert!(Instant::now() < deadline, "operation {k} never completed");
                             board.sleep_until_arrived(k, Duration::from_millis(5));

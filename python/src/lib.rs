@@ -8,7 +8,12 @@
 //!
 //! Non-blocking calls run on one worker thread per group (shared by its `with_algo` views), in the
 //! order they were issued; a blocking call first waits (GIL released) for the calls issued before
-//! it, so every rank issues the group's calls to psyne in program order, as psyne requires.
+//! it, so every rank issues the group's calls to psyne in program order, as psyne requires. As in
+//! psyne, the calls in flight on a group (queued, running, or blocking) all come from one Python
+//! thread: a call from another thread meanwhile raises `psyne.UsageError` naming both threads
+//! (two threads' calls would be ordered differently on different ranks). A process forked after
+//! the group was made is refused every call (`UsageError`), before anything is queued or waited
+//! for: the worker thread does not exist in the child.
 
 use psyne::contract::Tunables;
 use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
@@ -34,6 +39,7 @@ fn class_name(kind: psyne::ErrorKind) -> &'static str {
         K::Io => "IoError",
         K::Aborted => "AbortedError",
         K::Revoked => "RevokedError",
+        K::Usage => "UsageError",
     }
 }
 
@@ -212,25 +218,92 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The worker thread of a group's non-blocking calls, and how many of them are not finished.
+/// The worker thread of a group's non-blocking calls, and the calls in flight on the group: how
+/// many (queued, running, or blocking) and which Python thread issued them.
 #[derive(Default)]
 struct Queue {
     sender: Mutex<Option<mpsc::Sender<Job>>>,
-    pending: Mutex<usize>,
+    state: Mutex<InFlight>,
     drained: Condvar,
 }
 
+/// The calls in flight on a group.
+#[derive(Default)]
+struct InFlight {
+    /// Calls issued and not finished.
+    calls: usize,
+    /// The thread that issued them (its identity and a description for errors).
+    holder: Option<(std::thread::ThreadId, String)>,
+}
+
+/// `Python thread 'MainThread'` (the name `threading` gives the calling thread).
+fn python_thread(py: Python<'_>) -> String {
+    let name = py
+        .import("threading")
+        .and_then(|t| t.call_method0("current_thread"))
+        .and_then(|t| t.getattr("name"))
+        .and_then(|n| n.extract::<String>());
+    match name {
+        Ok(name) => format!("Python thread '{name}'"),
+        Err(_) => format!("thread {:?}", std::thread::current().id()),
+    }
+}
+
 impl Queue {
+    /// Counts one more call in flight from this thread (`what`), or refuses it if another
+    /// thread has calls in flight. With `drain`, first waits (GIL released) until this thread's
+    /// earlier calls have finished: a blocking call runs after them.
+    fn enter(&self, py: Python<'_>, what: &str, drain: bool) -> PyResult<()> {
+        let me = std::thread::current().id();
+        let busy = |st: &InFlight| -> Option<String> {
+            match &st.holder {
+                Some((holder, name)) if st.calls > 0 && *holder != me => Some(name.clone()),
+                _ => None,
+            }
+        };
+        let mut st = lock(&self.state);
+        if st.calls > 0 && drain && busy(&st).is_none() {
+            drop(st);
+            py.detach(|| {
+                let mut st = lock(&self.state);
+                // Wait for this thread's calls (no other thread can add any meanwhile).
+                while st.calls > 0 && busy(&st).is_none() {
+                    st = self.drained.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+            });
+            st = lock(&self.state);
+        }
+        if let Some(other) = busy(&st) {
+            return Err(to_py(psyne::Error::new(
+                psyne::ErrorKind::Usage,
+                format!(
+                    "{what} refused: group used from two threads at once: {} called it while {other} has calls on it in flight (queued or running). Ranks pair calls by their order, which two threads would make differ from rank to rank (wrong results); use one group per thread (Group.split) or serialise the calls, the same way on every rank",
+                    python_thread(py)
+                ),
+            )));
+        }
+        if st.holder.as_ref().map(|h| h.0) != Some(me) {
+            st.holder = Some((me, python_thread(py)));
+        }
+        st.calls += 1;
+        Ok(())
+    }
+
+    /// One call in flight finished.
+    fn leave(&self) {
+        let mut st = lock(&self.state);
+        st.calls -= 1;
+        if st.calls == 0 {
+            self.drained.notify_all();
+        }
+    }
+
+    /// Queues `job` (entered already with [`Queue::enter`]); it leaves when it has run.
     fn submit(self: &Arc<Self>, job: Job) -> Result<(), String> {
-        *lock(&self.pending) += 1;
         let me = self.clone();
         let wrapped: Job = Box::new(move || {
             job();
-            let mut p = lock(&me.pending);
-            *p -= 1;
-            if *p == 0 {
-                me.drained.notify_all();
-            }
+            me.leave();
         });
         let mut sender = lock(&self.sender);
         if sender.is_none() {
@@ -242,26 +315,29 @@ impl Queue {
                         job();
                     }
                 })
-                .map_err(|e| format!("starting the worker thread: {e}"))?;
+                .map_err(|e| {
+                    self.leave();
+                    format!("starting the worker thread: {e}")
+                })?;
             *sender = Some(tx);
         }
-        let tx = sender.as_ref().expect("started above");
+        let Some(tx) = sender.as_ref() else {
+            self.leave();
+            return Err("the worker thread is not running".to_string());
+        };
         tx.send(wrapped).map_err(|_| {
-            *lock(&self.pending) -= 1;
+            self.leave();
             "the worker thread has stopped".to_string()
         })
     }
+}
 
-    fn has_pending(&self) -> bool {
-        *lock(&self.pending) > 0
-    }
+/// Leaves the queue when a blocking call ends, however it ends.
+struct Entered<'a>(&'a Queue);
 
-    /// Waits until every submitted call has finished. Each has psyne's deadline, so this ends.
-    fn drain(&self) {
-        let mut p = lock(&self.pending);
-        while *p > 0 {
-            p = self.drained.wait(p).unwrap_or_else(|e| e.into_inner());
-        }
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 
@@ -337,14 +413,13 @@ impl NativeGroup {
 
     /// `MPI_Comm_split`: the subgroup of the ranks that pass the same color, or None.
     fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
-        let queue = self.queue.clone();
+        self.group.check_process().map_err(to_py)?;
+        self.queue.enter(py, "split", true)?;
+        let entered = Entered(&self.queue);
         let group = self.group.clone();
-        py.detach(move || {
-            queue.drain();
-            group.split(color, key)
-        })
-        .map(|g| g.map(NativeGroup::new))
-        .map_err(to_py)
+        let r = py.detach(move || group.split(color, key));
+        drop(entered);
+        r.map(|g| g.map(NativeGroup::new)).map_err(to_py)
     }
 
     /// `MPIX_Comm_revoke`: every later call on the group fails, here and on every peer.
@@ -394,17 +469,17 @@ impl NativeGroup {
             count,
         )?;
         let group = &self.group;
-        let queue = &self.queue;
-        py.detach(move || {
+        group.check_process().map_err(to_py)?;
+        self.queue.enter(py, "a call", true)?;
+        let entered = Entered(&self.queue);
+        let r = py.detach(move || {
             let call = call;
-            if queue.has_pending() {
-                queue.drain();
-            }
             // SAFETY: psyne/__init__.py checked the buffers (contiguous, aligned, of this dtype
             // and length, not overlapping) and holds them until this returns.
             unsafe { run(group, &call.0) }
-        })
-        .map_err(to_py)
+        });
+        drop(entered);
+        r.map_err(to_py)
     }
 
     /// The non-blocking form of [`NativeGroup::run`]: queues the call and returns its handle.
@@ -412,6 +487,7 @@ impl NativeGroup {
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
+        py: Python<'_>,
         code: u8,
         dtype: u8,
         a_addr: usize,
@@ -432,6 +508,8 @@ impl NativeGroup {
             root,
             count,
         )?;
+        self.group.check_process().map_err(to_py)?;
+        self.queue.enter(py, "a non-blocking call", false)?;
         let outcome = Arc::new(Outcome::default());
         let done = outcome.clone();
         let group = self.group.clone();
@@ -444,7 +522,10 @@ impl NativeGroup {
                 done.finish(r);
             }))
             .map_err(PyRuntimeError::new_err)?;
-        Ok(NativeWork { outcome })
+        Ok(NativeWork {
+            outcome,
+            group: self.group.clone(),
+        })
     }
 }
 
@@ -452,6 +533,8 @@ impl NativeGroup {
 #[pyclass(module = "psyne._native", frozen)]
 struct NativeWork {
     outcome: Arc<Outcome>,
+    /// The group, to refuse waiting in a process forked since (no worker would finish the call).
+    group: Group,
 }
 
 #[pymethods]
@@ -465,6 +548,7 @@ impl NativeWork {
     /// it finished successfully, False on timeout, and raises the call's error if it failed.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        self.group.check_process().map_err(to_py)?;
         let outcome = &self.outcome;
         let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
         let r = py.detach(|| {

@@ -19,9 +19,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Calls run in the order they were issued: each takes a ticket and waits for its turn.
+/// Calls run in the order they were issued: each takes a ticket and waits for its turn. Calls
+/// in flight (issued and not finished, blocking or not) all come from one thread: a call from
+/// another is refused ([`super::owner::Claim`]).
 ///
-/// The common case (no other call in flight) costs two atomic operations and no system call:
+/// The common case (no other call in flight) costs three atomic operations and no system call:
 /// the lock and condition variable are touched only when a call must wait for an earlier one.
 #[derive(Default)]
 pub(crate) struct Gate {
@@ -30,11 +32,14 @@ pub(crate) struct Gate {
     waiters: AtomicUsize,
     lock: Mutex<()>,
     turn: Condvar,
+    claim: super::owner::Claim,
 }
 
 impl Gate {
-    pub(crate) fn take(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::SeqCst)
+    /// A ticket for call `what` from this thread, unless another thread has calls in flight.
+    pub(crate) fn take(&self, what: &str) -> Result<u64> {
+        self.claim.take(what)?;
+        Ok(self.next.fetch_add(1, Ordering::SeqCst))
     }
 
     pub(crate) fn wait_turn(&self, ticket: u64) {
@@ -53,6 +58,7 @@ impl Gate {
 
     pub(crate) fn done(&self) {
         self.serving.fetch_add(1, Ordering::SeqCst);
+        self.claim.release();
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
             self.turn.notify_all();
@@ -172,6 +178,20 @@ pub(crate) struct Core {
     _store_server: Option<StoreServer>,
     /// Where to record a peer a failed call lost (the world group under psyrun).
     losses: std::sync::OnceLock<super::losses::LossReport>,
+    /// The process the group was made in: the only one that may call it.
+    pub(crate) birth: super::owner::Birth,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // In a forked child the store server's accept thread does not exist: its drop would
+        // wake the parent's listener and join a thread that is not there. Leave it be.
+        if self.birth.elsewhere() {
+            if let Some(server) = self._store_server.take() {
+                std::mem::forget(server);
+            }
+        }
+    }
 }
 
 impl Core {
@@ -220,6 +240,7 @@ impl Core {
             work: Mutex::new(Vec::new()),
             _store_server: store_server,
             losses: std::sync::OnceLock::new(),
+            birth: super::owner::Birth::here(),
         }
     }
 
@@ -256,6 +277,8 @@ impl Core {
     /// and refuses every later call. Waits for a call of this rank in flight on another thread
     /// to end first (calls hold the links).
     pub(crate) fn revoke(&self) -> Result<()> {
+        // In a forked child, aborting the links would shut down the parent's sockets.
+        self.birth.check("revoke")?;
         let mut comm = self.lock()?;
         let Comm { wire, board, .. } = &mut *comm;
         if wire.poisoned.is_none() {

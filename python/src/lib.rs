@@ -236,17 +236,27 @@ struct InFlight {
     holder: Option<(std::thread::ThreadId, String)>,
 }
 
-/// `Python thread 'MainThread'` (the name `threading` gives the calling thread).
+/// `Python thread 'MainThread'` (the name `threading` gives the calling thread), looked up once
+/// per thread. Called with the GIL and no lock held: looking it up runs Python code, during
+/// which another Python thread may take the GIL.
 fn python_thread(py: Python<'_>) -> String {
+    thread_local! {
+        static NAME: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    }
+    if let Some(name) = NAME.with(|n| n.borrow().clone()) {
+        return name;
+    }
     let name = py
         .import("threading")
         .and_then(|t| t.call_method0("current_thread"))
         .and_then(|t| t.getattr("name"))
         .and_then(|n| n.extract::<String>());
-    match name {
+    let name = match name {
         Ok(name) => format!("Python thread '{name}'"),
         Err(_) => format!("thread {:?}", std::thread::current().id()),
-    }
+    };
+    NAME.with(|n| *n.borrow_mut() = Some(name.clone()));
+    name
 }
 
 impl Queue {
@@ -255,6 +265,9 @@ impl Queue {
     /// earlier calls have finished: a blocking call runs after them.
     fn enter(&self, py: Python<'_>, what: &str, drain: bool) -> PyResult<()> {
         let me = std::thread::current().id();
+        // Before the lock: no Python code runs while it is held (a thread switch there could
+        // leave another Python thread holding the GIL and waiting for the lock).
+        let my_name = python_thread(py);
         let busy = |st: &InFlight| -> Option<String> {
             match &st.holder {
                 Some((holder, name)) if st.calls > 0 && *holder != me => Some(name.clone()),
@@ -274,16 +287,16 @@ impl Queue {
             st = lock(&self.state);
         }
         if let Some(other) = busy(&st) {
+            drop(st);
             return Err(to_py(psyne::Error::new(
                 psyne::ErrorKind::Usage,
                 format!(
-                    "{what} refused: group used from two threads at once: {} called it while {other} has calls on it in flight (queued or running). Ranks pair calls by their order, which two threads would make differ from rank to rank (wrong results); use one group per thread (Group.split) or serialise the calls, the same way on every rank",
-                    python_thread(py)
+                    "{what} refused: group used from two threads at once: {my_name} called it while {other} has calls on it in flight (queued or running). Ranks pair calls by their order, which two threads would make differ from rank to rank (wrong results); use one group per thread (Group.split) or serialise the calls, the same way on every rank"
                 ),
             )));
         }
         if st.holder.as_ref().map(|h| h.0) != Some(me) {
-            st.holder = Some((me, python_thread(py)));
+            st.holder = Some((me, my_name));
         }
         st.calls += 1;
         Ok(())
@@ -298,13 +311,9 @@ impl Queue {
         }
     }
 
-    /// Queues `job` (entered already with [`Queue::enter`]); it leaves when it has run.
-    fn submit(self: &Arc<Self>, job: Job) -> Result<(), String> {
-        let me = self.clone();
-        let wrapped: Job = Box::new(move || {
-            job();
-            me.leave();
-        });
+    /// Queues `job` (entered already with [`Queue::enter`]; it must [`Queue::leave`] when it
+    /// has run).
+    fn submit(&self, job: Job) -> Result<(), String> {
         let mut sender = lock(&self.sender);
         if sender.is_none() {
             let (tx, rx) = mpsc::channel::<Job>();
@@ -325,7 +334,7 @@ impl Queue {
             self.leave();
             return Err("the worker thread is not running".to_string());
         };
-        tx.send(wrapped).map_err(|_| {
+        tx.send(job).map_err(|_| {
             self.leave();
             "the worker thread has stopped".to_string()
         })
@@ -513,12 +522,16 @@ impl NativeGroup {
         let outcome = Arc::new(Outcome::default());
         let done = outcome.clone();
         let group = self.group.clone();
+        let queue = self.queue.clone();
         self.queue
             .submit(Box::new(move || {
                 let call = call;
                 // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
                 let r = unsafe { run(&group, &call.0) };
                 Python::attach(move |_py| drop(keep));
+                // Left before the result shows: whoever sees it may call again at once, from
+                // any thread.
+                queue.leave();
                 done.finish(r);
             }))
             .map_err(PyRuntimeError::new_err)?;

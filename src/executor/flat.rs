@@ -15,6 +15,13 @@
 //! finished operation `k - 2`, i.e. after its last read of `r`'s parity `k % 2`. So no rank ever
 //! overwrites data another still reads.
 //!
+//! One call, one outcome: a rank gives up a board call (its deadline passed, a peer died or is
+//! in another call) only after withdrawing the part of the peer it waited for
+//! ([`Board::publish`] and [`crate::transport::shm::board::Slot::withdraw`] are compare-and-swaps
+//! of the same word), and finds the part published instead if the peer won that race; so a late
+//! rank cannot complete a call its peers failed, and a rank cannot fail a call that completes
+//! elsewhere ([`crate::transport::shm::withdraw`]).
+//!
 //! On a board with more ranks than cores, a rank first sleeps on the board's arrival counter until
 //! every rank has published ([`Board::publish`]), so it wakes once however many peers are late,
 //! and then reads each peer's summary line ([`Board::summary`]: the description and a part of up

@@ -368,8 +368,13 @@ impl Group {
         let core = self.core.clone();
         let submitted = self.worker.submit(Box::new(move || {
             core.gate.wait_turn(ticket);
-            let _turn = Turn(&core.gate);
-            completer.complete(f(&core));
+            let result = {
+                let _turn = Turn(&core.gate);
+                f(&core)
+            };
+            // After the turn is served: whoever sees the result may call again at once, from
+            // any thread ([`owner::Claim`]).
+            completer.complete(result);
         }));
         match submitted {
             Ok(()) => handle,

@@ -9,6 +9,11 @@
 //! whole result. Chunk `r` of a buffer is only ever touched by rank `r` (and its owner before and
 //! after the call), so no two ranks write the same bytes and none reads bytes being written.
 //!
+//! A rank that gives up waiting at an arrival withdraws the late peer's arrival first
+//! ([`Arrival::withdraw`]), so the late peer fails too instead of going on with the call: late
+//! at the first arrival, it touches no buffer; late at the second, it may already have written
+//! its chunk of the result into the others' buffers, which a failed call leaves undefined.
+//!
 //! Where memory cannot be shared (the group spans hosts, `PSY_TRANSPORT=tcp`, a segment cannot be
 //! created), every rank gets an ordinary private buffer instead and the all-reduce goes through
 //! the transports; [`SharedBuf::is_shared`] tells which.

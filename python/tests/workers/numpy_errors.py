@@ -16,14 +16,15 @@ R, S = g.rank, g.size
 
 
 def expect(exc_type, f, *a, **kw):
+    names = " or ".join(t.__name__ for t in (exc_type if isinstance(exc_type, tuple) else (exc_type,)))
     try:
         f(*a, **kw)
     except exc_type as e:
         return e
     except Exception as e:  # noqa: BLE001
-        print(f"rank {R}: expected {exc_type.__name__}, got {type(e).__name__}: {e}", flush=True)
+        print(f"rank {R}: expected {names}, got {type(e).__name__}: {e}", flush=True)
         sys.exit(1)
-    print(f"rank {R}: expected {exc_type.__name__}, got no error", flush=True)
+    print(f"rank {R}: expected {names}, got no error", flush=True)
     sys.exit(1)
 
 

@@ -21,36 +21,40 @@ use std::time::Duration;
 
 /// Calls run in the order they were issued: each takes a ticket and waits for its turn. Calls
 /// in flight (issued and not finished, blocking or not) all come from one thread: a call from
-/// another is refused ([`super::owner::Claim`]).
+/// another is refused ([`super::owner::Claim`], which hands out the tickets).
 ///
-/// The common case (no other call in flight) costs three atomic operations and no system call:
+/// The common case (no other call in flight) costs two atomic operations and no system call:
 /// the lock and condition variable are touched only when a call must wait for an earlier one.
 #[derive(Default)]
 pub(crate) struct Gate {
-    next: AtomicU64,
+    claim: super::owner::Claim,
+    /// Tickets served (compared with tickets in their low [`super::owner::TICKET_BITS`] bits).
     serving: AtomicU64,
     waiters: AtomicUsize,
     lock: Mutex<()>,
     turn: Condvar,
-    claim: super::owner::Claim,
 }
 
 impl Gate {
     /// A ticket for call `what` from this thread, unless another thread has calls in flight.
     pub(crate) fn take(&self, what: &str) -> Result<u64> {
-        self.claim.take(what)?;
-        Ok(self.next.fetch_add(1, Ordering::SeqCst))
+        self.claim.take(what, &self.serving)
+    }
+
+    /// Whether `ticket` is being served.
+    fn serves(&self, ticket: u64) -> bool {
+        self.serving.load(Ordering::SeqCst) & super::owner::TICKETS == ticket
     }
 
     pub(crate) fn wait_turn(&self, ticket: u64) {
-        if self.serving.load(Ordering::SeqCst) == ticket {
+        if self.serves(ticket) {
             return;
         }
         let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.waiters.fetch_add(1, Ordering::SeqCst);
         // Re-checked under the lock: `done` bumps `serving` before it looks at `waiters`, and
         // notifies under the lock, so a wake-up cannot fall between this check and the wait.
-        while self.serving.load(Ordering::SeqCst) != ticket {
+        while !self.serves(ticket) {
             guard = self.turn.wait(guard).unwrap_or_else(|p| p.into_inner());
         }
         self.waiters.fetch_sub(1, Ordering::SeqCst);
@@ -58,7 +62,6 @@ impl Gate {
 
     pub(crate) fn done(&self) {
         self.serving.fetch_add(1, Ordering::SeqCst);
-        self.claim.release();
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
             self.turn.notify_all();

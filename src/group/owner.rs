@@ -85,7 +85,8 @@ impl Birth {
     }
 }
 
-/// Which thread has calls in flight on a group, and how many: one thread at a time.
+/// A group's tickets, and which thread took the last one: one thread at a time has calls in
+/// flight.
 ///
 /// **Threads.** Ranks pair their calls by order: the `n`-th call of every rank is one
 /// collective. Calls from two threads of one rank at once are ordered by whichever thread gets
@@ -98,26 +99,33 @@ impl Birth {
 /// program must then make the turns the same on every rank, e.g. with a lock held across its
 /// own calls and a fixed order), or each use their own group ([`crate::Group::split`]).
 ///
-/// One word holds the thread (a per-thread number) and the count, so taking and releasing are
-/// one compare-and-swap and one subtraction, with no lock; the name of the thread that holds
-/// the group, for errors, is written only when another thread takes it.
+/// One word holds the next ticket (the low [`TICKET_BITS`] bits) and the number of the thread
+/// that took the last one (above): the calls in flight are the tickets taken and not yet served,
+/// so taking a ticket and checking who holds the group is one compare-and-swap, the same cost
+/// as the plain ticket counter it replaces, and finishing a call serves its ticket as before.
+/// The name of the thread that holds the group, for errors, is written only when another thread
+/// takes it over.
 #[derive(Default)]
 pub(crate) struct Claim {
-    /// The holder's thread number (above [`COUNT_BITS`]) and its calls in flight (below).
-    word: AtomicU64,
+    /// The taker's thread number (above [`TICKET_BITS`]) and the next ticket (below).
+    next: AtomicU64,
     /// The holder's number and description, updated when the holder changes.
     holder: std::sync::Mutex<(u64, String)>,
 }
 
-/// Bits of [`Claim::word`] counting calls in flight.
-const COUNT_BITS: u32 = 24;
-const COUNT: u64 = (1 << COUNT_BITS) - 1;
+/// Bits of [`Claim`]'s word that number tickets (they wrap; so do thread numbers above them).
+pub(crate) const TICKET_BITS: u32 = 40;
+/// The mask of a ticket.
+pub(crate) const TICKETS: u64 = (1 << TICKET_BITS) - 1;
 
 /// A number per thread, never 0, for [`Claim`].
 fn thread_number() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
-        static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed) & ((1 << (64 - COUNT_BITS)) - 1);
+        static NUMBER: u64 = match NEXT.fetch_add(1, Ordering::Relaxed) & ((1 << (64 - TICKET_BITS)) - 1) {
+            0 => 1,
+            n => n,
+        };
     }
     NUMBER.with(|n| *n)
 }
@@ -132,56 +140,56 @@ fn this_thread() -> String {
 }
 
 impl Claim {
-    /// Counts one more call in flight from this thread; fails naming both threads if another
-    /// thread has calls in flight. `what` names the call.
-    pub(crate) fn take(&self, what: &str) -> Result<()> {
+    /// The next ticket, for call `what` from this thread; fails naming both threads if another
+    /// thread has calls in flight (tickets taken beyond `served`, the tickets served so far).
+    pub(crate) fn take(&self, what: &str, served: &AtomicU64) -> Result<u64> {
         let me = thread_number();
-        let mut word = self.word.load(Ordering::Acquire);
+        let mut word = self.next.load(Ordering::SeqCst);
         loop {
-            let (holder, n) = (word >> COUNT_BITS, word & COUNT);
-            if n != 0 && holder != me {
-                return Err(self.busy(what, holder));
+            let (holder, ticket) = (word >> TICKET_BITS, word & TICKETS);
+            if holder != me {
+                // Read after `word`: a ticket the holder takes meanwhile changes `word`, and the
+                // swap below fails and looks again.
+                let in_flight = ticket.wrapping_sub(served.load(Ordering::SeqCst)) & TICKETS;
+                if in_flight != 0 {
+                    return Err(self.busy(what, holder));
+                }
             }
-            if n == COUNT {
-                return Err(Error::new(
-                    ErrorKind::Usage,
-                    format!("{what} refused: {COUNT} calls are in flight on this group already; wait for some of them"),
-                ));
-            }
-            let next = me << COUNT_BITS | (n + 1);
+            let next = me << TICKET_BITS | ((ticket + 1) & TICKETS);
             match self
-                .word
-                .compare_exchange_weak(word, next, Ordering::Acquire, Ordering::Acquire)
+                .next
+                .compare_exchange_weak(word, next, Ordering::SeqCst, Ordering::SeqCst)
             {
                 Ok(_) => break,
                 Err(now) => word = now,
             }
         }
-        if word >> COUNT_BITS != me {
+        if word >> TICKET_BITS != me {
             // This thread takes the group over (from none or from a thread whose calls all
             // finished): record who it is, for another thread's error.
             let mut holder = self.holder.lock().unwrap_or_else(|p| p.into_inner());
             *holder = (me, this_thread());
         }
-        Ok(())
-    }
-
-    /// One call in flight finished.
-    pub(crate) fn release(&self) {
-        self.word.fetch_sub(1, Ordering::Release);
+        Ok(word & TICKETS)
     }
 
     #[cold]
     fn busy(&self, what: &str, holder: u64) -> Error {
-        let recorded = self
-            .holder
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let other = if recorded.0 == holder {
-            recorded.1
-        } else {
-            "another thread".to_string()
+        // The holder records its name just after taking its ticket: give it a moment to.
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        let other = loop {
+            let recorded = self
+                .holder
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if recorded.0 == holder {
+                break recorded.1;
+            }
+            if std::time::Instant::now() > until {
+                break "another thread".to_string();
+            }
+            std::thread::yield_now();
         };
         Error::new(
             ErrorKind::Usage,

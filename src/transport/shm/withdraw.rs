@@ -3,7 +3,7 @@
 //!
 //! The node board ([`super::board`]) and the shared buffers' arrival lines ([`super::arrival`])
 //! each have one word per rank and call that says whether the rank has joined the call: a slot's
-//! `seq`, an arrival line's `state`. The owner joins call `k` with a compare-and-swap of that word
+//! `state`, an arrival line's `state`. The owner joins call `k` with a compare-and-swap of that word
 //! from what it held before to `k`; a peer that gives up waiting for the owner in call `k` (its
 //! deadline passed, or it found the owner dead or in another call) withdraws the owner's part
 //! with a compare-and-swap of the same word, from what it held before to a *withdrawal* of `k`
@@ -26,8 +26,9 @@
 //! call has one outcome on every rank. (Disagreements that every rank reads from the same words,
 //! a mismatch of descriptions, fail every rank alike without a withdrawal.)
 //!
-//! The cost on the fast path is that the owner's store of `k` became a compare-and-swap on a
-//! word of its own line, which it writes anyway; readers only read.
+//! The cost on the fast path is one compare-and-swap by the owner, on a line that readers do not
+//! poll (on the node board it replaced the locked store of the futex word, a full barrier too);
+//! readers only read.
 
 /// The top bit of a joined-call word: set in a withdrawal, never in a call number.
 const FLAG: u64 = 1 << 63;

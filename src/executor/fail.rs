@@ -117,7 +117,8 @@ impl Site<'_> {
 
     /// `owner`'s part of this call was withdrawn by `w.by`, which gave up waiting for it
     /// ([`crate::transport::shm::withdraw`]): the call fails on every rank. `owner` is this rank
-    /// when it arrived too late to join.
+    /// when it arrived too late to join; another rank's is the one this rank waited for too, so
+    /// the error is about it ([`Error::peer`]: psyrun names the rank the others lost).
     pub(crate) fn withdrawn(&self, owner: usize, w: Withdrawal) -> Error {
         let kind = super::header::kind_of(w.code);
         let why = match kind {
@@ -131,7 +132,7 @@ impl Site<'_> {
         } else {
             format!("the part of {}", self.who(owner))
         };
-        Error::new(
+        let err = Error::new(
             kind,
             format!(
                 "{} on rank {}: {} gave up this call while waiting, because {why}, and withdrew {whose}; so the call fails on every rank rather than completing on some (every rank must call it within PSY_TIMEOUT of the others)",
@@ -139,7 +140,12 @@ impl Site<'_> {
                 self.rank,
                 self.who(w.by),
             ),
-        )
+        );
+        if owner == self.rank {
+            err
+        } else {
+            err.about_peer(owner)
+        }
     }
 
     /// `peer`'s point-to-point counts disagree with `mine` (this rank's for `peer`): a `send`

@@ -28,6 +28,9 @@ pub enum ErrorKind {
     /// A rank revoked the group ([`crate::Group::revoke`]): its pending and later calls fail,
     /// on every rank, until the survivors [`crate::Group::shrink`] it.
     Revoked,
+    /// The group was used in a way it cannot serve: from a process other than the one that
+    /// created it (a child forked after it was made), or from two threads at once.
+    Usage,
 }
 
 /// The error returned by every fallible psyne call.

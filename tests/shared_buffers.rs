@@ -212,3 +212,48 @@ fn a_failed_shared_all_reduce_poisons_the_group() {
         }
     }
 }
+
+#[test]
+fn a_rank_joining_a_shared_all_reduce_its_peer_gave_up_fails_and_writes_nothing() {
+    // Issue 33, item 4, on shared buffers: rank 1 joins only once rank 0 has returned its
+    // timeout (an event, not a sleep). It must fail too, and must not write its chunk of the
+    // result into rank 0's buffer, which rank 0 owns again since its call returned.
+    let _names = creating_segments();
+    let len = 2 * psyne::MIN_SHARED_BYTES / std::mem::size_of::<f64>();
+    let (gave_up, heard) = std::sync::mpsc::channel::<()>();
+    let (finished, told) = std::sync::mpsc::channel::<()>();
+    let (heard, told) = (std::sync::Mutex::new(heard), std::sync::Mutex::new(told));
+    let timeout = Duration::from_millis(800);
+    let results = common::with_wiring(2, Wiring::Shm, timeout, move |g| {
+        let mut buf = g.alloc_shared::<f64>(len).expect("allocating");
+        assert!(buf.is_shared());
+        buf.fill((g.rank() + 1) as f64);
+        if g.rank() == 1 {
+            let heard = heard.lock().unwrap_or_else(|p| p.into_inner());
+            heard.recv_timeout(timeout * 20).expect("rank 0 gives up");
+        }
+        let r = g.all_reduce_shared(&mut buf, ReduceOp::Sum);
+        if g.rank() == 0 {
+            let _ = gave_up.send(());
+            let told = told.lock().unwrap_or_else(|p| p.into_inner());
+            told.recv_timeout(timeout * 20).expect("rank 1 returns");
+        } else {
+            let _ = finished.send(());
+        }
+        (r, buf.to_vec())
+    });
+    for (rank, (r, buf)) in results.iter().enumerate() {
+        let e = r
+            .as_ref()
+            .expect_err(&format!("rank {rank} must fail, as rank 0 did"));
+        assert_eq!(e.kind(), ErrorKind::Timeout, "rank {rank}: {e}");
+        let input = (rank + 1) as f64;
+        let wrong = buf.iter().position(|&x| x != input);
+        assert_eq!(
+            wrong, None,
+            "rank {rank}'s buffer changed after its failed call"
+        );
+    }
+    let late = results[1].0.as_ref().expect_err("checked");
+    assert!(late.message().contains("withdrew"), "{late}");
+}

@@ -19,7 +19,9 @@ divided by the group size; integers truncate), and for integers ``"band"``, ``"b
 ``"bxor"``.
 
 Each blocking call has a non-blocking ``*_async`` form returning a :class:`Request` (``wait()``,
-``test()``, ``await``). Calls on one group run in the order they were issued, blocking or not.
+``test()``, ``await``). Calls on one group run in the order they were issued, blocking or not, and
+come from one thread at a time: a call from another thread while calls are in flight, or from a
+process forked after the group was made, raises :class:`UsageError`.
 Errors are :class:`psyne.Error` subclasses carrying psyne's kind (:class:`MismatchError`,
 :class:`PeerLostError`, :class:`TimeoutError`, ...). Ctrl-C during a call that waits for its
 peers raises ``KeyboardInterrupt`` at once (within about 50 ms, not at the timeout); the group
@@ -47,6 +49,7 @@ from ._errors import (
     PeerLostError,
     RevokedError,
     TimeoutError,
+    UsageError,
 )
 
 __all__ = [
@@ -194,8 +197,12 @@ class Request:
 class Group:
     """The ranks of a job, connected to each other. Every rank of the group calls each collective,
     in the same order, with matching arguments (a rank that does not gets a
-    :class:`MismatchError`, as do the others). Calls from several threads run one at a time, in
-    the order they were issued."""
+    :class:`MismatchError`, as do the others). Calls run one at a time, in the order they were
+    issued; the calls in flight (queued, running or blocking) must all come from one thread, and a
+    call from another thread meanwhile raises :class:`UsageError` naming both (ranks pair calls by
+    their order, which two threads would make differ between ranks): use one group per thread
+    (:meth:`split`) or serialise the calls. A process forked after the group was made is refused
+    every call (:class:`UsageError`)."""
 
     __slots__ = ("_n", "rank", "size")
 

@@ -21,6 +21,7 @@ __all__ = [
     "IoError",
     "AbortedError",
     "RevokedError",
+    "UsageError",
 ]
 
 
@@ -91,3 +92,11 @@ class RevokedError(Error):
     survivors shrink it."""
 
     kind = "Revoked"
+
+
+class UsageError(Error, RuntimeError):
+    """The group was used in a way it cannot serve: from a process forked after it was made (the
+    child must form a group of its own), or from two threads at once (use one group per thread,
+    e.g. from ``split``, or serialise the calls)."""
+
+    kind = "Usage"

@@ -8,13 +8,19 @@
 //!
 //! Non-blocking calls run on one worker thread per group (shared by its `with_algo` views), in the
 //! order they were issued; a blocking call first waits (GIL released) for the calls issued before
-//! it, so every rank issues the group's calls to psyne in program order, as psyne requires.
+//! it, so every rank issues the group's calls to psyne in program order, as psyne requires. As in
+//! psyne, the calls in flight on a group (queued, running, or blocking) all come from one Python
+//! thread: a call from another thread meanwhile raises `psyne.UsageError` naming both threads
+//! (two threads' calls would be ordered differently on different ranks). A process forked after
+//! the group was made is refused every call (`UsageError`), before anything is queued or waited
+//! for: the worker thread does not exist in the child.
 //!
-//! Ctrl-C: a wait with the GIL released (a blocking call, `Request.wait`) checks for a pending
-//! signal every [`psyne::INTERRUPT_CHECK_EVERY`] once it has waited that long, as NumPy's and the
-//! socket module's blocking calls do (`Interrupts`). A signal whose handler raises (SIGINT's
-//! `KeyboardInterrupt`) ends the call: the exception is raised, the peers are told, and the group
-//! refuses every later call with an error saying it was interrupted.
+//! Ctrl-C: a wait with the GIL released (a blocking call, the wait for the calls issued before
+//! it, `Request.wait`) checks for a pending signal every [`psyne::INTERRUPT_CHECK_EVERY`] once it
+//! has waited that long, as NumPy's and the socket module's blocking calls do (`Interrupts`). A
+//! signal whose handler raises (SIGINT's `KeyboardInterrupt`) ends the call: the exception is
+//! raised, the peers are told, and the group refuses every later call with an error saying it
+//! was interrupted.
 
 use psyne::contract::Tunables;
 use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
@@ -42,6 +48,7 @@ fn class_name(kind: psyne::ErrorKind) -> &'static str {
         K::Io => "IoError",
         K::Aborted => "AbortedError",
         K::Revoked => "RevokedError",
+        K::Usage => "UsageError",
     }
 }
 
@@ -328,26 +335,119 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The worker thread of a group's non-blocking calls, and how many of them are not finished.
+/// The worker thread of a group's non-blocking calls, and the calls in flight on the group: how
+/// many (queued, running, or blocking) and which Python thread issued them.
 #[derive(Default)]
 struct Queue {
     sender: Mutex<Option<mpsc::Sender<Job>>>,
-    pending: Mutex<usize>,
+    state: Mutex<InFlight>,
     drained: Condvar,
 }
 
+/// The calls in flight on a group.
+#[derive(Default)]
+struct InFlight {
+    /// Calls issued and not finished.
+    calls: usize,
+    /// The thread that issued them (its identity and a description for errors).
+    holder: Option<(std::thread::ThreadId, String)>,
+}
+
+/// `Python thread 'MainThread'` (the name `threading` gives the calling thread), looked up once
+/// per thread. Called with the GIL and no lock held: looking it up runs Python code, during
+/// which another Python thread may take the GIL.
+fn python_thread(py: Python<'_>) -> String {
+    thread_local! {
+        static NAME: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    }
+    if let Some(name) = NAME.with(|n| n.borrow().clone()) {
+        return name;
+    }
+    let name = py
+        .import("threading")
+        .and_then(|t| t.call_method0("current_thread"))
+        .and_then(|t| t.getattr("name"))
+        .and_then(|n| n.extract::<String>());
+    let name = match name {
+        Ok(name) => format!("Python thread '{name}'"),
+        Err(_) => format!("thread {:?}", std::thread::current().id()),
+    };
+    NAME.with(|n| *n.borrow_mut() = Some(name.clone()));
+    name
+}
+
 impl Queue {
-    fn submit(self: &Arc<Self>, job: Job) -> Result<(), String> {
-        *lock(&self.pending) += 1;
-        let me = self.clone();
-        let wrapped: Job = Box::new(move || {
-            job();
-            let mut p = lock(&me.pending);
-            *p -= 1;
-            if *p == 0 {
-                me.drained.notify_all();
+    /// Counts one more call in flight from this thread (`what`), or refuses it if another
+    /// thread has calls in flight. With `drain`, first waits (GIL released) until this thread's
+    /// earlier calls have finished: a blocking call runs after them; that wait gives way to a
+    /// signal as the call's own waits do (false, and nothing counted, if it gave up).
+    fn enter(&self, py: Python<'_>, what: &str, drain: Option<&Interrupts>) -> PyResult<bool> {
+        let me = std::thread::current().id();
+        // Before the lock: no Python code runs while it is held (a thread switch there could
+        // leave another Python thread holding the GIL and waiting for the lock).
+        let my_name = python_thread(py);
+        let busy = |st: &InFlight| -> Option<String> {
+            match &st.holder {
+                Some((holder, name)) if st.calls > 0 && *holder != me => Some(name.clone()),
+                _ => None,
             }
-        });
+        };
+        let mut st = lock(&self.state);
+        if let Some(interrupts) = drain.filter(|_| st.calls > 0 && busy(&st).is_none()) {
+            drop(st);
+            let gave_up = py.detach(|| {
+                let _in_call = InCall::enter();
+                let mut st = lock(&self.state);
+                // Wait for this thread's calls (no other thread can add any meanwhile).
+                while st.calls > 0 && busy(&st).is_none() {
+                    st = self
+                        .drained
+                        .wait_timeout(st, psyne::INTERRUPT_CHECK_EVERY)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    if st.calls > 0 && busy(&st).is_none() {
+                        drop(st);
+                        if interrupts.check(true).is_some() {
+                            return true;
+                        }
+                        st = lock(&self.state);
+                    }
+                }
+                false
+            });
+            if gave_up {
+                return Ok(false);
+            }
+            st = lock(&self.state);
+        }
+        if let Some(other) = busy(&st) {
+            drop(st);
+            return Err(to_py(psyne::Error::new(
+                psyne::ErrorKind::Usage,
+                format!(
+                    "{what} refused: group used from two threads at once: {my_name} called it while {other} has calls on it in flight (queued or running). Ranks pair calls by their order, which two threads would make differ from rank to rank (wrong results); use one group per thread (Group.split) or serialise the calls, the same way on every rank"
+                ),
+            )));
+        }
+        if st.holder.as_ref().map(|h| h.0) != Some(me) {
+            st.holder = Some((me, my_name));
+        }
+        st.calls += 1;
+        Ok(true)
+    }
+
+    /// One call in flight finished.
+    fn leave(&self) {
+        let mut st = lock(&self.state);
+        st.calls -= 1;
+        if st.calls == 0 {
+            self.drained.notify_all();
+        }
+    }
+
+    /// Queues `job` (entered already with [`Queue::enter`]; it must [`Queue::leave`] when it
+    /// has run).
+    fn submit(&self, job: Job) -> Result<(), String> {
         let mut sender = lock(&self.sender);
         if sender.is_none() {
             let (tx, rx) = mpsc::channel::<Job>();
@@ -358,47 +458,29 @@ impl Queue {
                         job();
                     }
                 })
-                .map_err(|e| format!("starting the worker thread: {e}"))?;
+                .map_err(|e| {
+                    self.leave();
+                    format!("starting the worker thread: {e}")
+                })?;
             *sender = Some(tx);
         }
-        let tx = sender.as_ref().expect("started above");
-        tx.send(wrapped).map_err(|_| {
-            *lock(&self.pending) -= 1;
+        let Some(tx) = sender.as_ref() else {
+            self.leave();
+            return Err("the worker thread is not running".to_string());
+        };
+        tx.send(job).map_err(|_| {
+            self.leave();
             "the worker thread has stopped".to_string()
         })
     }
+}
 
-    fn has_pending(&self) -> bool {
-        *lock(&self.pending) > 0
-    }
+/// Leaves the queue when a blocking call ends, however it ends.
+struct Entered<'a>(&'a Queue);
 
-    /// Waits until every submitted call has finished. Each has psyne's deadline, so this ends.
-    fn drain(&self) {
-        let mut p = lock(&self.pending);
-        while *p > 0 {
-            p = self.drained.wait(p).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// [`Queue::drain`] for a blocking call, giving way to a signal as the call's own waits do:
-    /// false if `interrupts` says to give up.
-    fn drain_or_interrupt(&self, interrupts: &Interrupts) -> bool {
-        let mut p = lock(&self.pending);
-        while *p > 0 {
-            p = self
-                .drained
-                .wait_timeout(p, psyne::INTERRUPT_CHECK_EVERY)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            if *p > 0 {
-                drop(p);
-                if interrupts.check(true).is_some() {
-                    return false;
-                }
-                p = lock(&self.pending);
-            }
-        }
-        true
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 
@@ -490,14 +572,15 @@ impl NativeGroup {
     /// `MPI_Comm_split`: the subgroup of the ranks that pass the same color, or None.
     fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
         not_in_a_call()?;
-        let queue = self.queue.clone();
+        self.group.check_process().map_err(to_py)?;
+        if !self.queue.enter(py, "split", Some(&self.interrupts))? {
+            return Err(NativeGroup::interrupted(py, &self.group, &self.interrupts));
+        }
+        let entered = Entered(&self.queue);
         let group = self.group.clone();
-        py.detach(move || {
-            queue.drain();
-            group.split(color, key)
-        })
-        .map(|g| g.map(NativeGroup::new))
-        .map_err(to_py)
+        let r = py.detach(move || group.split(color, key));
+        drop(entered);
+        r.map(|g| g.map(NativeGroup::new)).map_err(to_py)
     }
 
     /// `MPIX_Comm_revoke`: every later call on the group fails, here and on every peer.
@@ -549,29 +632,27 @@ impl NativeGroup {
             root,
             count,
         )?;
+        let group = &self.group;
+        group.check_process().map_err(to_py)?;
         let interrupts = &*self.interrupts;
         if interrupts.hit.load(Ordering::SeqCst) {
             return Err(interrupts.refusal());
         }
         not_in_a_call()?;
-        let group = &self.group;
-        let queue = &self.queue;
-        let drained = py.detach(move || {
+        if !self.queue.enter(py, "a call", Some(interrupts))? {
+            // Interrupted while waiting for the calls issued before it.
+            return Err(NativeGroup::interrupted(py, group, interrupts));
+        }
+        let entered = Entered(&self.queue);
+        let r = py.detach(move || {
             let call = call;
-            if queue.has_pending() && !queue.drain_or_interrupt(interrupts) {
-                return Err(None);
-            }
             let _in_call = InCall::enter();
             // SAFETY: psyne/__init__.py checked the buffers (contiguous, aligned, of this dtype
             // and length, not overlapping) and holds them until this returns.
-            unsafe { run(group, &call.0) }.map_err(Some)
+            unsafe { run(group, &call.0) }
         });
-        match drained {
-            Ok(()) => Ok(()),
-            // Interrupted while waiting for the calls issued before it.
-            Err(None) => Err(NativeGroup::interrupted(py, group, interrupts)),
-            Err(Some(e)) => Err(interrupts.raise(e)),
-        }
+        drop(entered);
+        r.map_err(|e| interrupts.raise(e))
     }
 
     /// The non-blocking form of [`NativeGroup::run`]: queues the call and returns its handle.
@@ -579,6 +660,7 @@ impl NativeGroup {
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
+        py: Python<'_>,
         code: u8,
         dtype: u8,
         a_addr: usize,
@@ -599,13 +681,16 @@ impl NativeGroup {
             root,
             count,
         )?;
+        self.group.check_process().map_err(to_py)?;
         if self.interrupts.hit.load(Ordering::SeqCst) {
             return Err(self.interrupts.refusal());
         }
+        self.queue.enter(py, "a non-blocking call", None)?;
         let outcome = Arc::new(Outcome::default());
         let done = outcome.clone();
         let group = self.group.clone();
         let interrupts = self.interrupts.clone();
+        let queue = self.queue.clone();
         self.queue
             .submit(Box::new(move || {
                 let call = call;
@@ -617,6 +702,9 @@ impl NativeGroup {
                     unsafe { run(&group, &call.0) }
                 };
                 Python::attach(move |_py| drop(keep));
+                // Left before the result shows: whoever sees it may call again at once, from
+                // any thread.
+                queue.leave();
                 done.finish(r);
             }))
             .map_err(PyRuntimeError::new_err)?;
@@ -632,7 +720,8 @@ impl NativeGroup {
 #[pyclass(module = "psyne._native", frozen)]
 struct NativeWork {
     outcome: Arc<Outcome>,
-    /// The group it runs on, and how that group's waits give way to a signal.
+    /// The group it runs on (also to refuse waiting in a process forked since: no worker would
+    /// finish the call), and how that group's waits give way to a signal.
     group: Group,
     interrupts: Arc<Interrupts>,
 }
@@ -657,6 +746,7 @@ impl NativeWork {
     /// call (see the module docs).
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        self.group.check_process().map_err(to_py)?;
         let (outcome, interrupts) = (&self.outcome, &*self.interrupts);
         let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
         let r = py.detach(|| {

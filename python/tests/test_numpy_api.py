@@ -43,6 +43,16 @@ def test_timeout_raises_timeout_error():
     assert "TimeoutError after" in p.stdout
 
 
+def test_a_forked_child_is_refused_every_call():
+    # Issue 33, item 3: a child forked after init() joined the other rank's all-reduce.
+    check(launch(2, "numpy_errors.py", "fork", env={"PSY_TIMEOUT": "20"}), 2)
+
+
+def test_two_threads_calling_one_group_at_once_are_refused():
+    # Issue 33, item 12: two threads' calls paired across ranks in whatever order they came.
+    check(launch(2, "numpy_errors.py", "threads", env={"PSY_TIMEOUT": "20"}), 2)
+
+
 def test_gil_is_released_during_a_blocking_collective():
     p = launch(2, "numpy_errors.py", "gil")
     check(p, 2)

@@ -5,6 +5,7 @@
 use super::header::OpDesc;
 use crate::error::{Error, ErrorKind};
 use crate::transport::shm::board::AbortMark;
+use crate::transport::shm::withdraw::Withdrawal;
 use crate::transport::PeerInfo;
 use std::fmt::Display;
 
@@ -128,6 +129,39 @@ impl Site<'_> {
             _ => format!("its {kind:?} error was about {}", self.who(about)),
         });
         self.aborted_by(peer, kind, reason.as_deref())
+    }
+
+    /// `owner`'s part of this call was withdrawn by `w.by`, which gave up waiting for it
+    /// ([`crate::transport::shm::withdraw`]): the call fails on every rank. `owner` is this rank
+    /// when it arrived too late to join; another rank's is the one this rank waited for too, so
+    /// the error is about it ([`Error::peer`]: psyrun names the rank the others lost).
+    pub(crate) fn withdrawn(&self, owner: usize, w: Withdrawal) -> Error {
+        let kind = super::header::kind_of(w.code);
+        let why = match kind {
+            ErrorKind::Timeout => "its deadline passed (PSY_TIMEOUT)".to_string(),
+            ErrorKind::PeerLost => "it found that rank gone".to_string(),
+            ErrorKind::Mismatch => "it found that rank in another call".to_string(),
+            other => format!("of a {other:?} error"),
+        };
+        let whose = if owner == self.rank {
+            "this rank's part: this rank joined the call too late".to_string()
+        } else {
+            format!("the part of {}", self.who(owner))
+        };
+        let err = Error::new(
+            kind,
+            format!(
+                "{} on rank {}: {} gave up this call while waiting, because {why}, and withdrew {whose}; so the call fails on every rank rather than completing on some (every rank must call it within PSY_TIMEOUT of the others)",
+                self.desc.describe(),
+                self.rank,
+                self.who(w.by),
+            ),
+        );
+        if owner == self.rank {
+            err
+        } else {
+            err.about_peer(owner)
+        }
     }
 
     /// `peer`'s point-to-point counts disagree with `mine` (this rank's for `peer`): a `send`

@@ -15,6 +15,13 @@
 //! finished operation `k - 2`, i.e. after its last read of `r`'s parity `k % 2`. So no rank ever
 //! overwrites data another still reads.
 //!
+//! One call, one outcome: a rank gives up a board call (its deadline passed, a peer died or is
+//! in another call) only after withdrawing the part of the peer it waited for
+//! ([`Board::publish`] and [`crate::transport::shm::board::Slot::withdraw`] are compare-and-swaps
+//! of the same word), and finds the part published instead if the peer won that race; so a late
+//! rank cannot complete a call its peers failed, and a rank cannot fail a call that completes
+//! elsewhere ([`crate::transport::shm::withdraw`]).
+//!
 //! On a board with more ranks than cores, a rank first sleeps on the board's arrival counter until
 //! every rank has published ([`Board::publish`]), so it wakes once however many peers are late,
 //! and then reads each peer's summary line ([`Board::summary`]: the description and a part of up
@@ -34,6 +41,7 @@ use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
 use crate::transport::shm::board::{Board, DESC, SLOT_DATA};
+use crate::transport::shm::withdraw::{Withdraw, Withdrawal};
 use crate::wait::{process_alive, Next, Spinner};
 use parts::{Parts, Slots, Summaries};
 use std::time::{Duration, Instant};
@@ -76,7 +84,10 @@ impl Engine for BoardCollective<'_> {
         let parity = (k % 2) as usize;
         let mut mine: [u8; DESC] = header::encode_data(desc, (part.count * es) as u64);
         header::set_pair(&mut mine, header::total(&links.p2p));
-        board.publish(k, &mine, &buf[bytes(part.published(me), es)]);
+        // A peer that gave up waiting for this rank has withdrawn its part: too late to join.
+        board
+            .publish(k, &mine, &buf[bytes(part.published(me), es)])
+            .map_err(|w| site().withdrawn(me, w))?;
         let ours = Ours {
             k,
             mine: &mine,
@@ -387,7 +398,32 @@ impl Watch<'_> {
 
     /// Before a sleep waiting for `peer`: checks on the peers ([`Watch::check_peers`]) and the
     /// deadline (set now if this is the call's first sleep), and returns the time left.
+    ///
+    /// If either fails, this rank gives up the call: it first withdraws `peer`'s part
+    /// ([`Slot::withdraw`](crate::transport::shm::board::Slot::withdraw)), so that no rank can
+    /// complete the call (one call, one outcome: [`crate::transport::shm::withdraw`]). If `peer`
+    /// published its part first, the error is dropped and the wait goes on (`Ok` with no time to
+    /// sleep): `peer` made it, and the call may still complete.
     fn check_before_sleep(&mut self, peer: usize) -> Result<Duration> {
+        let err = match self.checked_time_left(peer) {
+            Ok(left) => return Ok(left),
+            Err(e) => e,
+        };
+        let me = Withdrawal {
+            by: self.board.rank(),
+            code: super::kind_code(err.kind()),
+        };
+        match self.board.slot(peer, self.parity).withdraw(self.k, me) {
+            Withdraw::Joined => Ok(Duration::ZERO),
+            Withdraw::Withdrew | Withdraw::Already(_) => Err(err),
+        }
+    }
+
+    /// [`Watch::check_before_sleep`] without the withdrawal.
+    fn checked_time_left(&mut self, peer: usize) -> Result<Duration> {
+        if let Some(w) = self.board.slot(peer, self.parity).withdrawal(self.k) {
+            return Err(self.site().withdrawn(peer, w));
+        }
         self.check_peers(peer)?;
         let timeout = self.call.timeout;
         let deadline = *self

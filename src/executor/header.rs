@@ -206,7 +206,7 @@ fn kind_tag(kind: OpKind) -> (u8, u32) {
     }
 }
 
-const ERROR_KINDS: [ErrorKind; 10] = [
+const ERROR_KINDS: [ErrorKind; 11] = [
     ErrorKind::InvalidArgument,
     ErrorKind::Config,
     ErrorKind::Bootstrap,
@@ -217,6 +217,7 @@ const ERROR_KINDS: [ErrorKind; 10] = [
     ErrorKind::Io,
     ErrorKind::Aborted,
     ErrorKind::Revoked,
+    ErrorKind::Usage,
 ];
 
 /// Encodes a data header.

@@ -19,13 +19,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Calls run in the order they were issued: each takes a ticket and waits for its turn.
+/// Calls run in the order they were issued: each takes a ticket and waits for its turn. Calls
+/// in flight (issued and not finished, blocking or not) all come from one thread: a call from
+/// another is refused ([`super::owner::Claim`], which hands out the tickets).
 ///
 /// The common case (no other call in flight) costs two atomic operations and no system call:
 /// the lock and condition variable are touched only when a call must wait for an earlier one.
 #[derive(Default)]
 pub(crate) struct Gate {
-    next: AtomicU64,
+    claim: super::owner::Claim,
+    /// Tickets served (compared with tickets in their low [`super::owner::TICKET_BITS`] bits).
     serving: AtomicU64,
     waiters: AtomicUsize,
     lock: Mutex<()>,
@@ -33,19 +36,25 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    pub(crate) fn take(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::SeqCst)
+    /// A ticket for call `what` from this thread, unless another thread has calls in flight.
+    pub(crate) fn take(&self, what: &str) -> Result<u64> {
+        self.claim.take(what, &self.serving)
+    }
+
+    /// Whether `ticket` is being served.
+    fn serves(&self, ticket: u64) -> bool {
+        self.serving.load(Ordering::SeqCst) & super::owner::TICKETS == ticket
     }
 
     pub(crate) fn wait_turn(&self, ticket: u64) {
-        if self.serving.load(Ordering::SeqCst) == ticket {
+        if self.serves(ticket) {
             return;
         }
         let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.waiters.fetch_add(1, Ordering::SeqCst);
         // Re-checked under the lock: `done` bumps `serving` before it looks at `waiters`, and
         // notifies under the lock, so a wake-up cannot fall between this check and the wait.
-        while self.serving.load(Ordering::SeqCst) != ticket {
+        while !self.serves(ticket) {
             guard = self.turn.wait(guard).unwrap_or_else(|p| p.into_inner());
         }
         self.waiters.fetch_sub(1, Ordering::SeqCst);
@@ -174,6 +183,20 @@ pub(crate) struct Core {
     losses: std::sync::OnceLock<super::losses::LossReport>,
     /// What a blocked call asks whether to give up ([`super::Group::set_interrupt_check`]).
     pub(crate) interrupt: std::sync::OnceLock<InterruptCheck>,
+    /// The process the group was made in: the only one that may call it.
+    pub(crate) birth: super::owner::Birth,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // In a forked child the store server's accept thread does not exist: its drop would
+        // wake the parent's listener and join a thread that is not there. Leave it be.
+        if self.birth.elsewhere() {
+            if let Some(server) = self._store_server.take() {
+                std::mem::forget(server);
+            }
+        }
+    }
 }
 
 impl Core {
@@ -223,6 +246,7 @@ impl Core {
             _store_server: store_server,
             losses: std::sync::OnceLock::new(),
             interrupt: std::sync::OnceLock::new(),
+            birth: super::owner::Birth::here(),
         }
     }
 
@@ -259,6 +283,8 @@ impl Core {
     /// and refuses every later call. Waits for a call of this rank in flight on another thread
     /// to end first (calls hold the links).
     pub(crate) fn revoke(&self) -> Result<()> {
+        // In a forked child, aborting the links would shut down the parent's sockets.
+        self.birth.check("revoke")?;
         let mut comm = self.lock()?;
         let Comm { wire, board, .. } = &mut *comm;
         if wire.poisoned.is_none() {

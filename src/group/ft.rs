@@ -289,6 +289,7 @@ impl Group {
     /// turn: a rank waiting in a subgroup for a peer that is busy recovering this group is not
     /// left blocked until its deadline.
     pub fn revoke(&self) -> Result<()> {
+        self.core.birth.check("revoke")?;
         if let Some(splitter) = &self.splitter {
             splitter.revoke_subgroups();
         }
@@ -301,6 +302,7 @@ impl Group {
     /// that are gone (died, or silent past the group's timeout), sorted. It completes even if
     /// ranks die during it. A rank the others counted as failed gets an error instead.
     pub fn agree(&self, flag: bool) -> Result<(bool, Vec<usize>)> {
+        self.core.birth.check("agree")?;
         let kept = self.kept("agree")?;
         let options = kept.template();
         let failed_before = kept.failed();
@@ -325,6 +327,7 @@ impl Group {
     /// runs every collective at once. If another rank dies while it forms, the survivors agree
     /// on that too and form it again without it.
     pub fn shrink(&self) -> Result<Group> {
+        self.core.birth.check("shrink")?;
         let kept = self.kept("shrink")?;
         let template = kept.template();
         let mut budget = FIRST_FORMING_BUDGET.min(template.timeout);

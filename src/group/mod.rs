@@ -5,6 +5,7 @@ mod ft;
 pub(crate) mod losses;
 mod nonblocking;
 mod ops;
+mod owner;
 mod shared;
 mod split;
 mod work;
@@ -85,8 +86,10 @@ impl GroupOptions {
 /// the group, in the same order, with matching arguments; a rank that does otherwise gets an
 /// error, as do the others.
 ///
-/// Clones (and [`Group::with_algo`] views) share one group. Calls from several threads, blocking or
-/// not, run one at a time in the order they were issued.
+/// Clones (and [`Group::with_algo`] views) share one group. Its calls, blocking or not, run one at
+/// a time in the order they were issued, and the calls in flight all come from one thread: a call
+/// from another thread meanwhile, or from a process forked after the group was made, fails with
+/// [`crate::ErrorKind::Usage`] (see `owner`'s module docs) before anything is sent.
 #[derive(Clone)]
 pub struct Group {
     core: Arc<Core>,
@@ -274,6 +277,13 @@ impl Group {
         self.core.connected_peers()
     }
 
+    /// Fails with [`crate::ErrorKind::Usage`] if this process is not the one that created the
+    /// group (a child forked after it was made), as every call on the group then does: what a
+    /// wrapper that queues calls for later checks before it queues one.
+    pub fn check_process(&self) -> Result<()> {
+        self.core.birth.check("a call on this group")
+    }
+
     /// The deadline of every wait.
     pub fn timeout(&self) -> Duration {
         self.core.timeout
@@ -340,31 +350,46 @@ impl Group {
         splitter.form(self.rank(), &pairs)
     }
 
-    /// Runs `f` in this call's turn.
     /// Records the peers failed calls lose in the job's store, for psyrun ([`losses`]).
     pub(crate) fn report_losses_to(&self, report: losses::LossReport) {
         self.core.report_losses_to(report);
     }
 
-    fn sequenced<R>(&self, f: impl FnOnce(&Core) -> Result<R>) -> Result<R> {
-        let ticket = self.core.gate.take();
+    /// Runs `f` in this call's turn, if this process may call the group ([`owner`]). `what`
+    /// names the call in errors.
+    fn sequenced<R>(&self, what: &str, f: impl FnOnce(&Core) -> Result<R>) -> Result<R> {
+        self.core.birth.check(what)?;
+        let ticket = self.core.gate.take(what)?;
         self.core.gate.wait_turn(ticket);
         let _turn = Turn(&self.core.gate);
         f(&self.core)
     }
 
-    /// Queues `f` to run in its turn on the worker thread.
+    /// Queues `f` to run in its turn on the worker thread, if this process may call the group
+    /// ([`owner`]). `what` names the call in errors.
     pub(super) fn spawn<R: Send + 'static>(
         &self,
+        what: &str,
         f: impl FnOnce(&Core) -> Result<R> + Send + 'static,
     ) -> Work<R> {
+        if let Err(e) = self.core.birth.check(what) {
+            return Work::ready(Err(e));
+        }
+        let ticket = match self.core.gate.take(what) {
+            Ok(ticket) => ticket,
+            Err(e) => return Work::ready(Err(e)),
+        };
         let (handle, completer) = work::pending();
         let core = self.core.clone();
-        let ticket = core.gate.take();
         let submitted = self.worker.submit(Box::new(move || {
             core.gate.wait_turn(ticket);
-            let _turn = Turn(&core.gate);
-            completer.complete(f(&core));
+            let result = {
+                let _turn = Turn(&core.gate);
+                f(&core)
+            };
+            // After the turn is served: whoever sees the result may call again at once, from
+            // any thread ([`owner::Claim`]).
+            completer.complete(result);
         }));
         match submitted {
             Ok(()) => handle,
@@ -427,7 +452,7 @@ impl Group {
         if !buf.is_shared() || std::mem::size_of_val(&buf[..]) < shared::MIN_SHARED_BYTES {
             return self.all_reduce(buf, op);
         }
-        self.sequenced(|core| match buf.mapped_mut() {
+        self.sequenced("all_reduce_shared", |core| match buf.mapped_mut() {
             Some(m) => core.run_shared(m, op),
             None => Err(crate::Error::invalid("a shared buffer lost its mapping")),
         })
@@ -435,25 +460,27 @@ impl Group {
 
     /// Every rank's `buf` becomes the element-wise reduction of all ranks' buffers.
     pub fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        self.sequenced(|c| ops::all_reduce(c, self.algo, buf, op))
+        self.sequenced("all_reduce", |c| ops::all_reduce(c, self.algo, buf, op))
     }
 
     /// Copies `root`'s `buf` into every other rank's `buf` (all of the same length).
     pub fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
-        self.sequenced(|c| ops::broadcast(c, self.algo, buf, root))
+        self.sequenced("broadcast", |c| ops::broadcast(c, self.algo, buf, root))
     }
 
     /// `root`'s `buf` becomes the reduction of all ranks' buffers; other ranks' buffers are left
     /// as they were.
     pub fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
-        self.sequenced(|c| ops::reduce(c, self.algo, buf, op, root))
+        self.sequenced("reduce", |c| ops::reduce(c, self.algo, buf, op, root))
     }
 
     /// Every rank gets the concatenation of all ranks' `local` (all of the same length), in rank
     /// order.
     pub fn all_gather<T: Element>(&self, local: &[T]) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); local.len() * self.size()];
-        self.sequenced(|c| ops::all_gather_into(c, self.algo, local, &mut out))?;
+        self.sequenced("all_gather", |c| {
+            ops::all_gather_into(c, self.algo, local, &mut out)
+        })?;
         Ok(out)
     }
 
@@ -461,14 +488,18 @@ impl Group {
     /// split as evenly as possible (the first `out.len() % size` chunks one longer), so lengths may
     /// differ by one between ranks.
     pub fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
-        self.sequenced(|c| ops::all_gather_into(c, self.algo, local, out))
+        self.sequenced("all_gather_into", |c| {
+            ops::all_gather_into(c, self.algo, local, out)
+        })
     }
 
     /// Reduces all ranks' `input` and gives each rank its chunk of the result (chunk `i` of an even
     /// split, as in [`Group::all_gather_into`]).
     pub fn reduce_scatter<T: Element>(&self, input: &[T], op: ReduceOp) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); self.chunk_len(input.len())];
-        self.sequenced(|c| ops::reduce_scatter_into(c, self.algo, input, &mut out, op))?;
+        self.sequenced("reduce_scatter", |c| {
+            ops::reduce_scatter_into(c, self.algo, input, &mut out, op)
+        })?;
         Ok(out)
     }
 
@@ -479,7 +510,9 @@ impl Group {
         out: &mut [T],
         op: ReduceOp,
     ) -> Result<()> {
-        self.sequenced(|c| ops::reduce_scatter_into(c, self.algo, input, out, op))
+        self.sequenced("reduce_scatter_into", |c| {
+            ops::reduce_scatter_into(c, self.algo, input, out, op)
+        })
     }
 
     /// Splits `root`'s `input` of `count` elements into chunks (an even split) and gives rank `i`
@@ -498,7 +531,9 @@ impl Group {
         count: usize,
         root: usize,
     ) -> Result<()> {
-        self.sequenced(|c| ops::scatter_into(c, self.algo, input, out, count, root))
+        self.sequenced("scatter_into", |c| {
+            ops::scatter_into(c, self.algo, input, out, count, root)
+        })
     }
 
     /// The inverse of [`Group::scatter`]: rank `i` passes chunk `i` of a total of `count`
@@ -517,7 +552,9 @@ impl Group {
         count: usize,
         root: usize,
     ) -> Result<()> {
-        self.sequenced(|c| ops::gather_into(c, self.algo, local, out, count, root))
+        self.sequenced("gather_into", |c| {
+            ops::gather_into(c, self.algo, local, out, count, root)
+        })
     }
 
     /// Chunk `j` of this rank's `input` (an even split into `size` chunks) goes to rank `j`; the
@@ -531,7 +568,9 @@ impl Group {
 
     /// [`Group::all_to_all`] into a caller's buffer of `size` × this rank's chunk length.
     pub fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
-        self.sequenced(|c| ops::all_to_all_into(c, self.algo, input, out))
+        self.sequenced("all_to_all_into", |c| {
+            ops::all_to_all_into(c, self.algo, input, out)
+        })
     }
 
     /// This rank's chunk length when `count` elements are split evenly over the group.
@@ -541,18 +580,18 @@ impl Group {
 
     /// Returns once every rank has called it.
     pub fn barrier(&self) -> Result<()> {
-        self.sequenced(|c| ops::barrier(c, self.algo))
+        self.sequenced("barrier", |c| ops::barrier(c, self.algo))
     }
 
     /// Sends `buf` to rank `dst`, which must call [`Group::recv`] with a buffer of the same length
     /// and type. Messages between two ranks arrive in the order they were sent.
     pub fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
-        self.sequenced(|c| ops::send(c, buf, dst))
+        self.sequenced("send", |c| ops::send(c, buf, dst))
     }
 
     /// Receives into `buf` the next message rank `src` sent to this rank.
     pub fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
-        self.sequenced(|c| ops::recv(c, buf, src))
+        self.sequenced("recv", |c| ops::recv(c, buf, src))
     }
 }
 

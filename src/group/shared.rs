@@ -9,12 +9,17 @@
 //! whole result. Chunk `r` of a buffer is only ever touched by rank `r` (and its owner before and
 //! after the call), so no two ranks write the same bytes and none reads bytes being written.
 //!
+//! A rank that gives up waiting at an arrival withdraws the late peer's arrival first
+//! ([`Arrival::withdraw`]), so the late peer fails too instead of going on with the call: late
+//! at the first arrival, it touches no buffer; late at the second, it may already have written
+//! its chunk of the result into the others' buffers, which a failed call leaves undefined.
+//!
 //! Where memory cannot be shared (the group spans hosts, `PSY_TRANSPORT=tcp`, a segment cannot be
 //! created), every rank gets an ordinary private buffer instead and the all-reduce goes through
 //! the transports; [`SharedBuf::is_shared`] tells which.
 
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::executor::stray;
 use crate::executor::{Call, Engine, Links};
 use crate::reduce::{reduce_slice, ReduceOp};
@@ -22,6 +27,7 @@ use crate::schedule::chunk_span;
 use crate::transport::shm::arrival::{Arrival, Waited};
 use crate::transport::shm::board::Board;
 use crate::transport::shm::segment::{self, Segment};
+use crate::transport::shm::withdraw::{Withdraw, Withdrawal};
 use std::marker::PhantomData;
 use std::time::Instant;
 
@@ -206,7 +212,10 @@ impl<T: Element> Mapped<T> {
         deadline: Instant,
     ) -> Result<()> {
         let epoch = self.epoch.wrapping_add(1);
-        arrival(&self.segments[self.rank]).arrive(epoch, kind, self.len as u64);
+        // A peer that gave up waiting for this rank has withdrawn its arrival: too late to join.
+        arrival(&self.segments[self.rank])
+            .arrive(epoch, kind, self.len as u64)
+            .map_err(|w| call.site(links.rank, &links.peers).withdrawn(self.rank, w))?;
         // A peer in a call over the links shows its message there, once its link is adopted.
         links.adopt_arrived()?;
         for (peer, seg) in self.segments.iter().enumerate() {
@@ -224,8 +233,25 @@ impl<T: Element> Mapped<T> {
                     || stray::pending(links, peer)
                     || next_flat.is_some_and(on_board)
             };
-            let waited = line.wait_for(epoch, waits, deadline, elsewhere);
+            let mut waited = line.wait_for(epoch, waits, deadline, elsewhere);
             let site = call.site(links.rank, &links.peers);
+            if let Waited::Gone | Waited::TimedOut | Waited::Elsewhere = waited {
+                // Giving up: first withdraw the peer's arrival, so that it cannot go on with
+                // this call either (one call, one outcome); if it arrived first, it made it.
+                let code = match waited {
+                    Waited::Gone => ErrorKind::PeerLost,
+                    Waited::TimedOut => ErrorKind::Timeout,
+                    _ if interrupted.is_some() => ErrorKind::Aborted,
+                    _ => ErrorKind::Mismatch,
+                };
+                let me = Withdrawal {
+                    by: self.rank,
+                    code: crate::executor::kind_code(code),
+                };
+                if line.withdraw(epoch, me) == Withdraw::Joined {
+                    waited = Waited::Arrived;
+                }
+            }
             return Err(match waited {
                 Waited::Elsewhere if interrupted.is_some() => site.interrupted(
                     peer,
@@ -233,6 +259,7 @@ impl<T: Element> Mapped<T> {
                     interrupted.as_deref().unwrap_or_default(),
                 ),
                 Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
+                Waited::Withdrawn(w) => site.withdrawn(peer, w),
                 Waited::Arrived => site.mismatch(
                     peer,
                     "a different call on its shared buffer of this allocation",

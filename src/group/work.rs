@@ -16,6 +16,9 @@ struct Slot<T> {
 struct Shared<T> {
     slot: Mutex<Slot<T>>,
     done: Condvar,
+    /// The process the call was issued in: in a child forked since, the worker thread that would
+    /// complete it does not exist, so waiting there fails instead of blocking forever.
+    birth: super::owner::Birth,
 }
 
 /// The handle of a non-blocking operation. [`Work::wait`] blocks for its result,
@@ -38,6 +41,7 @@ pub(crate) fn pending<T>() -> (Work<T>, Completer<T>) {
             waker: None,
         }),
         done: Condvar::new(),
+        birth: super::owner::Birth::here(),
     });
     (
         Work {
@@ -73,6 +77,7 @@ impl<T> Work<T> {
     /// Blocks until the operation finishes and returns its result (the buffer, for operations that
     /// took one). Every operation has a deadline (`PSY_TIMEOUT`), so this returns eventually.
     pub fn wait(self) -> Result<T> {
+        self.shared.birth.check("waiting for a non-blocking call")?;
         let mut slot = match self.shared.slot.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),
@@ -101,6 +106,9 @@ impl<T> Future for Work<T> {
     type Output = Result<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        if let Err(e) = self.shared.birth.check("waiting for a non-blocking call") {
+            return Poll::Ready(Err(e));
+        }
         let mut slot = match self.shared.slot.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),

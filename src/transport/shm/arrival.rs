@@ -6,6 +6,12 @@
 //! a short poll, then yields, then futex sleeps on the peer's word, with the peer's process checked
 //! for life between sleeps and a deadline over everything.
 //!
+//! Arriving is a compare-and-swap of the owner's `state` word to the epoch, and a peer that gives
+//! up waiting for the owner withdraws its arrival with a compare-and-swap of the same word
+//! ([`Arrival::withdraw`]): exactly one of the two happens, so a late owner cannot go on with a
+//! call its peer gave up ([`super::withdraw`]). `epoch` mirrors `state` after each successful
+//! arrival and is the word waiters sleep on.
+//!
 //! No lost wake-up: a waiter increments the peer's `sleepers` (SeqCst), then loads the epoch
 //! (SeqCst) and sleeps only if it is behind, with that value as the futex's expected value; an
 //! arriver stores its epoch (SeqCst), then loads `sleepers` (SeqCst) and wakes if it is not 0. If
@@ -14,6 +20,7 @@
 //! the futex's compare-and-queue makes sure it is not missed.
 
 use super::futex;
+use super::withdraw::{Withdraw, Withdrawal};
 use crate::wait::{process_alive, Next, Spinner, WaitPolicy};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::AtomicU64;
@@ -23,12 +30,15 @@ use std::time::{Duration, Instant};
 /// One rank's arrival line (64 bytes, in memory every rank of the host maps).
 #[repr(C, align(64))]
 pub struct Arrival {
-    /// The last barrier this rank arrived at; the futex word.
+    /// The last barrier this rank arrived at; the futex word. Stored only after `state` says so.
     epoch: AtomicU32,
     /// How many ranks are (about to be) asleep waiting on `epoch`.
     sleepers: AtomicU32,
     /// The owner's process id, to tell a dead peer from a slow one.
     pid: AtomicU32,
+    /// The last barrier this rank arrived at (in the low 32 bits), or the withdrawal of the one
+    /// it had not arrived at yet ([`Withdrawal`]): the word arrivals and withdrawals decide on.
+    state: AtomicU64,
     /// What the owner called at its last two arrivals, by epoch parity, for mismatch checks
     /// (opaque to this module). Two, because a fast owner may arrive at the next barrier while a
     /// slow peer still checks the previous one; it cannot get two ahead (it waits for that peer).
@@ -46,6 +56,8 @@ pub enum Waited {
     Arrived,
     /// The peer's process no longer exists.
     Gone,
+    /// Another rank gave up waiting for the peer and withdrew its arrival.
+    Withdrawn(Withdrawal),
     /// The deadline passed first.
     TimedOut,
     /// The caller's look between sleeps saw the owner doing something else.
@@ -66,16 +78,66 @@ impl Arrival {
         self.pid.load(SeqCst)
     }
 
-    /// Owner: arrives at barrier `epoch`, having called `(kind, count)`; wakes waiters.
-    pub fn arrive(&self, epoch: u32, kind: u32, count: u64) {
+    /// Owner: arrives at barrier `epoch`, having called `(kind, count)`; wakes waiters. Fails,
+    /// arriving nowhere, if a peer has withdrawn this arrival ([`Arrival::withdraw`]).
+    pub fn arrive(&self, epoch: u32, kind: u32, count: u64) -> Result<(), Withdrawal> {
         let slot = (epoch & 1) as usize;
         self.kind[slot].store(kind, Relaxed);
         self.count[slot].store(count, Relaxed);
-        // SeqCst: Release for the fields above, and ordered before the `sleepers` load.
+        // Only a withdrawal of `epoch` can replace what the owner loads here.
+        let mut held = self.state.load(Relaxed);
+        loop {
+            if let Some(w) = Withdrawal::decode(held, u64::from(epoch)) {
+                return Err(w);
+            }
+            // SeqCst: Release for the fields above.
+            match self
+                .state
+                .compare_exchange_weak(held, u64::from(epoch), SeqCst, Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => held = now,
+            }
+        }
+        // SeqCst: ordered before the `sleepers` load.
         self.epoch.store(epoch, SeqCst);
         if self.sleepers.load(SeqCst) != 0 {
             futex::wake(&self.epoch, i32::MAX);
         }
+        Ok(())
+    }
+
+    /// Withdraws the owner's arrival at `epoch` as `by` (this rank, giving up waiting for it):
+    /// unless the owner arrived first, it never can. Wakes the ranks waiting for it.
+    pub fn withdraw(&self, epoch: u32, by: Withdrawal) -> Withdraw {
+        let mut held = self.state.load(SeqCst);
+        loop {
+            if let Some(w) = Withdrawal::decode(held, u64::from(epoch)) {
+                return Withdraw::Already(w);
+            }
+            if !Withdrawal::is_withdrawal(held) && (held as u32).wrapping_sub(epoch) as i32 >= 0 {
+                return Withdraw::Joined;
+            }
+            match self.state.compare_exchange_weak(
+                held,
+                by.encode(u64::from(epoch)),
+                SeqCst,
+                SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(now) => held = now,
+            }
+        }
+        if self.sleepers.load(SeqCst) != 0 {
+            // Waiters wake (the wait returns at a changed word or a wake-up) and look again.
+            futex::wake(&self.epoch, i32::MAX);
+        }
+        Withdraw::Withdrew
+    }
+
+    /// The withdrawal of the owner's arrival at `epoch`, if a peer withdrew it.
+    pub fn withdrawal(&self, epoch: u32) -> Option<Withdrawal> {
+        Withdrawal::decode(self.state.load(SeqCst), u64::from(epoch))
     }
 
     /// What the owner called when it arrived at `epoch` (valid once [`Arrival::reached`] saw it,
@@ -115,6 +177,9 @@ impl Arrival {
             if now >= deadline {
                 return Waited::TimedOut;
             }
+            if let Some(w) = self.withdrawal(epoch) {
+                return Waited::Withdrawn(w);
+            }
             if elsewhere() && !self.reached(epoch) {
                 return Waited::Elsewhere;
             }
@@ -148,6 +213,7 @@ mod tests {
             epoch: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             pid: AtomicU32::new(0),
+            state: AtomicU64::new(0),
             kind: Default::default(),
             count: Default::default(),
         }
@@ -169,7 +235,7 @@ mod tests {
             (w, t.elapsed())
         });
         std::thread::sleep(Duration::from_millis(50));
-        a.arrive(1, 7, 99);
+        a.arrive(1, 7, 99).expect("not withdrawn");
         let (w, took) = waiter.join().expect("waiter");
         assert_eq!(w, Waited::Arrived);
         assert!(took < Duration::from_secs(20), "woken only by the deadline");
@@ -180,8 +246,8 @@ mod tests {
     #[test]
     fn epochs_wrap_and_deadlines_and_dead_owners_end_waits() {
         let a = line();
-        a.arrive(u32::MAX, 0, 0);
-        a.arrive(2, 0, 0);
+        a.arrive(u32::MAX, 0, 0).expect("not withdrawn");
+        a.arrive(2, 0, 0).expect("not withdrawn");
         assert!(a.reached(u32::MAX) && a.reached(2));
         let t = Instant::now();
         let w = a.wait_for(

@@ -22,5 +22,6 @@ mod link;
 pub mod ring;
 pub mod segment;
 pub mod upgrade;
+pub mod withdraw;
 
 pub(crate) use upgrade::entry;

@@ -21,7 +21,9 @@ gather, scatter, reduce_scatter and all_to_all copy between the list and one con
 used as is); the tensor forms (``all_gather_into_tensor``, ``reduce_scatter_tensor``,
 ``all_to_all_single``) are zero-copy.
 
-Collectives run when they are called (the calling thread runs them, GIL released); the ``Work``
+Collectives run when they are called (the calling thread runs them, GIL released; a call from
+a second thread while one is in progress on the same process group raises ``psyne.UsageError``,
+since ranks pair calls by their order); the ``Work``
 they return is complete, and its ``get_future()`` a completed future, which is what DDP's gradient
 hooks need. Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR (not PREMUL_SUM).
 """

@@ -402,8 +402,10 @@ impl Watch<'_> {
     /// If either fails, this rank gives up the call: it first withdraws `peer`'s part
     /// ([`Slot::withdraw`](crate::transport::shm::board::Slot::withdraw)), so that no rank can
     /// complete the call (one call, one outcome: [`crate::transport::shm::withdraw`]). If `peer`
-    /// published its part first, the error is dropped and the wait goes on (`Ok` with no time to
-    /// sleep): `peer` made it, and the call may still complete.
+    /// joined first, the error is dropped and the wait goes on (`Ok`, a short sleep): `peer`
+    /// made it, its part follows at once, and the call may still complete. Only if it then dies
+    /// before writing its part (nobody can complete the call), or writes nothing for another
+    /// `PSY_TIMEOUT` (a rank stopped inside those few instructions), does this rank fail.
     fn check_before_sleep(&mut self, peer: usize) -> Result<Duration> {
         let err = match self.checked_time_left(peer) {
             Ok(left) => return Ok(left),
@@ -413,8 +415,22 @@ impl Watch<'_> {
             by: self.board.rank(),
             code: super::kind_code(err.kind()),
         };
-        match self.board.slot(peer, self.parity).withdraw(self.k, me) {
-            Withdraw::Joined => Ok(Duration::ZERO),
+        let slot = self.board.slot(peer, self.parity);
+        match slot.withdraw(self.k, me) {
+            Withdraw::Joined => {
+                let pid = self.board.pid(peer);
+                let gone = !process_alive(pid) && !slot.ready(self.k);
+                let overdue = self
+                    .deadline
+                    .is_some_and(|d| Instant::now() > d + self.call.timeout);
+                if gone || overdue {
+                    return Err(self.site().lost(
+                        peer,
+                        format!("(pid {pid}) joined the call on the node board but never wrote its part; it died or stopped"),
+                    ));
+                }
+                Ok(Duration::from_millis(1))
+            }
             Withdraw::Withdrew | Withdraw::Already(_) => Err(err),
         }
     }

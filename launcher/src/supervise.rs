@@ -675,9 +675,10 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         };
         let (rank, pid, name) = (self.ranks[i].rank, self.ranks[i].pid, self.ranks[i].name());
         self.console.message(&format!(
-            "rank {name} {}; the other {} go on without it (--on-failure continue)",
+            "rank {name} {}; the other {} {} on without it (--on-failure continue)",
             self.ended(i),
-            count(left)
+            count(left),
+            if left == 1 { "goes" } else { "go" }
         ));
         self.tolerated.push(Cause::RankFailed {
             rank,

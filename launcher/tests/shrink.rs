@@ -53,7 +53,7 @@ fn assert_survived(done: &Done, survivors: usize, what: &str) {
     assert!(killed >= 1, "{ctx}");
     assert!(
         done.stderr
-            .contains("go on without it (--on-failure continue)"),
+            .contains(" on without it (--on-failure continue)"),
         "{ctx}"
     );
     let job = job_ids(&done.stdout)

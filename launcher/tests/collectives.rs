@@ -207,11 +207,7 @@ fn ctrl_c_during_a_blocked_collective_leaves_no_process_behind() {
 #[test]
 fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
     // A free port for MASTER_PORT.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let secret = psyne::Secret::generate().unwrap().to_hex();
     let ranks: Vec<_> = (0..3)
         .map(|rank| {
@@ -276,12 +272,7 @@ fn a_rank_killed_during_a_large_shm_all_reduce_fails_the_others_and_leaves_no_se
             "{line}"
         );
     }
-    let job = job_ids(&done.stdout)
-        .pop()
-        .expect("ranks print their job id");
-    assert!(!job.is_empty());
-    let left = segments_of(&job);
-    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+    assert_no_segments_left(&done.stdout, "");
 }
 
 #[test]

@@ -52,11 +52,7 @@ fn job_with_timeout(members: &[(usize, usize)], timeout: u64) -> Vec<(bool, Stri
 /// Starts `members` with `PSY_TIMEOUT=timeout`; they must end within `limit`.
 fn job_within(members: &[(usize, usize)], timeout: u64, limit: Duration) -> Vec<(bool, String)> {
     // A free port for MASTER_PORT, bound as :0 and read back.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let secret = psyne::Secret::generate().unwrap().to_hex();
     let mut children: Vec<Child> = members
         .iter()

@@ -431,11 +431,3 @@ fn torchrun_style_variables_win_over_the_srun_step_they_are_set_in() {
         );
     }
 }
-
-/// A TCP port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}

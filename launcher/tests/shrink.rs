@@ -56,14 +56,7 @@ fn assert_survived(done: &Done, survivors: usize, what: &str) {
             .contains(" on without it (--on-failure continue)"),
         "{ctx}"
     );
-    let job = job_ids(&done.stdout)
-        .pop()
-        .expect("ranks print their job id");
-    let left = segments_of(&job);
-    assert!(
-        left.is_empty(),
-        "segments left in /dev/shm: {left:?}\n{ctx}"
-    );
+    assert_no_segments_left(&done.stdout, &ctx);
 }
 
 fn many_trials(transport: &str) {
@@ -230,13 +223,6 @@ fn a_stopped_rank_is_counted_failed_shrunk_past_and_killed_by_psyrun() {
             ),
             "{ctx}"
         );
-        let job = job_ids(&done.stdout)
-            .pop()
-            .expect("ranks print their job id");
-        let left = segments_of(&job);
-        assert!(
-            left.is_empty(),
-            "segments left in /dev/shm: {left:?}\n{ctx}"
-        );
+        assert_no_segments_left(&done.stdout, &ctx);
     }
 }

@@ -623,3 +623,23 @@ pub fn job_ids(stdout: &str) -> Vec<String> {
     }
     ids
 }
+
+/// A TCP port on loopback that was free a moment ago (bound as :0 and read back).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Asserts that the job whose ranks printed their job id in `stdout` left no shared-memory
+/// segment in /dev/shm; `ctx` says what ran.
+pub fn assert_no_segments_left(stdout: &str, ctx: &str) {
+    let job = job_ids(stdout).pop().expect("ranks print their job id");
+    assert!(!job.is_empty());
+    let left = segments_of(&job);
+    assert!(
+        left.is_empty(),
+        "segments left in /dev/shm: {left:?}\n{ctx}"
+    );
+}

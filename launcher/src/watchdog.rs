@@ -7,8 +7,7 @@
 //! of a pipe whose write end only psyrun has (close-on-exec, so no program inherits it). Each
 //! rank tells it its own process group between the clone and `exec` ([`crate::spawn`]),
 //! through the child's copy of the write end, so the watchdog knows the group before the
-//! program runs and cannot see the pipe end before it has read it, however psyrun dies
-//! ([`Watchdog::watch`] does the same from psyrun, for groups started otherwise). When the pipe
+//! program runs and cannot see the pipe end before it has read it, however psyrun dies. When the pipe
 //! ends without psyrun having disarmed it (psyrun died, however), the watchdog sends SIGKILL to
 //! every group it was told of and exits. At a normal end psyrun has killed the groups itself; it disarms the
 //! watchdog, which then exits without killing anything (so it never signals a group id that
@@ -62,17 +61,6 @@ impl Watchdog {
                     pipe: Some(std::fs::File::from(write)),
                     pid,
                 })
-            }
-        }
-    }
-
-    /// Tells the watchdog about the process group `pgid` (a rank's pid). A group id that does
-    /// not fit, or a watchdog that is gone, is ignored (psyrun still stops the group itself
-    /// unless it is killed).
-    pub fn watch(&mut self, pgid: u32) {
-        if let Ok(g) = i32::try_from(pgid) {
-            if g > 1 {
-                self.send(g);
             }
         }
     }
@@ -221,7 +209,6 @@ fn exit_now() -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
     fn alive(pid: u32) -> bool {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -231,31 +218,40 @@ mod tests {
         matches!(state, Some(Some(c)) if c != 'Z' && c != 'X')
     }
 
-    fn sleeper() -> std::process::Child {
-        use std::os::unix::process::CommandExt;
-        Command::new("sleep")
-            .arg("60")
-            .process_group(0)
-            .spawn()
-            .unwrap()
+    /// `sleep 60` started as psyrun starts a rank: in a group of its own, which it tells `dog`
+    /// before it runs ([`crate::spawn::spawn`]). Returns its pid.
+    fn sleeper(dog: &Watchdog) -> u32 {
+        let rank = crate::spawn::RankCommand {
+            program: "/bin/sleep".into(),
+            args: vec!["60".into()],
+            env: Vec::new(),
+            cwd: None,
+            cpus: None,
+        };
+        crate::spawn::spawn(&rank, dog.fd()).unwrap().pid
+    }
+
+    /// Waits for child `pid`; the signal that ended it, if one did.
+    fn reap(pid: u32) -> Option<i32> {
+        let mut status = 0;
+        // SAFETY: waitpid writes one int into `status`, which is valid and writable.
+        let reaped = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+        assert_eq!(reaped, pid as i32);
+        libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status))
     }
 
     #[test]
     fn a_dropped_watchdog_kills_its_groups_and_a_disarmed_one_does_not() {
-        let (mut killed, mut spared) = (sleeper(), sleeper());
-        let mut dog = Watchdog::start(4).unwrap();
-        dog.watch(killed.id());
+        let dog = Watchdog::start(4).unwrap();
+        let killed = sleeper(&dog);
         drop(dog);
-        let status = killed.wait().unwrap();
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(9)
-        );
-        let mut dog = Watchdog::start(4).unwrap();
-        dog.watch(spared.id());
+        assert_eq!(reap(killed), Some(9));
+        let dog = Watchdog::start(4).unwrap();
+        let spared = sleeper(&dog);
         dog.disarm();
-        assert!(alive(spared.id()));
-        spared.kill().unwrap();
-        spared.wait().unwrap();
+        assert!(alive(spared));
+        // SAFETY: kill sends a signal to our own child; no memory is involved.
+        unsafe { libc::kill(spared as i32, libc::SIGKILL) };
+        assert_eq!(reap(spared), Some(9));
     }
 }

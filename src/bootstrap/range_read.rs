@@ -90,8 +90,6 @@ impl RangeRead {
 #[derive(Default)]
 pub(crate) struct Ranges {
     by_prefix: HashMap<String, Vec<RangeRead>>,
-    /// How many there are.
-    count: usize,
     /// Bytes of encoded replies kept.
     encoded_bytes: usize,
     /// Counts reads, to find the least recently read.
@@ -101,7 +99,7 @@ pub(crate) struct Ranges {
 impl Ranges {
     /// `key` was set (`new`: for the first time): tells the ranges it belongs to.
     pub(crate) fn was_set(&mut self, key: &str, new: bool) {
-        if self.count == 0 {
+        if self.by_prefix.is_empty() {
             return;
         }
         for (prefix, i) in splits(key) {
@@ -138,7 +136,6 @@ impl Ranges {
                     encoded: None,
                     last_read: clock,
                 });
-                self.count += 1;
                 reads.len() - 1
             }
         };
@@ -185,7 +182,7 @@ impl Ranges {
         {
             self.remove(&key.prefix, |r| r.indices == key.indices);
         }
-        while self.count > MAX_KEPT {
+        while self.len() > MAX_KEPT {
             let Some((prefix, indices)) = self.least_recently_read_idle() else {
                 break;
             };
@@ -194,9 +191,8 @@ impl Ranges {
     }
 
     /// How many range reads the store holds.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.count
+        self.by_prefix.values().map(Vec::len).sum()
     }
 
     fn find(&mut self, key: &RangeKey) -> Option<&mut RangeRead> {
@@ -223,7 +219,6 @@ impl Ranges {
         if let Some(at) = reads.iter().position(which) {
             let read = reads.swap_remove(at);
             self.encoded_bytes -= read.encoded.map_or(0, |e| e.len());
-            self.count -= 1;
         }
         if reads.is_empty() {
             self.by_prefix.remove(prefix);

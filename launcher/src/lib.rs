@@ -48,6 +48,7 @@ pub mod losses;
 pub mod output;
 pub mod placement;
 pub mod plan;
+pub mod pmi;
 pub mod program;
 pub mod quote;
 pub mod remote;

@@ -153,6 +153,14 @@ pub struct Cli {
     #[arg(long, value_name = "WHAT", value_enum, default_value = "stop")]
     pub on_failure: OnFailure,
 
+    /// The process-management interface MPI programs are served (as `srun --mpi`): pmix (Open
+    /// MPI), pmi1 or pmi2 (MPICH, Intel MPI: one socket serves both, the library picks), none,
+    /// or auto: read from each program's libraries (libmpi.so.40: PMIx; libmpi.so.12: PMI-1/2;
+    /// neither: PMI-1/2, which nothing else reads). psyne programs use psyrun's PSY_* variables
+    /// either way.
+    #[arg(long, value_name = "WHAT", value_enum, default_value = "auto")]
+    pub mpi: crate::pmi::MpiChoice,
+
     /// With --max-restarts across hosts: leave a host out of the next attempts once it has
     /// failed in two (a rank there failed or was lost, or the host was), if the other hosts'
     /// slots (-H a:N or a hostfile's slots=N) still hold every rank.
@@ -470,6 +478,8 @@ pub struct Launch {
     pub max_restarts: usize,
     /// `--on-failure`.
     pub on_failure: OnFailure,
+    /// `--mpi`.
+    pub mpi: crate::pmi::MpiChoice,
     /// `--exclude-failed-hosts`.
     pub exclude_failed_hosts: bool,
     /// Which attempt this launch is: 0 as parsed; the restart loop ([`crate::restart`]) sets
@@ -587,6 +597,7 @@ impl Launch {
             },
             max_restarts: cli.max_restarts,
             on_failure: cli.on_failure,
+            mpi: cli.mpi,
             exclude_failed_hosts: cli.exclude_failed_hosts,
             restart_count: 0,
         };
@@ -641,6 +652,7 @@ impl From<Options> for Launch {
             remote: RemoteArgs::default(),
             max_restarts: 0,
             on_failure: OnFailure::Stop,
+            mpi: crate::pmi::MpiChoice::Auto,
             exclude_failed_hosts: false,
             restart_count: 0,
         }

@@ -152,6 +152,7 @@ fn local_rank_block(
     let mut fields = vec![
         ("cwd", wdir),
         ("binding", format!("cpus {}", plan.cpus_of(r))),
+        ("mpi", plan.served_of(r).describe()),
         (
             "command",
             command_line(
@@ -269,6 +270,15 @@ fn host_rank_block(
             .collect();
         fields.push(("-x", shown.join(" ")));
     }
+    let mpi = match launch.mpi {
+        crate::pmi::MpiChoice::None => "no MPI interface (--mpi none)".to_string(),
+        choice => format!(
+            "--mpi {}: the agent on {host} serves what the program there needs",
+            clap::ValueEnum::to_possible_value(&choice)
+                .map_or_else(String::new, |v| v.get_name().to_string())
+        ),
+    };
+    fields.push(("mpi", mpi));
     RankBlock {
         heading: format!(
             "rank {} on {host} (local rank {} of {}, node {})",

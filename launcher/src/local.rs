@@ -8,6 +8,10 @@ use crate::job::{self, JobInfo};
 use crate::losses::{self, LossReports};
 use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
+use crate::pmi::{
+    Alone as OneHost, Exchange, HostRanks, HostServing, Interface, JobMap, RankAccess, Report,
+    Reporter, Served, Spoken,
+};
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
 use crate::watchdog::Watchdog;
@@ -16,10 +20,10 @@ use psyne::contract::RankEnv;
 use psyne::internal::StoreServer;
 use psyne::Secret;
 use std::ffi::OsString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Runs a prepared job (see [`crate::prepare`]) on this machine, supervises it and returns how
 /// it ended. Sets up the store and the secret, prints the bindings if asked, starts each rank
@@ -38,6 +42,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
     let watchdog = Watchdog::start(plan.ranks.len())
         .map_err(|e| Error::io("starting psyrun's watchdog process", e))?;
     let (events_tx, events_rx) = mpsc::channel();
+    let serving = serve_mpi(launch, plan, &info, &events_tx)?;
     let signals = SignalWatch::start(events_tx.clone())
         .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
     let (drained_tx, drained_rx) = mpsc::channel();
@@ -67,7 +72,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         events: events_tx,
         drained: drained_tx,
     };
-    let started = starter.start_all(&info, &mut files, &mut supervisor, &watchdog);
+    let started = starter.start_all(&info, &mut files, &mut supervisor, &watchdog, serving);
     if started.error.is_some() {
         started.say_stopping(&console);
         supervisor.stop(Cause::LaunchFailed);
@@ -105,8 +110,67 @@ fn serve_job(launch: &Launch, console: &Arc<Console>) -> Result<(StoreServer, Jo
     Ok((store, info))
 }
 
+/// Starts the MPI services the job's programs are served ([`crate::pmi`]) on this one host:
+/// their key-value space is the job's. An abort a rank asks for becomes an [`Event::Aborted`].
+fn serve_mpi(
+    launch: &Launch,
+    plan: &JobPlan,
+    info: &JobInfo,
+    events: &Sender<Event>,
+) -> Result<Option<HostServing>, Error> {
+    let needed: Vec<Interface> = plan
+        .served
+        .iter()
+        .flat_map(|s| s.interfaces.iter().copied())
+        .collect();
+    if needed.is_empty() {
+        return Ok(None);
+    }
+    let map = Arc::new(JobMap {
+        job_id: info.job_id.clone(),
+        world_size: plan.ranks.len(),
+        hosts: vec![HostRanks {
+            name: plan.host.clone(),
+            ranks: (0..plan.ranks.len()).collect(),
+        }],
+        appnum: plan.ranks.iter().map(|r| r.app).collect(),
+        tmpdir: std::env::temp_dir(),
+    });
+    let events = Mutex::new(events.clone());
+    let report: Reporter = Arc::new(move |r| {
+        if let Report::Abort {
+            rank,
+            code,
+            message,
+        } = r
+        {
+            let events = events.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = events.send(Event::Aborted {
+                rank,
+                code,
+                message,
+            });
+        }
+    });
+    let one_host = |_| -> Arc<dyn Exchange> { Arc::new(OneHost) };
+    let timeout = service_timeout(launch);
+    HostServing::start(&map, 0, &needed, &one_host, report, timeout)
+        .map(Some)
+        .map_err(|e| Error::Remote {
+            message: format!("serving the job's MPI programs: {e}"),
+            code: crate::exit::LAUNCH_FAILED,
+        })
+}
+
+/// How long an MPI service waits for a barrier: the job's `PSY_TIMEOUT` (as psyne's own waits),
+/// within `--timeout`.
+pub fn service_timeout(launch: &Launch) -> Duration {
+    let own = psyne::contract::timeout().unwrap_or(psyne::contract::DEFAULT_TIMEOUT);
+    launch.timeout.map_or(own, |t| t.min(own))
+}
+
 /// What starting the ranks left behind.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Started {
     /// The pids of the ranks running, in rank order.
     pids: Vec<u32>,
@@ -114,6 +178,8 @@ struct Started {
     streams: usize,
     /// Why the start stopped early, if it did.
     error: Option<Error>,
+    /// The MPI services of the job, stopped when it ends.
+    serving: Option<HostServing>,
 }
 
 impl Started {
@@ -150,14 +216,35 @@ impl Starter<'_> {
         files: &mut [RankFiles],
         supervisor: &mut Supervisor<'_, ProcessGroups>,
         watchdog: &Watchdog,
+        mut serving: Option<HostServing>,
     ) -> Started {
         let envs = job::rank_envs(&self.plan.placements(), info);
         let mut started = Started::default();
         let fault = fault_after_spawn(self.launch.restart_count);
         let watchdog = watchdog.fd();
+        let spoken = serving.as_ref().map(HostServing::spoken);
         for ((env, files), rank_plan) in envs.iter().zip(files.iter_mut()).zip(&self.plan.ranks) {
-            let command = rank_command(rank_plan, env);
-            match self.start_rank(env.rank, &command, files, watchdog) {
+            let mut command = rank_command(rank_plan, env);
+            let served = self.plan.served_of(rank_plan);
+            let access = match serving.as_mut().map(|s| s.access(env.rank, served)) {
+                Some(Ok(access)) => access,
+                Some(Err(e)) => {
+                    started.error = Some(Error::Remote {
+                        message: format!("preparing rank {} for its MPI service: {e}", env.rank),
+                        code: crate::exit::LAUNCH_FAILED,
+                    });
+                    break;
+                }
+                None => RankAccess::default(),
+            };
+            command
+                .env
+                .extend(access.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            command.inherit = access.inherit.as_ref().map(AsRawFd::as_raw_fd);
+            let alone = Alone::watch(&self, served, spoken.clone(), env.rank);
+            let result = self.start_rank(env.rank, &command, files, watchdog, alone);
+            drop(access);
+            match result {
                 Ok(Watched { pid, forwarders }) => {
                     if fault == Some(env.rank) {
                         die_now();
@@ -173,6 +260,7 @@ impl Starter<'_> {
                 }
             }
         }
+        started.serving = serving;
         started
     }
 
@@ -184,6 +272,7 @@ impl Starter<'_> {
         command: &RankCommand,
         files: &mut RankFiles,
         watchdog: Option<RawFd>,
+        alone: Option<Alone>,
     ) -> Result<Watched, Error> {
         let look = Look::of(self.launch, &self.plan.host, rank);
         let sinks = |stream: Stream| -> OutputSink {
@@ -197,6 +286,9 @@ impl Starter<'_> {
         };
         let events = self.events.clone();
         let on_state = move |state| {
+            if let (RankState::Ended(_), Some(alone)) = (&state, &alone) {
+                alone.say_if_silent();
+            }
             let _ = events.send(match state {
                 RankState::Stopped(signal) => Event::Stopped { rank, signal },
                 RankState::Continued => Event::Continued { rank },
@@ -204,6 +296,46 @@ impl Starter<'_> {
             });
         };
         spawn::spawn_watched(rank, command, watchdog, "psyrun", sinks, on_state)
+    }
+}
+
+/// Says, when an MPI rank of a job of several ends, whether it never spoke to the service it was
+/// given: it then ran as an MPI world of one.
+struct Alone {
+    console: Arc<Console>,
+    spoken: Arc<Spoken>,
+    rank: usize,
+    program: String,
+    served: String,
+}
+
+impl Alone {
+    /// The watch for `rank`, if its program is an MPI program in a job of several ranks.
+    fn watch(
+        starter: &Starter<'_>,
+        served: &Served,
+        spoken: Option<Arc<Spoken>>,
+        rank: usize,
+    ) -> Option<Alone> {
+        let spoken = spoken?;
+        let program = &starter.plan.ranks.get(rank)?.program;
+        (served.expects_mpi() && starter.plan.ranks.len() > 1).then(|| Alone {
+            console: starter.console.clone(),
+            spoken,
+            rank,
+            program: program.display().to_string(),
+            served: served.describe(),
+        })
+    }
+
+    /// Called when the rank has ended.
+    fn say_if_silent(&self) {
+        if !self.spoken.has(self.rank) {
+            self.console.message(&format!(
+                "rank {} ({}) ended without ever contacting the MPI service psyrun gave it                  ({}): it ran as an MPI world of one. Likely causes: it ended before MPI_Init,                  a wrapper cleared its environment, or its MPI library wants another interface                  (try --mpi pmix, pmi1 or pmi2)",
+                self.rank, self.program, self.served
+            ));
+        }
     }
 }
 
@@ -248,6 +380,7 @@ fn rank_command(rank_plan: &RankPlan, env: &RankEnv) -> RankCommand {
             .collect(),
         cwd: rank_plan.wdir.clone(),
         cpus: rank_plan.binding.as_ref().map(|b| b.cpus.clone()),
+        inherit: None,
     }
 }
 

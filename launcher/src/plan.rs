@@ -6,6 +6,7 @@
 use crate::args::{EnvVar, Launch};
 use crate::binding::{self, RankBinding};
 use crate::placement::{self, HostSlots, Placement};
+use crate::pmi::{self, Served};
 use crate::{job, program, Error};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,8 @@ pub struct JobPlan {
     pub ranks: Vec<RankPlan>,
     /// Why the default binding left the ranks unbound, if it did.
     pub binding_note: Option<String>,
+    /// What each program (by index in [`Launch::apps`]) is served for MPI (`--mpi`).
+    pub served: Vec<Served>,
 }
 
 /// The `-x` variables of one program with their values, in order, a later one of a name
@@ -82,6 +85,12 @@ pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
         .iter()
         .map(|app| resolve_app(app, cwd.as_deref()))
         .collect::<Result<Vec<_>, Error>>()?;
+    let served = launch
+        .apps
+        .iter()
+        .zip(&resolved)
+        .map(|(app, r)| pmi::choose(launch.mpi, &r.program, &app.args).map_err(Error::Usage))
+        .collect::<Result<Vec<_>, Error>>()?;
     let placements = placement::place(&[HostSlots::local(world)], world)?;
     let host = job::hostname();
     let binding =
@@ -110,6 +119,7 @@ pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
         host,
         ranks,
         binding_note: binding.note,
+        served,
     })
 }
 
@@ -171,6 +181,11 @@ impl JobPlan {
             ));
         }
         lines
+    }
+
+    /// What rank `r`'s program is served for MPI.
+    pub fn served_of(&self, r: &RankPlan) -> &Served {
+        &self.served[r.app]
     }
 
     /// The placements of the ranks, in rank order.

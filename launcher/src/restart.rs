@@ -29,7 +29,10 @@ use std::time::{Duration, Instant};
 /// Whether a job that ended for `cause` is started again when restarts are left.
 pub fn restartable(cause: &Cause) -> bool {
     match cause {
-        Cause::RankFailed { .. } | Cause::Lost { .. } | Cause::HostLost { .. } => true,
+        Cause::RankFailed { .. }
+        | Cause::Lost { .. }
+        | Cause::HostLost { .. }
+        | Cause::Aborted { .. } => true,
         Cause::Signal(_) | Cause::Timeout(_) | Cause::LaunchFailed => false,
     }
 }
@@ -47,7 +50,8 @@ pub fn failed_host(outcome: &Outcome) -> Option<String> {
     match outcome.cause.as_ref()? {
         Cause::HostLost { host, .. } => Some(host.clone()),
         Cause::RankFailed { rank, .. } | Cause::Lost { rank, .. } => on_rank(*rank),
-        Cause::Signal(_) | Cause::Timeout(_) | Cause::LaunchFailed => None,
+        // An abort is the program's decision, not its host's failure.
+        Cause::Aborted { .. } | Cause::Signal(_) | Cause::Timeout(_) | Cause::LaunchFailed => None,
     }
 }
 

@@ -51,6 +51,9 @@ pub struct RankCommand {
     pub cwd: Option<PathBuf>,
     /// The CPUs to bind to; unbound if `None`.
     pub cpus: Option<CpuSet>,
+    /// A descriptor of psyrun's the rank inherits under the same number (its PMI socket:
+    /// [`crate::pmi`]); every other descriptor of psyrun's is closed in the rank.
+    pub inherit: Option<RawFd>,
 }
 
 /// A rank just started by [`spawn`]: its pid (and process group id) and psyrun's ends of its
@@ -80,6 +83,7 @@ pub fn spawn(rank: &RankCommand, watchdog: Option<RawFd>) -> io::Result<Spawned>
         stdout: out_write.as_raw_fd(),
         stderr: err_write.as_raw_fd(),
         watchdog: watchdog.unwrap_or(-1),
+        inherit: rank.inherit.unwrap_or(-1),
     };
     let pid = prepared.start(&fds)?;
     Ok(Spawned {
@@ -139,12 +143,18 @@ impl CStrings {
 }
 
 /// `NAME=VALUE` for psyrun's environment with `extra` on top (a later one of a name wins), in
-/// the order of first appearance.
+/// the order of first appearance. What an outer launcher told psyrun itself (a PMI socket, a
+/// PMIx server, an Open MPI or Slurm step's identity: [`crate::pmi::outer_launcher_variable`])
+/// is not passed on: the ranks are psyrun's, and such a variable would make an MPI library
+/// join the outer job instead.
 fn environment(extra: &[(OsString, OsString)]) -> io::Result<CStrings> {
     let last_of = |key: &[u8]| extra.iter().rev().find(|(k, _)| k.as_bytes() == key);
     let mut out = CStrings::default();
     let mut inherited = Vec::new();
     for (k, v) in std::env::vars_os() {
+        if crate::pmi::outer_launcher_variable(&k) && last_of(k.as_bytes()).is_none() {
+            continue;
+        }
         let value = last_of(k.as_bytes()).map_or(v.as_bytes(), |(_, v)| v.as_bytes());
         out.push(&[k.as_bytes(), b"=", value], "an environment variable")?;
         inherited.push(k);
@@ -168,6 +178,8 @@ struct ChildFds {
     stderr: RawFd,
     /// The watchdog pipe's write end, or -1.
     watchdog: RawFd,
+    /// A descriptor the program keeps (close-on-exec cleared), or -1.
+    inherit: RawFd,
 }
 
 /// Everything the child needs, allocated before the clone (the child may not allocate).
@@ -374,6 +386,11 @@ unsafe fn setup(p: &Prepared, fds: &ChildFds) -> libc::c_int {
             if libc::dup2(from, to) == -1 {
                 return errno();
             }
+        }
+        // The child has its own copy of the descriptor table (no CLONE_FILES), so this keeps
+        // the descriptor open across execve in the rank alone.
+        if fds.inherit > 2 && libc::fcntl(fds.inherit, libc::F_SETFD, 0) == -1 {
+            return errno();
         }
         if let Some(dir) = &p.cwd {
             if libc::chdir(dir.as_ptr()) == -1 {

@@ -124,6 +124,16 @@ pub enum Cause {
         /// What was seen.
         why: String,
     },
+    /// A rank called abort through its MPI library (`MPI_Abort`): the whole job ends with the
+    /// code it gave.
+    Aborted {
+        /// The rank.
+        rank: usize,
+        /// Its process id.
+        pid: u32,
+        /// The code it gave.
+        code: i32,
+    },
 }
 
 impl Cause {
@@ -139,6 +149,9 @@ impl Cause {
                 format!("rank {rank} (pid {pid}) was lost by rank {by}")
             }
             Cause::HostLost { host, why } => format!("host {host} was lost ({why})"),
+            Cause::Aborted { rank, pid, code } => {
+                format!("rank {rank} (pid {pid}) called MPI_Abort with code {code}")
+            }
             Cause::Signal(sig) => format!("psyrun received signal {sig}"),
             Cause::Timeout(after) => format!("--timeout expired after {after:?}"),
             Cause::LaunchFailed => "the ranks could not be started".into(),
@@ -151,6 +164,7 @@ impl Cause {
             Cause::RankFailed { termination, .. } | Cause::Lost { termination, .. } => {
                 termination.exit_code()
             }
+            Cause::Aborted { code, .. } => (*code & 0xff) as u8,
             Cause::Signal(sig) => exit::for_signal(*sig),
             Cause::Timeout(_) => exit::TIMEOUT,
             Cause::LaunchFailed | Cause::HostLost { .. } => exit::LAUNCH_FAILED,
@@ -232,6 +246,16 @@ pub enum Event {
         rank: usize,
         /// Why they counted it failed, as they said.
         why: String,
+    },
+    /// A rank called abort through its MPI library's process-management interface
+    /// ([`crate::pmi`]): the job ends with its code.
+    Aborted {
+        /// The rank.
+        rank: usize,
+        /// The exit code it asked for.
+        code: i32,
+        /// Its message, if it gave one.
+        message: String,
     },
     /// The link to a host was lost: its ranks are out of reach.
     HostLost {
@@ -495,6 +519,14 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
                     self.set_stopped(rank, None);
                     true
                 }
+                Ok(Event::Aborted {
+                    rank,
+                    code,
+                    message,
+                }) => {
+                    self.on_abort(rank, code, &message);
+                    true
+                }
                 Ok(Event::HostLost { host, why }) => {
                     self.on_host_lost(&host, &why);
                     true
@@ -632,6 +664,31 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
             &format!("was counted failed by the other ranks ({why})"),
             "after the other ranks counted it failed",
         );
+    }
+
+    /// `rank` called `MPI_Abort` with `code`: the job stops (even with `--on-failure continue`:
+    /// an MPI abort ends the whole world) and exits with `code`.
+    fn on_abort(&mut self, rank: usize, code: i32, message: &str) {
+        let Some(i) = self.ranks.iter().position(|r| r.rank == rank) else {
+            return;
+        };
+        if !self.accepting_causes() {
+            return;
+        }
+        let said = match message.trim() {
+            "" => String::new(),
+            m => format!(" ({m})"),
+        };
+        let (pid, name) = (self.ranks[i].pid, self.ranks[i].name());
+        let stopping = match self.running().filter(|r| r.rank != rank).count() {
+            0 => String::new(),
+            1 => "; stopping the other rank".to_string(),
+            n => format!("; stopping the other {n} ranks"),
+        };
+        self.console.message(&format!(
+            "rank {name} called MPI_Abort with code {code}{said}{stopping}"
+        ));
+        self.stop(Cause::Aborted { rank, pid, code });
     }
 
     /// Kills the `i`th rank, which the others count failed or lost while it still runs

@@ -227,6 +227,7 @@ mod tests {
             env: Vec::new(),
             cwd: None,
             cpus: None,
+            inherit: None,
         };
         crate::spawn::spawn(&rank, dog.fd()).unwrap().pid
     }

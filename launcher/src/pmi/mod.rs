@@ -31,6 +31,56 @@ pub enum Interface {
     Pmix,
 }
 
+/// `--mpi`: which interface psyrun serves a job's MPI programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MpiChoice {
+    /// By each program's MPI library ([`detect`]): PMIx for Open MPI, PMI-1/2 otherwise.
+    #[default]
+    Auto,
+    /// PMIx (Open MPI).
+    Pmix,
+    /// PMI-1 on `PMI_FD` (PMI-2 on the same socket if the library asks).
+    Pmi1,
+    /// PMI-2 on `PMI_FD` (PMI-1 on the same socket if the library asks).
+    Pmi2,
+    /// Nothing: MPI programs run as worlds of one.
+    None,
+}
+
+impl Interface {
+    /// A short name (store keys, messages).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Interface::Simple => "pmi",
+            Interface::Pmix => "pmix",
+        }
+    }
+}
+
+impl MpiChoice {
+    /// Its number on the agents' wire.
+    pub fn code(self) -> u8 {
+        match self {
+            MpiChoice::Auto => 0,
+            MpiChoice::Pmix => 1,
+            MpiChoice::Pmi1 => 2,
+            MpiChoice::Pmi2 => 3,
+            MpiChoice::None => 4,
+        }
+    }
+
+    /// The choice numbered `code` (an unknown number: auto).
+    pub fn from_code(code: u8) -> MpiChoice {
+        match code {
+            1 => MpiChoice::Pmix,
+            2 => MpiChoice::Pmi1,
+            3 => MpiChoice::Pmi2,
+            4 => MpiChoice::None,
+            _ => MpiChoice::Auto,
+        }
+    }
+}
+
 /// Where each rank of the job runs: what `PMI_process_mapping`, `PMIX_NODE_MAP`,
 /// `PMIX_PROC_MAP` and the local ranks and sizes are made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,4 +183,26 @@ pub trait HostService: Send {
     /// Prepares rank `rank` (one of this host's) to be started and says how it reaches the
     /// service. An error names what failed; the launch then stops before the rank starts.
     fn rank_access(&mut self, rank: usize) -> Result<RankAccess, String>;
+}
+
+mod elf;
+mod exchange;
+pub use exchange::StoreExchange;
+pub mod detect;
+mod outer;
+pub use outer::outer_launcher_variable;
+mod serve;
+pub use serve::{choose, HostServing, Served, Spoken};
+
+/// Starts the service of `interface` for host `node` of `map`.
+fn start_service(
+    interface: Interface,
+    map: Arc<JobMap>,
+    node: usize,
+    exchange: Arc<dyn Exchange>,
+    report: Reporter,
+    timeout: std::time::Duration,
+) -> Result<Box<dyn HostService>, String> {
+    let _ = (map, node, exchange, report, timeout);
+    Err(format!("{interface:?} is not served yet"))
 }

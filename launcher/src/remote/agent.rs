@@ -14,6 +14,7 @@
 //! the job's grace period, SIGKILL), remove the job's shared memory on this host, and exit. So a
 //! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
 
+use super::agent_mpi::{AgentMpi, SilenceCheck};
 use super::relay::{ReachOrder, Relay};
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
@@ -137,6 +138,7 @@ pub fn main() -> u8 {
         streams: 0,
         watchdog: None,
         relay,
+        mpi: None,
     };
     agent.run()
 }
@@ -239,6 +241,8 @@ struct Agent {
     watchdog: Option<Watchdog>,
     /// The hosts this agent relays for (a tree launch), once psyrun asked.
     relay: RelaySlot,
+    /// The MPI services of this host's ranks, once the job is prepared.
+    mpi: Option<AgentMpi>,
 }
 
 impl Agent {
@@ -332,11 +336,13 @@ impl Agent {
                     .collect(),
                 cwd: wdir,
                 cpus: bound.as_ref().map(|b| b.cpus.clone()),
+                inherit: None,
             });
         }
         if let Some(note) = plan.note {
             lines.push(note);
         }
+        self.mpi = Some(AgentMpi::prepare(job, &commands, &self.out)?);
         self.commands = commands;
         Ok(lines)
     }
@@ -351,8 +357,12 @@ impl Agent {
             // The ranks then outlive an agent that is killed (SIGKILL) instead of stopping them.
             Err(e) => eprintln!("psyrun agent: cannot start its watchdog process: {e}"),
         }
-        for (command, rank) in std::mem::take(&mut self.commands).iter().zip(specs) {
-            match self.start_one(rank, command) {
+        for (i, (command, rank)) in std::mem::take(&mut self.commands)
+            .into_iter()
+            .zip(specs)
+            .enumerate()
+        {
+            match self.start_served(i, rank, command) {
                 Ok(pid) => {
                     // The rank told the watchdog its group itself, before its program ran.
                     self.ranks.push(Rank {
@@ -374,10 +384,34 @@ impl Agent {
         }
     }
 
+    /// Starts the `i`th rank with what its MPI service gives it (variables, a descriptor that
+    /// this agent's copy of is closed once the rank has it).
+    fn start_served(
+        &mut self,
+        i: usize,
+        rank: u32,
+        mut command: RankCommand,
+    ) -> Result<u32, Error> {
+        let (access, silence) = match self.mpi.as_mut() {
+            Some(mpi) => (mpi.access(i, rank)?, mpi.silence_check(i, rank)),
+            None => Default::default(),
+        };
+        command.env.extend(access.env.iter().cloned());
+        command.inherit = access.inherit.as_ref().map(AsRawFd::as_raw_fd);
+        let started = self.start_one(rank, &command, silence);
+        drop(access);
+        started
+    }
+
     /// Starts one rank ([`spawn::spawn_watched`]): its output goes to psyrun as frames, a line
     /// or a piece of a long line each, stamped with the time they were read; its end into the
     /// agent's main loop.
-    fn start_one(&mut self, rank: u32, command: &RankCommand) -> Result<u32, Error> {
+    fn start_one(
+        &mut self,
+        rank: u32,
+        command: &RankCommand,
+        silence: Option<SilenceCheck>,
+    ) -> Result<u32, Error> {
         let sinks = |stream: Stream| -> OutputSink {
             let (out, tx) = (self.out.clone(), self.tx.clone());
             Box::new(move |reader| {
@@ -407,6 +441,9 @@ impl Agent {
                     RankState::Stopped(signal) => Some(signal),
                     RankState::Continued => None,
                     RankState::Ended(termination) => {
+                        if let Some(check) = &silence {
+                            check.say_if_silent();
+                        }
                         let _ = tx.send(Input::Exited {
                             rank,
                             ended: termination.into(),

@@ -14,7 +14,7 @@
 use super::lines::{Frame, Outputs};
 use super::link::{AgentLink, HostEvent, LinkEvent};
 use super::preflight::{Preflight, PreflightSettings, Reached};
-use super::wire::{FromAgent, JobSpec, RankSpec, ToAgent};
+use super::wire::{FromAgent, JobSpec, MpiSpec, RankSpec, ToAgent};
 use crate::args::Launch;
 use crate::hosts::{self, HostList};
 use crate::job::{self, JobInfo};
@@ -341,10 +341,12 @@ impl RemoteJob<'_> {
     ) -> Result<Vec<HostEvent>, Error> {
         let specs = self.rank_specs(placements, app_envs, contract);
         let cwd = std::env::current_dir().unwrap_or_default();
+        let mut mpi = self.mpi_spec(&specs);
         for (h, ranks) in specs.into_iter().enumerate() {
             if ranks.is_empty() {
                 continue;
             }
+            mpi.node = self.used.iter().position(|&u| u == h).unwrap_or(0) as u32;
             self.reached[h].link.send(ToAgent::Job(JobSpec {
                 job_id: contract.job_id.clone(),
                 grace_ms: self.launch.grace.as_millis() as u64,
@@ -352,6 +354,7 @@ impl RemoteJob<'_> {
                 cwd: cwd.as_os_str().as_bytes().to_vec(),
                 binding: super::agent::binding_spec(&self.launch.binding),
                 ranks,
+                mpi: mpi.clone(),
             }));
         }
         let (bindings, early) = self.await_ready(events)?;
@@ -363,6 +366,30 @@ impl RemoteJob<'_> {
             }
         }
         Ok(early)
+    }
+
+    /// The job as the agents' MPI services describe it: every used host (by the name it gave
+    /// itself) with its ranks, and each rank's program number; `node` is set per host.
+    fn mpi_spec(&self, specs: &[Vec<RankSpec>]) -> MpiSpec {
+        MpiSpec {
+            choice: self.launch.mpi.code(),
+            node: 0,
+            timeout_ms: crate::local::service_timeout(self.launch).as_millis() as u64,
+            hosts: self
+                .used
+                .iter()
+                .map(|&h| {
+                    let ranks = specs[h].iter().map(|r| r.rank).collect();
+                    (self.reached[h].hostname.clone(), ranks)
+                })
+                .collect(),
+            appnum: self
+                .launch
+                .app_of_ranks()
+                .into_iter()
+                .map(|a| a as u32)
+                .collect(),
+        }
     }
 
     /// Every host's ranks as the agents get them: program, arguments, the `-x` variables then
@@ -684,6 +711,17 @@ impl Router {
                 let _ = self.supervisor.send(match signal {
                     Some(signal) => Event::Stopped { rank, signal },
                     None => Event::Continued { rank },
+                });
+            }
+            LinkEvent::Frame(FromAgent::Aborted {
+                rank,
+                code,
+                message,
+            }) => {
+                let _ = self.supervisor.send(Event::Aborted {
+                    rank: rank as usize,
+                    code,
+                    message,
                 });
             }
             LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {

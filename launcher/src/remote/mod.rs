@@ -15,6 +15,7 @@
 //! [`crate::dry_run`].
 
 pub mod agent;
+mod agent_mpi;
 pub mod launch;
 pub mod lines;
 pub mod link;

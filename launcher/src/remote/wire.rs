@@ -50,6 +50,23 @@ pub struct JobSpec {
     pub binding: BindingSpec,
     /// This host's ranks, in rank order.
     pub ranks: Vec<RankSpec>,
+    /// What MPI programs are served, and the job as their services describe it.
+    pub mpi: MpiSpec,
+}
+
+/// `--mpi` and the whole job's layout, for the agent's MPI services ([`crate::pmi`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MpiSpec {
+    /// `--mpi`: 0 auto, 1 pmix, 2 pmi1, 3 pmi2, 4 none.
+    pub choice: u8,
+    /// This host's index in `hosts` (its node id).
+    pub node: u32,
+    /// How long a service waits for a barrier, in milliseconds.
+    pub timeout_ms: u64,
+    /// Every host of the job, in node order: its name and its ranks in local-rank order.
+    pub hosts: Vec<(String, Vec<u32>)>,
+    /// The program number of every rank of the job.
+    pub appnum: Vec<u32>,
 }
 
 /// The binding flags, as plain numbers (0 = not given).
@@ -256,6 +273,15 @@ pub enum FromAgent {
         rank: u32,
         /// The signal that stopped it; `None`: it was resumed.
         signal: Option<i32>,
+    },
+    /// A rank called abort through its MPI service (`MPI_Abort`).
+    Aborted {
+        /// The rank.
+        rank: u32,
+        /// The exit code it asked for.
+        code: i32,
+        /// Its message.
+        message: String,
     },
     /// A rank ended.
     Exited {
@@ -480,6 +506,21 @@ impl ToAgent {
                         e.bytes(d);
                     });
                 }
+                let m = &job.mpi;
+                e.u8(m.choice)
+                    .u32(m.node)
+                    .u64(m.timeout_ms)
+                    .count(m.hosts.len());
+                for (name, ranks) in &m.hosts {
+                    e.str(name).count(ranks.len());
+                    for &r in ranks {
+                        e.u32(r);
+                    }
+                }
+                e.count(m.appnum.len());
+                for &a in &m.appnum {
+                    e.u32(a);
+                }
             }
             ToAgent::Start => {
                 e.u8(2);
@@ -559,6 +600,7 @@ impl ToAgent {
                         wdir,
                     });
                 }
+                let mpi = decode_mpi(&mut d)?;
                 ToAgent::Job(JobSpec {
                     job_id,
                     grace_ms,
@@ -566,6 +608,7 @@ impl ToAgent {
                     cwd,
                     binding,
                     ranks,
+                    mpi,
                 })
             }
             2 => ToAgent::Start,
@@ -701,6 +744,13 @@ impl FromAgent {
                     e.i32(s);
                 });
             }
+            FromAgent::Aborted {
+                rank,
+                code,
+                message,
+            } => {
+                e.u8(15).u32(*rank).i32(*code).str(message);
+            }
         }
         e.0
     }
@@ -791,6 +841,11 @@ impl FromAgent {
                 rank: d.u32("the rank")?,
                 signal: d.option("whether it is stopped", |d| d.i32("the signal"))?,
             },
+            15 => FromAgent::Aborted {
+                rank: d.u32("the rank")?,
+                code: d.i32("the code")?,
+                message: d.string("the message")?,
+            },
             k => return Err(WireError(format!("unknown message kind {k} from an agent"))),
         };
         d.end("agent")?;
@@ -799,6 +854,31 @@ impl FromAgent {
 }
 
 /// One [`RelayHost`] of a Reach message.
+fn decode_mpi(d: &mut Dec<'_>) -> Result<MpiSpec, WireError> {
+    let choice = d.u8("--mpi")?;
+    let node = d.u32("the node")?;
+    let timeout_ms = d.u64("the MPI service timeout")?;
+    let n = d.count("the hosts", 8)?;
+    let mut hosts = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = d.string("a host name")?;
+        let k = d.count("a host's ranks", 4)?;
+        let ranks = (0..k).map(|_| d.u32("a rank")).collect::<Result<_, _>>()?;
+        hosts.push((name, ranks));
+    }
+    let n = d.count("the program numbers", 4)?;
+    let appnum = (0..n)
+        .map(|_| d.u32("a program number"))
+        .collect::<Result<_, _>>()?;
+    Ok(MpiSpec {
+        choice,
+        node,
+        timeout_ms,
+        hosts,
+        appnum,
+    })
+}
+
 fn decode_relay_host(d: &mut Dec<'_>) -> Result<RelayHost, WireError> {
     let host = d.u32("a host's index")?;
     let name = d.string("a host's name")?;
@@ -931,6 +1011,13 @@ mod tests {
                             oversubscribe: d,
                         },
                         ranks,
+                        mpi: MpiSpec {
+                            choice: a,
+                            node: c,
+                            timeout_ms: hb,
+                            hosts: vec![("h".into(), vec![c, 1])],
+                            appnum: vec![0, c],
+                        },
                     })
                 }),
             Just(ToAgent::Start),
@@ -1041,6 +1128,13 @@ mod tests {
                 .prop_map(|(host, why, status)| FromAgent::Closed { host, why, status }),
             (any::<u32>(), proptest::option::of(any::<i32>()))
                 .prop_map(|(rank, signal)| FromAgent::Paused { rank, signal }),
+            (any::<u32>(), any::<i32>(), ".{0,8}").prop_map(|(rank, code, message)| {
+                FromAgent::Aborted {
+                    rank,
+                    code,
+                    message,
+                }
+            }),
         ]
     }
 

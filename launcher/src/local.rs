@@ -10,7 +10,7 @@ use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
 use crate::pmi::{
     Alone as OneHost, Exchange, HostRanks, HostServing, Interface, JobMap, RankAccess, Report,
-    Reporter, Served, Spoken,
+    Reporter, SilenceCheck,
 };
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
@@ -222,7 +222,6 @@ impl Starter<'_> {
         let mut started = Started::default();
         let fault = fault_after_spawn(self.launch.restart_count);
         let watchdog = watchdog.fd();
-        let spoken = serving.as_ref().map(HostServing::spoken);
         for ((env, files), rank_plan) in envs.iter().zip(files.iter_mut()).zip(&self.plan.ranks) {
             let mut command = rank_command(rank_plan, env);
             let served = self.plan.served_of(rank_plan);
@@ -241,8 +240,10 @@ impl Starter<'_> {
                 .env
                 .extend(access.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             command.inherit = access.inherit.as_ref().map(AsRawFd::as_raw_fd);
-            let alone = Alone::watch(&self, served, spoken.clone(), env.rank);
-            let result = self.start_rank(env.rank, &command, files, watchdog, alone);
+            let silence = serving.as_ref().and_then(|s| {
+                s.silence_check(env.rank, served, &rank_plan.program, self.plan.ranks.len())
+            });
+            let result = self.start_rank(env.rank, &command, files, watchdog, silence);
             drop(access);
             match result {
                 Ok(Watched { pid, forwarders }) => {
@@ -272,7 +273,7 @@ impl Starter<'_> {
         command: &RankCommand,
         files: &mut RankFiles,
         watchdog: Option<RawFd>,
-        alone: Option<Alone>,
+        silence: Option<SilenceCheck>,
     ) -> Result<Watched, Error> {
         let look = Look::of(self.launch, &self.plan.host, rank);
         let sinks = |stream: Stream| -> OutputSink {
@@ -284,10 +285,12 @@ impl Starter<'_> {
                 let _ = drained.send(rank);
             })
         };
-        let events = self.events.clone();
+        let (events, console) = (self.events.clone(), self.console.clone());
         let on_state = move |state| {
-            if let (RankState::Ended(_), Some(alone)) = (&state, &alone) {
-                alone.say_if_silent();
+            if let (RankState::Ended(_), Some(check)) = (&state, &silence) {
+                if let Some(said) = check.complaint() {
+                    console.message(&said);
+                }
             }
             let _ = events.send(match state {
                 RankState::Stopped(signal) => Event::Stopped { rank, signal },
@@ -296,46 +299,6 @@ impl Starter<'_> {
             });
         };
         spawn::spawn_watched(rank, command, watchdog, "psyrun", sinks, on_state)
-    }
-}
-
-/// Says, when an MPI rank of a job of several ends, whether it never spoke to the service it was
-/// given: it then ran as an MPI world of one.
-struct Alone {
-    console: Arc<Console>,
-    spoken: Arc<Spoken>,
-    rank: usize,
-    program: String,
-    served: String,
-}
-
-impl Alone {
-    /// The watch for `rank`, if its program is an MPI program in a job of several ranks.
-    fn watch(
-        starter: &Starter<'_>,
-        served: &Served,
-        spoken: Option<Arc<Spoken>>,
-        rank: usize,
-    ) -> Option<Alone> {
-        let spoken = spoken?;
-        let program = &starter.plan.ranks.get(rank)?.program;
-        (served.expects_mpi() && starter.plan.ranks.len() > 1).then(|| Alone {
-            console: starter.console.clone(),
-            spoken,
-            rank,
-            program: program.display().to_string(),
-            served: served.describe(),
-        })
-    }
-
-    /// Called when the rank has ended.
-    fn say_if_silent(&self) {
-        if !self.spoken.has(self.rank) {
-            self.console.message(&format!(
-                "rank {} ({}) ended without ever contacting the MPI service psyrun gave it                  ({}): it ran as an MPI world of one. Likely causes: it ended before MPI_Init,                  a wrapper cleared its environment, or its MPI library wants another interface                  (try --mpi pmix, pmi1 or pmi2)",
-                self.rank, self.program, self.served
-            ));
-        }
     }
 }
 

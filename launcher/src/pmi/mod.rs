@@ -192,7 +192,7 @@ pub mod detect;
 mod outer;
 pub use outer::outer_launcher_variable;
 mod serve;
-pub use serve::{choose, HostServing, Served, Spoken};
+pub use serve::{choose, HostServing, Served, SilenceCheck, Spoken};
 
 /// Starts the service of `interface` for host `node` of `map`.
 fn start_service(

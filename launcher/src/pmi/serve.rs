@@ -97,6 +97,30 @@ impl Spoken {
     }
 }
 
+/// Whether an MPI rank that ended ever spoke to its service ([`HostServing::silence_check`]).
+pub struct SilenceCheck {
+    spoken: Arc<Spoken>,
+    rank: usize,
+    program: String,
+    served: String,
+}
+
+impl SilenceCheck {
+    /// What to say, once the rank has ended, if it never spoke to its service.
+    pub fn complaint(&self) -> Option<String> {
+        (!self.spoken.has(self.rank)).then(|| {
+            format!(
+                "rank {} ({}) ended without ever contacting the MPI service psyrun gave it \
+                 ({}), so it never joined the job's MPI world (if its MPI_Init succeeded, it \
+                 ran as a world of one). Likely causes: it ended before MPI_Init, a wrapper \
+                 cleared its environment, or its MPI library wants another interface (try \
+                 --mpi pmix, pmi1 or pmi2)",
+                self.rank, self.program, self.served
+            )
+        })
+    }
+}
+
 /// The services of one host for one job (one attempt of it).
 pub struct HostServing {
     services: Vec<(Interface, Box<dyn HostService>)>,
@@ -143,6 +167,24 @@ impl HostServing {
     /// Which ranks have spoken to a service.
     pub fn spoken(&self) -> Arc<Spoken> {
         self.spoken.clone()
+    }
+
+    /// For rank `rank` of a job of `world` ranks, running `program` served `served`: a check to
+    /// run when it ends, which says whether it never spoke to its service. Only for a program
+    /// found to be an MPI program in a job of several ranks.
+    pub fn silence_check(
+        &self,
+        rank: usize,
+        served: &Served,
+        program: &Path,
+        world: usize,
+    ) -> Option<SilenceCheck> {
+        (served.expects_mpi() && world > 1).then(|| SilenceCheck {
+            spoken: self.spoken.clone(),
+            rank,
+            program: program.display().to_string(),
+            served: served.describe(),
+        })
     }
 
     /// Prepares `rank`, served `served`, to start: the variables and descriptor of every

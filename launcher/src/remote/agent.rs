@@ -14,11 +14,12 @@
 //! the job's grace period, SIGKILL), remove the job's shared memory on this host, and exit. So a
 //! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
 
-use super::agent_mpi::{AgentMpi, SilenceCheck};
+use super::agent_mpi::AgentMpi;
 use super::relay::{ReachOrder, Relay};
 use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
+use crate::pmi::SilenceCheck;
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand, RankState};
 use crate::supervise::KILL_WAIT;
 use crate::watchdog::Watchdog;
@@ -393,7 +394,10 @@ impl Agent {
         mut command: RankCommand,
     ) -> Result<u32, Error> {
         let (access, silence) = match self.mpi.as_mut() {
-            Some(mpi) => (mpi.access(i, rank)?, mpi.silence_check(i, rank)),
+            Some(mpi) => (
+                mpi.access(i, rank)?,
+                mpi.silence_check(i, rank, &command.program),
+            ),
             None => Default::default(),
         };
         command.env.extend(access.env.iter().cloned());
@@ -441,8 +445,9 @@ impl Agent {
                     RankState::Stopped(signal) => Some(signal),
                     RankState::Continued => None,
                     RankState::Ended(termination) => {
-                        if let Some(check) = &silence {
-                            check.say_if_silent();
+                        // The agent's stderr reaches psyrun's console, naming this host.
+                        if let Some(said) = silence.as_ref().and_then(SilenceCheck::complaint) {
+                            eprintln!("{said}");
                         }
                         let _ = tx.send(Input::Exited {
                             rank,

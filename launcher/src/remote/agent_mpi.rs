@@ -6,7 +6,7 @@ use super::agent::Out;
 use super::wire::{FromAgent, JobSpec};
 use crate::pmi::{
     self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Report,
-    Reporter, Served, Spoken, StoreExchange,
+    Reporter, Served, SilenceCheck, StoreExchange,
 };
 use crate::spawn::RankCommand;
 use crate::Error;
@@ -78,36 +78,18 @@ impl AgentMpi {
             })
     }
 
-    /// For the `i`th rank: a check, run when it ends, that says whether it ran as an MPI world
-    /// of one (never spoke to its service in a job of several).
-    pub(crate) fn silence_check(&self, i: usize, rank: u32) -> Option<SilenceCheck> {
+    /// For the `i`th rank (rank `rank`, running `program`): a check, run when it ends, that
+    /// says whether it never spoke to its service ([`HostServing::silence_check`]).
+    pub(crate) fn silence_check(
+        &self,
+        i: usize,
+        rank: u32,
+        program: &std::path::Path,
+    ) -> Option<SilenceCheck> {
         let served = self.served.get(i)?;
-        let spoken = self.serving.as_ref()?.spoken();
-        (served.expects_mpi() && self.world > 1).then(|| SilenceCheck {
-            spoken,
-            rank: rank as usize,
-            served: served.describe(),
-        })
-    }
-}
-
-/// See [`AgentMpi::silence_check`].
-pub(crate) struct SilenceCheck {
-    spoken: Arc<Spoken>,
-    rank: usize,
-    served: String,
-}
-
-impl SilenceCheck {
-    /// Says on the agent's stderr (which psyrun shows) if the rank never spoke.
-    pub(crate) fn say_if_silent(&self) {
-        if !self.spoken.has(self.rank) {
-            eprintln!(
-                "rank {} ended without ever contacting the MPI service psyrun gave it ({}): it \
-                 ran as an MPI world of one (try --mpi pmix, pmi1 or pmi2)",
-                self.rank, self.served
-            );
-        }
+        self.serving
+            .as_ref()?
+            .silence_check(rank as usize, served, program, self.world)
     }
 }
 

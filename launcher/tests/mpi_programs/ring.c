@@ -7,8 +7,8 @@
  * Modes (argv[1]):
  *   (none)        rank and size, a ring of MPI_Send/MPI_Recv, MPI_Allreduce, MPI_Bcast,
  *                 MPI_Comm_split (even and odd ranks), MPI_Barrier, MPI_Finalize
- *   abort R C     rank R calls MPI_Abort(MPI_COMM_WORLD, C) after the checks; the others
- *                 wait in MPI_Barrier
+ *   abort R C     rank R calls MPI_Abort(MPI_COMM_WORLD, C) after the checks, once every rank
+ *                 has printed its line; the others wait in MPI_Barrier
  *   exit R C      rank R exits with code C after MPI_Finalize
  *   hang R        every rank loops in MPI_Allreduce; rank R prints "ring looping" first
  *                 (for a test that SIGKILLs a rank inside MPI_Allreduce)
@@ -106,6 +106,9 @@ int main(int argc, char **argv) {
     }
     checks();
     if (strcmp(mode, "abort") == 0) {
+        /* Every rank has printed its line before it enters this barrier, so none is lost to
+         * the abort. */
+        MPI_Barrier(MPI_COMM_WORLD);
         if (rank == who) MPI_Abort(MPI_COMM_WORLD, code);
         MPI_Barrier(MPI_COMM_WORLD);
     }

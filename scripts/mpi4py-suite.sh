@@ -16,12 +16,16 @@
 # in the launcher's environment; a launcher that does not pass its environment on must be told to
 # (psyrun and these launchers do). MPI4PY_SUITE_TIMEOUT (seconds, default 300) bounds the run.
 #
-# Left out, and why (the rest, about 2000 tests a rank, passes):
+# Left out, and why (the rest, 2000 to 2076 tests a rank, passes):
 #   test_spawn, test_dynproc  MPI_Comm_spawn, ports and name publishing: dynamic processes are
 #                             beyond what a launcher of a fixed job serves; Open MPI 4.1.4's
 #                             spawn tests also hang under its own mpirun here (oversubscribed)
 #   test_mpiabi               MPI_Abi_get_fortran_info checks fail under MPICH 5.0.2 (its
 #                             Fortran type table), whatever the launcher
+#   test_util_sync (mpich4)   under Debian's MPICH 4.0.2 mpi4py.util.sync's condition tests on
+#                             COMM_WORLD (testWaitNotify, testWaitForNotify) raise on one rank and
+#                             the ranks then wait for each other forever; MPICH 5, Open MPI and
+#                             Intel MPI pass them
 # Extra exclusions (module-name regexes) can be added with MPI4PY_SUITE_EXCLUDE="re1 re2".
 #
 # Output: the ranks' unittest output goes to $MPI4PY_SUITE_LOG (default a temp file, removed
@@ -68,6 +72,7 @@ esac
 [ -x "$python" ] || { echo "mpi4py-suite.sh: $python missing: run scripts/setup.sh" >&2; exit 1; }
 
 excludes=(-e '^test_spawn' -e '^test_dynproc' -e '^test_mpiabi')
+[ "$flavour" != mpich4 ] || excludes+=(-e '^test_util_sync')
 for re in ${MPI4PY_SUITE_EXCLUDE:-}; do
   excludes+=(-e "$re")
 done
@@ -83,16 +88,18 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 start=$(date +%s.%N)
 rc=0
 timeout --kill-after=10 "${MPI4PY_SUITE_TIMEOUT:-300}" \
-  "$@" "$python" "$src/test/main.py" "${excludes[@]}" >"$log" 2>&1 </dev/null || rc=$?
+  "$@" "$python" "$src/test/main.py" -q "${excludes[@]}" >"$log" 2>&1 </dev/null || rc=$?
 end=$(date +%s.%N)
 
 # Each rank ends with "Ran N tests in Xs" and "OK (skipped=K)" or
-# "FAILED (failures=F, errors=E, skipped=K)".
+# "FAILED (failures=F, errors=E, skipped=K)". -q keeps the ranks from printing a dot a test, but a
+# launcher may still join two ranks' lines: the patterns are not anchored at the line's start.
 read -r ranks tests passed failed skipped ok_ranks < <(awk '
-  /^Ran [0-9]+ tests? in / { ranks++; tests = $2; total += $2 }
-  /^(OK|FAILED)( \(|$)/ {
-    if ($1 == "OK") ok++
-    s = $0; sub(/^[A-Z]+ *\(?/, "", s); sub(/\)$/, "", s)
+  match($0, /Ran [0-9]+ tests? in /) { split(substr($0, RSTART), w, " "); ranks++; tests = w[2]; total += w[2] }
+  match($0, /(OK|FAILED)( \([a-z_]+=[0-9]+(, [a-z_]+=[0-9]+)*\))?$/) {
+    s = substr($0, RSTART)
+    if (s ~ /^OK/) ok++
+    sub(/^[A-Z]+ *\(?/, "", s); sub(/\)$/, "", s)
     n = split(s, kv, /, */)
     for (i = 1; i <= n; i++) {
       split(kv[i], p, "=")
@@ -106,8 +113,8 @@ verdict=OK
 if [ "$rc" -ne 0 ] || [ "$ranks" -eq 0 ] || [ "$ok_ranks" -ne "$ranks" ]; then
   verdict=FAILED
 fi
-if [ "$verdict" = OK ] && [ "$keep_log" = 0 ]; then
-  rm -f "$log"
+if [ "$verdict" = OK ]; then
+  [ "$keep_log" = 1 ] || rm -f "$log"
 else
   echo "mpi4py-suite.sh: launcher exit $rc; the ranks' output: $log" >&2
   grep -E '^(FAIL|ERROR):' "$log" | sort | uniq -c | head -20 >&2 || true

@@ -142,7 +142,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "| MPI | version | load before / after | own launcher |"
   echo "|---|---|---|---|"
   for f in "${flavours[@]}"; do
-    echo "| $f | $(version "$f") | ${load_before[$f]} / ${load_after[$f]} | \`$(own "$f")\` |"
+    echo "| $f | $(version "$f" | tr -s " \t" " ") | ${load_before[$f]} / ${load_after[$f]} | \`$(own "$f")\` |"
   done
   echo
   echo "Median over the rounds of each round's mean (min and max of those means):"

@@ -468,49 +468,84 @@ impl Drop for KillTagged {
     }
 }
 
-/// `ring hang 1`: every rank loops in MPI_Allreduce; rank 1, SIGKILLed once it printed `ring
-/// looping`, ends the job: psyrun exits 137, names rank 1, and no process of the job is left.
+/// Runs `cmd` (a launcher starting `ring hang 1` on 3 ranks, `PSYRUN_TEST_TAG=tag` in every
+/// rank's environment), waits for `ring looping rank 1`, SIGKILLs rank 1, waits (at most `limit`)
+/// for the launcher to end, and checks that no process of the job is left.
+fn sigkill_rank_1(cmd: Command, dir: &TempDir, exe: &Path, tag: &str, limit: Duration) -> Done {
+    let _cleanup = KillTagged(tag.to_string());
+    let mut job = Job::start(cmd, dir);
+    let mut exited = None;
+    eventually(limit, "rank 1 to print `ring looping`", || {
+        exited = job.child.try_wait().expect("waiting for the launcher");
+        exited.is_some() || job.stdout.text().contains("ring looping rank 1")
+    });
+    assert!(
+        exited.is_none(),
+        "the launcher ended ({exited:?}) before rank 1 looped:\n{}\n{}",
+        job.stdout.text(),
+        job.stderr.text()
+    );
+    let mut victim = None;
+    eventually(DEADLINE, "rank 1's process", || {
+        victim = tagged(tag).into_iter().find(|&p| is_rank(p, exe, 1));
+        victim.is_some()
+    });
+    let victim = victim.expect("found above");
+    // SAFETY: kill takes plain integers; the pid was checked a moment ago to be this test's rank
+    // 1 (tagged, running ring), which cannot be reaped before its launcher sees it die.
+    assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
+    let done = job.wait(limit);
+    let all_gone = eventually_or_not(DEADLINE, || tagged(tag).is_empty());
+    assert!(
+        all_gone,
+        "left running {DEADLINE:?} after the launcher exited: {:?}\n{}",
+        tagged(tag),
+        show(&done)
+    );
+    done
+}
+
+/// The own launchers end the job when rank 1 is SIGKILLed inside MPI_Allreduce, with a nonzero
+/// code, and leave nothing behind: proves `ring hang` and [`sigkill_rank_1`].
+fn own_launcher_sigkill(flavour: Flavour) {
+    let prog = ring(flavour);
+    let exe = std::fs::canonicalize(&prog).expect("the ring program's path");
+    let _one = one_job();
+    let dir = TempDir::new(&format!("own-sigkill-{}", flavour.name()));
+    let tag = format!("mpi-own-sigkill-{}-{}", flavour.name(), std::process::id());
+    let mut cmd = flavour.launcher(3);
+    cmd.env("PSYRUN_TEST_TAG", &tag)
+        .arg(&prog)
+        .args(["hang", "1"]);
+    let done = sigkill_rank_1(cmd, &dir, &exe, &tag, WAIT);
+    assert!(
+        !done.status.success(),
+        "{} after rank 1 was SIGKILLed: {}",
+        flavour.name(),
+        show(&done)
+    );
+}
+
+per_flavour!(
+    own_launcher_ends_the_job_when_a_rank_is_sigkilled,
+    own_launcher_sigkill
+);
+
+/// `ring hang 1` under psyrun: rank 1, SIGKILLed once it printed `ring looping`, ends the job:
+/// psyrun exits 137, names rank 1, and no process of the job is left.
 fn psyrun_sigkill(flavour: Flavour) {
     let prog = ring(flavour);
     let exe = std::fs::canonicalize(&prog).expect("the ring program's path");
     let _one = one_job();
     let dir = TempDir::new(&format!("psyrun-sigkill-{}", flavour.name()));
     let tag = format!("mpi-sigkill-{}-{}", flavour.name(), std::process::id());
-    let _cleanup = KillTagged(tag.clone());
     let env = [("PSYRUN_TEST_TAG".to_string(), tag.clone())];
     let mut cmd = psyrun_mpi(&dir, flavour, 3, None, &env);
     cmd.arg(&prog).args(["hang", "1"]);
-    let mut job = Job::start(cmd, &dir);
-    let mut exited = None;
-    eventually(WAIT, "rank 1 to print `ring looping`", || {
-        exited = job.child.try_wait().expect("waiting for psyrun");
-        exited.is_some() || job.stdout.text().contains("ring looping rank 1")
-    });
-    assert!(
-        exited.is_none(),
-        "psyrun ended ({exited:?}) before rank 1 looped:\n{}\n{}",
-        job.stdout.text(),
-        job.stderr.text()
-    );
-    let mut victim = None;
-    eventually(DEADLINE, "rank 1's process", || {
-        victim = tagged(&tag).into_iter().find(|&p| is_rank(p, &exe, 1));
-        victim.is_some()
-    });
-    let victim = victim.expect("found above");
-    // SAFETY: kill takes plain integers; the pid was checked a moment ago to be this test's rank
-    // 1 (tagged, running ring), which cannot be reaped before psyrun sees it die.
-    assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
-    let done = job.wait(WAIT);
+    let done = sigkill_rank_1(cmd, &dir, &exe, &tag, WAIT);
     let ctx = format!("psyrun ring hang 1 ({}): {}", flavour.name(), show(&done));
     assert_eq!(done.code(), Some(137), "{ctx}");
     assert!(names_rank(&done.stderr, 1), "{ctx}");
-    let all_gone = eventually_or_not(DEADLINE, || tagged(&tag).is_empty());
-    assert!(
-        all_gone,
-        "left running {DEADLINE:?} after psyrun exited: {:?}\n{ctx}",
-        tagged(&tag)
-    );
 }
 
 /// `python -m mpi4py.bench helloworld` under psyrun. Python's ELF dependencies do not show MPI

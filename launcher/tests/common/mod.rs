@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod mpi;
 pub mod slurm;
 
 use std::io::Read;

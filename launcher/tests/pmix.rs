@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 /// How long one job may take (a few seconds are normal; the machine is shared and noisy).
 const DEADLINE: Duration = Duration::from_secs(90);
 
-/// libpmix hosts one server per process: one job at a time.
+/// One PMIx service runs at a time in a process.
 static ONE_SERVER: Mutex<()> = Mutex::new(());
 
 fn one_server() -> std::sync::MutexGuard<'static, ()> {
@@ -282,7 +282,7 @@ fn ring_world(n: usize) {
     let map = job_map(&format!("ring{n}"), tmp.path(), &[(&host, n)]);
     let (report, reports) = reporter();
     let mut service = PmixService::start(map, 0, Arc::new(Alone), report, DEADLINE).expect("start");
-    let dir = service.directory().to_path_buf();
+    let dir = service.directory().expect("a directory").to_path_buf();
     assert!(dir.is_dir());
     let mut ranks = Ranks::new();
     for r in 0..n {

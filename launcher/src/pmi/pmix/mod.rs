@@ -7,17 +7,19 @@
 //! | [`info`] | the job's keys as plain data, then as libpmix's `pmix_info_t` arrays |
 //! | [`upcalls`] | the server module: connected, finalized, abort, fence, direct modex |
 //! | [`fence`] | a fence across hosts through the job's [`Exchange`] |
+//! | [`server`] | libpmix's server, started once per process |
 //! | [`env`] | a rank's environment |
 //!
 //! # Lifecycle
 //!
-//! [`PmixService::start`] loads libpmix, starts the server with its rendezvous files in a
-//! private directory inside the job's tmpdir and registers the job's namespace (named by the
-//! job id). Then, for each of this host's ranks and before that rank starts,
+//! [`PmixService::start`] loads libpmix, starts its server if this process has not yet (see
+//! [`server`]: libpmix 4.2 cannot start one twice in a process, so it is never finalized), with
+//! its files in a private directory inside the job's tmpdir, and registers the job's namespace
+//! (named by the job id). Then, for each of this host's ranks and before that rank starts,
 //! [`HostService::rank_access`] registers the client (psyrun's uid and gid) and returns its
-//! environment. Dropping the service deregisters the namespace, finalizes the server and
-//! removes its directory. libpmix hosts one server per process: a second `start` while one
-//! runs is refused.
+//! environment. Dropping the service deregisters the namespace (libpmix then removes its files)
+//! and removes the directory. One service runs at a time in a process: a second `start` while
+//! one runs is refused.
 //!
 //! # What a rank gets
 //!
@@ -50,38 +52,36 @@ pub mod env;
 pub mod fence;
 pub mod ffi;
 pub mod info;
+pub mod server;
 pub mod upcalls;
 
 use super::{Exchange, HostService, JobMap, RankAccess, Reporter};
-use ffi::{Proc, ServerApi, ServerModule};
+use ffi::{Proc, ServerApi};
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use upcalls::Shared;
 
-/// The PMIx server of one host of a job; stopped on drop.
+/// The PMIx service of one host of a job; stopped on drop.
 pub struct PmixService {
-    api: ServerApi,
+    api: Option<&'static ServerApi>,
     map: Arc<JobMap>,
     node: usize,
     nspace: String,
-    dir: PathBuf,
+    dir: Option<PathBuf>,
     shared: Arc<Shared>,
     reporter: Option<JoinHandle<()>>,
-    /// Kept for the server's life (libpmix copies it, but keeping it costs nothing).
-    _module: Box<ServerModule>,
-    initialized: bool,
     registered: bool,
 }
 
 impl PmixService {
-    /// Loads libpmix (absent: an error saying what to install), starts the server (its
-    /// rendezvous files under a private directory inside `map.tmpdir`, removed on drop) and
-    /// registers the job's namespace with host `node`'s ranks as local. `report` gets what the
-    /// ranks do; `timeout` bounds each fence's wait for the other hosts.
+    /// Loads libpmix (absent: an error saying what to install), starts its server if this
+    /// process has not (its files under a private directory inside `map.tmpdir`, removed on
+    /// drop) and registers the job's namespace with host `node`'s ranks as local. `report` gets
+    /// what the ranks do; `timeout` bounds each fence's wait for the other hosts.
     pub fn start(
         map: Arc<JobMap>,
         node: usize,
@@ -95,13 +95,10 @@ impl PmixService {
                 map.hosts.len()
             )
         })?;
-        let hostname = host.name.clone();
-        let nlocal = host.ranks.len();
+        let (hostname, nlocal) = (host.name.clone(), host.ranks.len());
         let nspace = map.job_id.clone();
         ffi::fixed_nspace(&nspace)?;
         let entries = info::job_info(&map, node)?;
-        let api = ServerApi::load()?;
-        let dir = private_dir(&map, node)?;
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
             nspace: nspace.clone(),
@@ -112,20 +109,16 @@ impl PmixService {
             rounds: AtomicU64::new(0),
             open: Mutex::new(true),
         });
-        if let Err(e) = upcalls::install(Arc::clone(&shared)) {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e);
-        }
+        upcalls::install(Arc::clone(&shared))?;
+        // From here on, dropping `service` undoes whatever was done.
         let mut service = PmixService {
-            api,
+            api: None,
             map,
             node,
             nspace,
-            dir,
+            dir: None,
             shared: Arc::clone(&shared),
             reporter: None,
-            _module: Box::new(upcalls::module()),
-            initialized: false,
             registered: false,
         };
         service.reporter = Some(
@@ -134,7 +127,10 @@ impl PmixService {
                 .spawn(move || upcalls::reporter_loop(rx, report, shared))
                 .map_err(|e| format!("PMIx: cannot start the reporter thread: {e}"))?,
         );
-        service.init(&hostname)?;
+        let dir = private_dir(&service.map, node)?;
+        service.dir = Some(dir.clone());
+        server::point_link_at(&dir)?;
+        service.api = Some(server::get(&hostname)?);
         service.register(nlocal, &entries)?;
         Ok(service)
     }
@@ -144,33 +140,26 @@ impl PmixService {
         &self.nspace
     }
 
-    /// Where the server keeps its rendezvous files (removed on drop).
-    pub fn directory(&self) -> &std::path::Path {
-        &self.dir
+    /// The private directory libpmix keeps this job's files in (removed on drop).
+    pub fn directory(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
-    fn init(&mut self, hostname: &str) -> Result<(), String> {
-        let mut options = info::InfoArray::new(&self.api, &info::server_info(&self.dir, hostname))?;
-        let module: *mut ServerModule = &mut *self._module;
-        // SAFETY: `module` points to a complete module of `extern "C"` upcalls that live for the
-        // program; `options` is a valid array of `len()` infos that outlives the call.
-        let status = unsafe { (self.api.init)(module, options.as_mut_ptr(), options.len()) };
-        if status != ffi::SUCCESS {
-            return Err(format!("PMIx_server_init: {}", self.api.describe(status)));
-        }
-        self.initialized = true;
-        Ok(())
+    fn api(&self) -> Result<&'static ServerApi, String> {
+        self.api
+            .ok_or_else(|| "PMIx: the server is not running".to_string())
     }
 
     fn register(&mut self, nlocal: usize, entries: &[info::Entry]) -> Result<(), String> {
-        let mut infos = info::InfoArray::new(&self.api, entries)?;
+        let api = self.api()?;
+        let mut infos = info::InfoArray::new(api, entries)?;
         let ns = info::cstring(&self.nspace)?;
         let nlocal = i32::try_from(nlocal).map_err(|_| "PMIx: too many local ranks".to_string())?;
-        // SAFETY: the server is initialised; `ns` is a NUL-terminated namespace shorter than
+        // SAFETY: the server runs; `ns` is a NUL-terminated namespace shorter than
         // PMIX_MAX_NSLEN (checked in start); `infos` is valid for the call; a NULL callback
         // makes the call blocking, so nothing outlives it.
         let status = unsafe {
-            (self.api.register_nspace)(
+            (api.register_nspace)(
                 ns.as_ptr(),
                 nlocal,
                 infos.as_mut_ptr(),
@@ -179,7 +168,7 @@ impl PmixService {
                 std::ptr::null_mut(),
             )
         };
-        done(&self.api, "PMIx_server_register_nspace", status)?;
+        done(api, "PMIx_server_register_nspace", status)?;
         self.registered = true;
         Ok(())
     }
@@ -189,6 +178,41 @@ impl PmixService {
             nspace: ffi::fixed_nspace(&self.nspace)?,
             rank: u32::try_from(rank).map_err(|_| format!("rank {rank} is too large for PMIx"))?,
         })
+    }
+
+    /// Registers `proc_` as a client psyrun's user may connect as.
+    fn register_client(&self, proc_: &Proc) -> Result<(), String> {
+        let api = self.api()?;
+        // SAFETY: geteuid/getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        // SAFETY: the server runs; `proc_` is a valid proc; a NULL callback makes the call
+        // blocking; no server object is kept.
+        let status = unsafe {
+            (api.register_client)(
+                proc_,
+                uid,
+                gid,
+                std::ptr::null_mut(),
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+        done(api, "PMIx_server_register_client", status)
+    }
+
+    /// `PMIx_server_setup_fork`'s variables for `proc_`.
+    fn fork_env(
+        &self,
+        proc_: &Proc,
+    ) -> Result<Vec<(std::ffi::OsString, std::ffi::OsString)>, String> {
+        let api = self.api()?;
+        let mut environ: *mut *mut std::ffi::c_char = std::ptr::null_mut();
+        // SAFETY: `proc_` is valid; libpmix appends to the (initially NULL) malloc'd array.
+        let status = unsafe { (api.setup_fork)(proc_, &mut environ) };
+        // SAFETY: `environ` is NULL or libpmix's malloc'd array, taken over here.
+        let vars = unsafe { env::take_environ(environ) };
+        done(api, "PMIx_server_setup_fork", status)?;
+        Ok(vars)
     }
 }
 
@@ -218,33 +242,14 @@ fn private_dir(map: &JobMap, node: usize) -> Result<PathBuf, String> {
 impl HostService for PmixService {
     /// Registers `rank` with the server (psyrun's uid and gid may connect as it) and returns
     /// its environment: `PMIx_server_setup_fork`'s and Open MPI's settings ([`env`]).
-    fn rank_access(&mut self, rank: usize) -> Result<crate::pmi::RankAccess, String> {
+    fn rank_access(&mut self, rank: usize) -> Result<RankAccess, String> {
         match self.map.locate(rank) {
             Some((node, _)) if node == self.node => {}
             _ => return Err(format!("PMIx: rank {rank} is not on host {}", self.node)),
         }
         let proc_ = self.proc_of(rank)?;
-        // SAFETY: geteuid/getegid cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        // SAFETY: the server runs (started in `start`); `proc_` is a valid proc; a NULL callback
-        // makes the call blocking; no server object is kept.
-        let status = unsafe {
-            (self.api.register_client)(
-                &proc_,
-                uid,
-                gid,
-                std::ptr::null_mut(),
-                None,
-                std::ptr::null_mut(),
-            )
-        };
-        done(&self.api, "PMIx_server_register_client", status)?;
-        let mut environ: *mut *mut std::ffi::c_char = std::ptr::null_mut();
-        // SAFETY: `proc_` is valid; libpmix appends to the (initially NULL) malloc'd array.
-        let status = unsafe { (self.api.setup_fork)(&proc_, &mut environ) };
-        // SAFETY: `environ` is NULL or libpmix's malloc'd array, taken over here.
-        let mut vars = unsafe { env::take_environ(environ) };
-        done(&self.api, "PMIx_server_setup_fork", status)?;
+        self.register_client(&proc_)?;
+        let mut vars = self.fork_env(&proc_)?;
         vars.extend(env::ompi_env());
         Ok(RankAccess {
             env: vars,
@@ -257,23 +262,11 @@ impl Drop for PmixService {
     fn drop(&mut self) {
         // No callback into libpmix from psyrun's threads from here on.
         *self.shared.open.lock().unwrap_or_else(|p| p.into_inner()) = false;
-        if self.registered {
-            if let Ok(ns) = info::cstring(&self.nspace) {
-                // SAFETY: the server runs; `ns` is the registered namespace; a NULL callback
-                // makes the call blocking.
-                unsafe { (self.api.deregister_nspace)(ns.as_ptr(), None, std::ptr::null_mut()) };
-            }
-        }
-        if self.initialized {
-            // SAFETY: the server was initialised by this service and is finalized once; no
-            // upcall runs after this returns.
-            let status = unsafe { (self.api.finalize)() };
-            if status != ffi::SUCCESS {
-                eprintln!(
-                    "psyrun: PMIx_server_finalize: {}",
-                    self.api.describe(status)
-                );
-            }
+        if let (true, Some(api), Ok(ns)) = (self.registered, self.api, info::cstring(&self.nspace))
+        {
+            // SAFETY: the server runs; `ns` is the registered namespace; a NULL callback makes
+            // the call blocking. libpmix drops its clients and removes its files for it.
+            unsafe { (api.deregister_nspace)(ns.as_ptr(), None, std::ptr::null_mut()) };
         }
         upcalls::uninstall();
         self.shared
@@ -284,8 +277,11 @@ impl Drop for PmixService {
         if let Some(reporter) = self.reporter.take() {
             let _ = reporter.join();
         }
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            eprintln!("psyrun: cannot remove {}: {e}", self.dir.display());
+        if let Some(dir) = self.dir.take() {
+            server::remove_link();
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                eprintln!("psyrun: cannot remove {}: {e}", dir.display());
+            }
         }
     }
 }

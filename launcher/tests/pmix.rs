@@ -175,6 +175,11 @@ impl Ranks {
             }
         }
         let codes = self.reap();
+        if std::env::var_os("DEBUG_LINES").is_some() {
+            for (r, l) in &lines {
+                eprintln!("[{r}] {l}");
+            }
+        }
         // The last lines may trail the exit: drain what is left of the pipes.
         while let Ok(Event::Line { rank, text }) = self.rx.recv_timeout(Duration::from_millis(200))
         {

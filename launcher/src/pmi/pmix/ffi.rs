@@ -203,8 +203,12 @@ impl ServerApi {
     /// resolve libpmix's own symbols) and resolves every server function; the error says what
     /// to install.
     pub fn load() -> Result<ServerApi, String> {
-        let names = dl::candidates(LIBRARY_VAR, &LIBRARY_NAMES);
-        let lib = dl::open_first(&names, libc::RTLD_GLOBAL)
+        ServerApi::load_from(&dl::candidates(LIBRARY_VAR, &LIBRARY_NAMES))
+    }
+
+    /// Loads the first of `names` that opens and resolves every server function.
+    pub fn load_from(names: &[String]) -> Result<ServerApi, String> {
+        let lib = dl::open_first(names, libc::RTLD_GLOBAL)
             .map_err(|e| format!("cannot load PMIx ({e}); {}", INSTALL_HINT))?;
         // SAFETY: each name is the PMIx 4 function whose prototype the field's type repeats
         // (quoted on the field): pointers for pointers, `c_int` for `pmix_status_t` and `int`,
@@ -243,5 +247,27 @@ impl ServerApi {
         // SAFETY: non-null, static, NUL-terminated (above).
         let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
         format!("{name} ({status})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_says_what_to_install() {
+        let err = match ServerApi::load_from(&["libpmix-not-there.so.2".to_string()]) {
+            Ok(_) => panic!("a library that does not exist loaded"),
+            Err(e) => e,
+        };
+        assert!(err.contains("libpmix-not-there.so.2"), "{err}");
+        assert!(err.contains("libpmix2"), "{err}");
+    }
+
+    #[test]
+    fn namespaces_longer_than_pmix_allows_are_refused() {
+        assert!(fixed_nspace("job-1").is_ok());
+        assert!(fixed_nspace(&"x".repeat(256)).is_err());
+        assert!(fixed_nspace("a\0b").is_err());
     }
 }

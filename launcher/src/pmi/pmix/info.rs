@@ -356,3 +356,111 @@ pub unsafe fn text(p: *const c_char) -> String {
     // SAFETY: non-null and NUL-terminated (the caller's promise).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmi::HostRanks;
+    use std::path::PathBuf;
+
+    fn two_hosts() -> JobMap {
+        JobMap {
+            job_id: "job-7".into(),
+            world_size: 5,
+            hosts: vec![
+                HostRanks {
+                    name: "a".into(),
+                    ranks: vec![0, 1, 2],
+                },
+                HostRanks {
+                    name: "b".into(),
+                    ranks: vec![3, 4],
+                },
+            ],
+            appnum: vec![0, 0, 0, 1, 1],
+            tmpdir: PathBuf::from("/tmp/job-7"),
+        }
+    }
+
+    fn value<'a>(entries: &'a [Entry], key: &str) -> &'a Val {
+        &entries
+            .iter()
+            .find(|e| e.key == key)
+            .unwrap_or_else(|| panic!("no {key}"))
+            .val
+    }
+
+    fn rank_data(entries: &[Entry], rank: u32) -> &[Entry] {
+        entries
+            .iter()
+            .find_map(|e| match &e.val {
+                Val::Array(inner) if inner.first().map(|f| &f.val) == Some(&Val::Rank(rank)) => {
+                    Some(inner.as_slice())
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no PMIX_PROC_DATA for rank {rank}"))
+    }
+
+    #[test]
+    fn job_level_keys_describe_the_whole_job() {
+        let info = job_info(&two_hosts(), 1).unwrap();
+        assert_eq!(value(&info, JOBID), &Val::Str("job-7".into()));
+        for key in [JOB_SIZE, UNIV_SIZE, MAX_PROCS] {
+            assert_eq!(value(&info, key), &Val::U32(5), "{key}");
+        }
+        assert_eq!(value(&info, NUM_NODES), &Val::U32(2));
+        assert_eq!(value(&info, JOB_NUM_APPS), &Val::U32(2));
+        assert_eq!(value(&info, NODE_MAP), &Val::Nodes("a,b".into()));
+        assert_eq!(value(&info, PROC_MAP), &Val::Procs("0,1,2;3,4".into()));
+        assert_eq!(value(&info, TMPDIR), &Val::Str("/tmp/job-7".into()));
+        assert_eq!(value(&info, NSDIR), &Val::Str("/tmp/job-7".into()));
+    }
+
+    #[test]
+    fn node_level_keys_are_this_hosts() {
+        let info = job_info(&two_hosts(), 1).unwrap();
+        assert_eq!(value(&info, LOCAL_SIZE), &Val::U32(2));
+        assert_eq!(value(&info, LOCAL_PEERS), &Val::Str("3,4".into()));
+        assert_eq!(value(&info, LOCALLDR), &Val::Rank(3));
+        assert_eq!(value(&info, APPNUM), &Val::U32(1));
+        let info = job_info(&two_hosts(), 0).unwrap();
+        assert_eq!(value(&info, LOCAL_PEERS), &Val::Str("0,1,2".into()));
+        assert_eq!(value(&info, LOCALLDR), &Val::Rank(0));
+    }
+
+    #[test]
+    fn every_rank_of_the_job_has_its_proc_data_rank_first() {
+        let info = job_info(&two_hosts(), 0).unwrap();
+        let arrays = info.iter().filter(|e| e.key == PROC_DATA).count();
+        assert_eq!(arrays, 5);
+        let four = rank_data(&info, 4);
+        assert_eq!(four[0].key, RANK);
+        assert_eq!(value(four, LOCAL_RANK), &Val::U16(1));
+        assert_eq!(value(four, NODE_RANK), &Val::U16(1));
+        assert_eq!(value(four, NODEID), &Val::U32(1));
+        assert_eq!(value(four, HOSTNAME), &Val::Str("b".into()));
+        assert_eq!(value(four, APPNUM), &Val::U32(1));
+        assert_eq!(value(four, APP_RANK), &Val::Rank(1));
+        assert_eq!(value(four, APPLDR), &Val::Rank(3));
+        let two = rank_data(&info, 2);
+        assert_eq!(value(two, LOCAL_RANK), &Val::U16(2));
+        assert_eq!(value(two, APP_RANK), &Val::Rank(2));
+        assert_eq!(value(two, APPLDR), &Val::Rank(0));
+    }
+
+    #[test]
+    fn a_node_outside_the_job_is_an_error() {
+        let err = job_info(&two_hosts(), 2).unwrap_err();
+        assert!(err.contains("node 2"), "{err}");
+    }
+
+    #[test]
+    fn the_server_keeps_its_files_where_it_is_told() {
+        let info = server_info(Path::new("/tmp/x"), "a");
+        assert_eq!(value(&info, SERVER_TMPDIR), &Val::Str("/tmp/x".into()));
+        assert_eq!(value(&info, SYSTEM_TMPDIR), &Val::Str("/tmp/x".into()));
+        assert_eq!(value(&info, HOSTNAME), &Val::Str("a".into()));
+        assert_eq!(value(&info, SERVER_TOOL_SUPPORT), &Val::Bool(false));
+    }
+}

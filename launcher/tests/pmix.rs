@@ -13,9 +13,10 @@
 mod common;
 
 use common::TempDir;
-use psyrun::pmi::pmix::PmixService;
+use psyrun::pmi::pmix::{server, PmixService};
 use psyrun::pmi::{Alone, Exchange, HostRanks, HostService, JobMap, Report, Reporter};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -98,12 +99,14 @@ fn reporter() -> (Reporter, Receiver<Report>) {
 /// What the ranks did, as it happens.
 enum Event {
     Line { rank: usize, text: String },
-    Exited { rank: usize },
+    Exited,
 }
 
 /// Ranks started here: SIGKILLed and reaped on drop.
 struct Ranks {
     children: Vec<(usize, Child)>,
+    /// Set in every rank after the service's variables.
+    extra_env: Vec<(String, String)>,
     tx: Sender<Event>,
     rx: Receiver<Event>,
 }
@@ -113,6 +116,7 @@ impl Ranks {
         let (tx, rx) = mpsc::channel();
         Ranks {
             children: Vec::new(),
+            extra_env: Vec::new(),
             tx,
             rx,
         }
@@ -133,20 +137,11 @@ impl Ranks {
             }
         }
         cmd.envs(access.env);
-        for (k, v) in std::env::vars() {
-            if let Some(k) = k.strip_prefix("DEBUG_RANK_") {
-                cmd.env(k, &v);
-            }
-            if k == "DEBUG_UNSET" {
-                for k in v.split(',') {
-                    cmd.env_remove(k);
-                }
-            }
-        }
+        cmd.envs(self.extra_env.iter().cloned());
         let mut child = cmd.spawn().expect("starting a rank");
         self.forward(rank, child.stdout.take());
         self.forward(rank, child.stderr.take());
-        watch_exit(rank, child.id() as i32, self.tx.clone());
+        watch_exit(child.id() as i32, self.tx.clone());
         self.children.push((rank, child));
     }
 
@@ -170,46 +165,22 @@ impl Ranks {
             let left = until.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
                 Ok(Event::Line { rank, text }) => lines.push((rank, text)),
-                Ok(Event::Exited { .. }) => exited += 1,
-                Err(_) => panic!("ranks still running after {limit:?}; output:\n{lines:#?}"),
+                Ok(Event::Exited) => exited += 1,
+                Err(_) => {
+                    for (r, l) in &lines {
+                        eprintln!("[{r}] {l}");
+                    }
+                    panic!("ranks still running after {limit:?}")
+                }
             }
         }
         let codes = self.reap();
-        if std::env::var_os("DEBUG_LINES").is_some() {
-            for (r, l) in &lines {
-                eprintln!("[{r}] {l}");
-            }
-        }
         // The last lines may trail the exit: drain what is left of the pipes.
         while let Ok(Event::Line { rank, text }) = self.rx.recv_timeout(Duration::from_millis(200))
         {
             lines.push((rank, text));
         }
         (lines, codes)
-    }
-
-    /// Waits for a line from any rank that satisfies `want`; the lines seen until then.
-    fn wait_line(
-        &mut self,
-        limit: Duration,
-        want: impl Fn(usize, &str) -> bool,
-    ) -> Vec<(usize, String)> {
-        let until = Instant::now() + limit;
-        let mut lines = Vec::new();
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(Event::Line { rank, text }) => {
-                    let hit = want(rank, &text);
-                    lines.push((rank, text));
-                    if hit {
-                        return lines;
-                    }
-                }
-                Ok(Event::Exited { .. }) => {}
-                Err(_) => panic!("no such line after {limit:?}; output:\n{lines:#?}"),
-            }
-        }
     }
 
     /// Exit codes in start order (`None`: killed by a signal); reaps everyone.
@@ -235,7 +206,7 @@ impl Drop for Ranks {
 }
 
 /// Tells `tx` when `pid` (our child) has exited, without reaping it (so it stays ours to kill).
-fn watch_exit(rank: usize, pid: i32, tx: Sender<Event>) {
+fn watch_exit(pid: i32, tx: Sender<Event>) {
     std::thread::spawn(move || {
         // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -249,7 +220,7 @@ fn watch_exit(rank: usize, pid: i32, tx: Sender<Event>) {
             )
         };
         if r == 0 {
-            let _ = tx.send(Event::Exited { rank });
+            let _ = tx.send(Event::Exited);
         }
     });
 }
@@ -320,6 +291,39 @@ fn ring_world(n: usize) {
     );
     drop(service);
     assert!(!dir.exists(), "{} left behind", dir.display());
+    assert!(
+        !server::link_path().exists(),
+        "{} left behind",
+        server::link_path().display()
+    );
+}
+
+#[test]
+fn one_service_runs_at_a_time() {
+    let _one = one_server();
+    let tmp = TempDir::new("pmix-twice");
+    let host = hostname();
+    let map = job_map("twice", tmp.path(), &[(&host, 1)]);
+    let (report, _reports) = reporter();
+    let first = match PmixService::start(map.clone(), 0, Arc::new(Alone), report.clone(), DEADLINE)
+    {
+        Ok(s) => s,
+        Err(e) if e.contains("libpmix") && e.contains("install") => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let second = PmixService::start(map.clone(), 0, Arc::new(Alone), report.clone(), DEADLINE);
+    let err = second.err().expect("a second service while one runs");
+    assert!(err.contains("running"), "{err}");
+    drop(first);
+    // Once the first has stopped, the next job of the process gets the same server.
+    let again = PmixService::start(map, 0, Arc::new(Alone), report, DEADLINE).expect("again");
+    assert_eq!(
+        again.namespace(),
+        format!("psyrun-test-twice-{}", std::process::id())
+    );
 }
 
 #[test]
@@ -400,10 +404,233 @@ impl Exchange for InMemory {
     }
 }
 
-#[allow(dead_code)]
 fn in_memory(hosts: usize) -> Arc<InMemory> {
     Arc::new(InMemory {
         hosts,
         ..InMemory::default()
     })
+}
+
+/// Writes a frame: a length, then the bytes.
+fn write_frame(w: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    w.write_all(&(bytes.len() as u64).to_le_bytes())?;
+    w.write_all(bytes)?;
+    w.flush()
+}
+
+fn read_frame(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 8];
+    r.read_exact(&mut len)?;
+    let mut bytes = vec![0u8; u64::from_le_bytes(len) as usize];
+    r.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The [`Exchange`] of a host in another process: each round's blob goes to the first host's
+/// process, which answers with every host's blob (the role the job's store plays in psyrun).
+struct Remote(Mutex<TcpStream>);
+
+impl Exchange for Remote {
+    fn all_gather(&self, _node: usize, round: u64, blob: Vec<u8>) -> Result<Vec<Vec<u8>>, String> {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let io = |e: std::io::Error| format!("round {round}: {e}");
+        write_frame(&mut *s, &round.to_le_bytes()).map_err(io)?;
+        write_frame(&mut *s, &blob).map_err(io)?;
+        let n = u64::from_le_bytes(
+            read_frame(&mut *s)
+                .map_err(io)?
+                .try_into()
+                .unwrap_or([0; 8]),
+        );
+        (0..n).map(|_| read_frame(&mut *s).map_err(io)).collect()
+    }
+}
+
+/// Serves the other process's host (node 1) of `exchange` on `stream` until it hangs up.
+fn relay(exchange: Arc<InMemory>, mut stream: TcpStream) {
+    std::thread::spawn(move || loop {
+        let Ok(round) = read_frame(&mut stream) else {
+            return;
+        };
+        let round = u64::from_le_bytes(round.try_into().unwrap_or([0; 8]));
+        let Ok(blob) = read_frame(&mut stream) else {
+            return;
+        };
+        let Ok(all) = exchange.all_gather(1, round, blob) else {
+            return;
+        };
+        let sent = write_frame(&mut stream, &(all.len() as u64).to_le_bytes())
+            .and_then(|_| all.iter().try_for_each(|b| write_frame(&mut stream, b)));
+        if sent.is_err() {
+            return;
+        }
+    });
+}
+
+/// The second host's name (it is this machine too).
+const SECOND_NAME: &str = "psy-second-host";
+
+/// What the second host's process needs, in its environment.
+const SECOND_HOST: &str = "PSY_PMIX_TEST_SECOND_HOST";
+
+/// Two hosts of one job, each with its own PMIx server (libpmix hosts one per process, so the
+/// second runs in a child process of this test binary, [`second_host`]), two Open MPI ranks on
+/// each, their fences joined through an exchange between the two processes: one world of 4,
+/// with 2 node-local peers each.
+#[test]
+fn two_hosts_form_one_world_through_the_exchange() {
+    let _one = one_server();
+    let tmp = TempDir::new("pmix-2hosts");
+    let Some(ring) = build_ring(tmp.path()) else {
+        return;
+    };
+    // The first host is this one, by its name: this process's server may have started for an
+    // earlier test, and keeps the host name it started with.
+    let host = hostname();
+    let map = job_map("2hosts", tmp.path(), &[(&host, 2), (SECOND_NAME, 2)]);
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listening");
+    let port = listener.local_addr().expect("address").port();
+    let exchange = in_memory(2);
+    let mut helper = Command::new(std::env::current_exe().expect("this test binary"));
+    helper
+        .args(["--exact", "second_host", "--ignored", "--nocapture"])
+        .env(
+            SECOND_HOST,
+            format!("{port} {host} {} {}", map.job_id, ring.display()),
+        )
+        .env("PSY_PMIX_TEST_TMP", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut helper = KillOnDrop(helper.spawn().expect("starting the second host"));
+    let helper_out = common::Capture::start(helper.0.stdout.take());
+    let helper_err = common::Capture::start(helper.0.stderr.take());
+    let Some(stream) = accept_within(&listener, DEADLINE) else {
+        let _ = helper.0.kill();
+        panic!(
+            "the second host did not connect:\n{}\n{}",
+            helper_out.finish(),
+            helper_err.finish()
+        )
+    };
+    relay(Arc::clone(&exchange), stream);
+    let (report, _reports) = reporter();
+    let mut service = PmixService::start(map, 0, exchange, report, DEADLINE).expect("start");
+    let mut ranks = Ranks::new();
+    for r in 0..2 {
+        ranks.start(&mut service, r, &ring, &[]);
+    }
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ranks.wait_all(DEADLINE)));
+    let Ok((lines, codes)) = done else {
+        let _ = helper.0.kill();
+        panic!(
+            "second host:\n{}\n{}",
+            helper_out.finish(),
+            helper_err.finish()
+        )
+    };
+    let status = helper.wait_within(DEADLINE);
+    let helper_says = format!("{}\n{}", helper_out.finish(), helper_err.finish());
+    for r in 0..2 {
+        let want = format!("ring ok rank {r} of 4 (node-local peers 2)");
+        assert!(
+            lines.iter().any(|(rank, l)| *rank == r && *l == want),
+            "no {want:?} in\n{lines:#?}\nsecond host:\n{helper_says}"
+        );
+    }
+    assert!(codes.iter().all(|c| *c == Some(0)), "{codes:?}\n{lines:#?}");
+    assert!(status, "the second host failed:\n{helper_says}");
+}
+
+/// The second host of [`two_hosts_form_one_world_through_the_exchange`], run in a child
+/// process by it (ignored otherwise).
+#[test]
+#[ignore = "run by two_hosts_form_one_world_through_the_exchange"]
+fn second_host() {
+    let Ok(spec) = std::env::var(SECOND_HOST) else {
+        return;
+    };
+    let mut parts = spec.splitn(4, ' ');
+    let (Some(port), Some(first), Some(job_id), Some(ring)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        panic!("bad {SECOND_HOST}: {spec}")
+    };
+    let tmp = PathBuf::from(std::env::var("PSY_PMIX_TEST_TMP").expect("PSY_PMIX_TEST_TMP"));
+    let mut map = (*job_map("x", &tmp, &[(first, 2), (SECOND_NAME, 2)])).clone();
+    map.job_id = job_id.to_string();
+    map.tmpdir = tmp.join("job-second-host");
+    let map_tmpdir = map.tmpdir.clone();
+    let stream =
+        TcpStream::connect(("127.0.0.1", port.parse::<u16>().expect("port"))).expect("connect");
+    let (report, _reports) = reporter();
+    let exchange = Arc::new(Remote(Mutex::new(stream)));
+    let mut service =
+        PmixService::start(Arc::new(map), 1, exchange, report, DEADLINE).expect("start");
+    let mut ranks = Ranks::new();
+    // Open MPI's shared-memory transport names its files /dev/shm/vader_segment.HOST.JOB.LOCAL
+    // after the real host name, the same for both "hosts" here: the second host's ranks keep
+    // theirs elsewhere, as a second machine would.
+    let backing = map_tmpdir.join("vader");
+    std::fs::create_dir_all(&backing).expect("a directory for vader");
+    ranks.extra_env.push((
+        "OMPI_MCA_btl_vader_backing_directory".into(),
+        backing.display().to_string(),
+    ));
+    for r in 2..4 {
+        ranks.start(&mut service, r, Path::new(ring), &[]);
+    }
+    let (lines, codes) = ranks.wait_all(DEADLINE);
+    for r in 2..4 {
+        let want = format!("ring ok rank {r} of 4 (node-local peers 2)");
+        assert!(
+            lines.iter().any(|(rank, l)| *rank == r && *l == want),
+            "no {want:?} in\n{lines:#?}"
+        );
+    }
+    assert!(codes.iter().all(|c| *c == Some(0)), "{codes:?}\n{lines:#?}");
+}
+
+/// Accepts one connection, if one comes within `limit`.
+fn accept_within(listener: &TcpListener, limit: Duration) -> Option<TcpStream> {
+    listener.set_nonblocking(false).expect("blocking");
+    let (tx, rx) = mpsc::channel();
+    let l = listener.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        let _ = tx.send(l.accept());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(Ok((stream, _))) => Some(stream),
+        _ => None,
+    }
+}
+
+/// A child process SIGKILLed and reaped on drop unless waited for.
+struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    /// Whether it exited successfully within `limit` (killed, and false, if not).
+    fn wait_within(&mut self, limit: Duration) -> bool {
+        let (tx, rx) = mpsc::channel();
+        watch_exit(self.0.id() as i32, tx);
+        let exited = rx.recv_timeout(limit).is_ok();
+        let _ = self.0.kill();
+        let status = self.0.wait();
+        exited && status.is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // Unreaped until here (or in wait_within, which leaves a reaped child's kill harmless:
+        // Child::kill does nothing once it has been waited for).
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        // A second host killed before it stopped its service leaves its libpmix link behind
+        // (its directory is inside the test's, removed with it).
+        let link = std::env::temp_dir().join(format!("psyrun-pmix-{}", self.0.id()));
+        if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+            let _ = std::fs::remove_file(link);
+        }
+    }
 }

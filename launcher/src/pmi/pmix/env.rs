@@ -9,7 +9,8 @@ use std::os::unix::ffi::OsStringExt;
 /// module docs of [`super`]).
 pub const OMPI_ENV: [(&str, &str); 5] = [
     // No launcher guess: only `schizo/ompi` may load, and it declines in an application, so no
-    // `schizo` module declares the rank a singleton (`schizo/orte`) or a Slurm/Flux task.
+    // `schizo` module declares the rank a singleton (`schizo/orte`) or a Slurm/Flux task. The
+    // one setting without which Open MPI 4.1 runs a world of one.
     ("OMPI_MCA_schizo", "ompi"),
     // Take the launch from PMIx, and fail rather than fall back to a world of one.
     ("OMPI_MCA_ess", "pmi"),

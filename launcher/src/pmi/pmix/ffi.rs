@@ -94,6 +94,20 @@ pub type DmodexFn = unsafe extern "C" fn(
     cbdata: *mut c_void,
 ) -> c_int;
 
+/// `pmix_info_cbfunc_t` (psyrun never calls it: only its size matters).
+pub type InfoCallback = unsafe extern "C" fn();
+
+/// `pmix_server_job_control_fn_t`
+pub type JobControlFn = unsafe extern "C" fn(
+    requestor: *const Proc,
+    targets: *const Proc,
+    ntargets: usize,
+    directives: *const Info,
+    ndirs: usize,
+    cbfunc: Option<InfoCallback>,
+    cbdata: *mut c_void,
+) -> c_int;
+
 /// An entry of the module psyrun leaves empty (libpmix then does without, or answers "not
 /// supported"); only its size matters: one function pointer.
 pub type Unused = Option<unsafe extern "C" fn()>;
@@ -111,14 +125,19 @@ pub struct ServerModule {
     pub fence_nb: Option<FenceFn>,
     /// `direct_modex`
     pub direct_modex: Option<DmodexFn>,
-    /// From `publish` to `listener` (v1), `notify_event` to `monitor` (v2), `get_credential`
-    /// to `push_stdin` (v3) and `group` to `client_connected2` (v4): 23 entries.
-    pub unused: [Unused; 23],
+    /// From `publish` to `listener` (v1) and `notify_event` to `allocate` (v2): 14 entries.
+    pub unused_before_job_control: [Unused; 14],
+    /// `job_control`
+    pub job_control: Option<JobControlFn>,
+    /// `monitor` (v2), `get_credential` to `push_stdin` (v3) and `group` to
+    /// `client_connected2` (v4): 8 entries.
+    pub unused_after_job_control: [Unused; 8],
 }
 
 const _: () = assert!(std::mem::size_of::<ServerModule>() == 224);
 const _: () = assert!(std::mem::offset_of!(ServerModule, fence_nb) == 24);
 const _: () = assert!(std::mem::offset_of!(ServerModule, direct_modex) == 32);
+const _: () = assert!(std::mem::offset_of!(ServerModule, job_control) == 152);
 
 /// `pmix_data_array_t`
 #[repr(C)]

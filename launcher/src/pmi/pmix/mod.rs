@@ -8,7 +8,7 @@
 //! | [`upcalls`] | the server module: connected, finalized, abort, fence, direct modex |
 //! | [`fence`] | a fence across hosts through the job's [`Exchange`] |
 //! | [`server`] | libpmix's server, started once per process |
-//! | [`env`] | a rank's environment |
+//! | [`env`](mod@env) | a rank's environment |
 //!
 //! # Lifecycle
 //!
@@ -24,18 +24,39 @@
 //! # What a rank gets
 //!
 //! `PMIx_server_setup_fork`'s variables (`PMIX_NAMESPACE`, `PMIX_RANK`, `PMIX_SERVER_URI*`,
-//! `PMIX_SECURITY_MODE`, ...: how the rank's libpmix reaches this server) and three Open MPI
-//! settings ([`env::OMPI_ENV`]). Open MPI 4.1 (Debian 12: 4.1.4, libpmix 4.2.2) decides in its
-//! `schizo` framework who launched it before it looks at PMIx: `schizo_ompi`/`schizo_orte`
-//! declare a process without mpirun's daemon URI a singleton and push `OMPI_MCA_ess=singleton`
-//! (its own world of one, even with a PMIx server there), unless `schizo_slurm`, `schizo_flux`
-//! (`FLUX_JOB_ID`) or `schizo_jsm` recognise their launcher and push `OMPI_MCA_ess=pmi`. Setting
-//! `OMPI_MCA_ess=pmi` ourselves has the same effect without pretending to be Flux or Slurm (whose
-//! variables other programs read, and which would make `mca_pmix_flux` load Flux's libpmi):
-//! Open MPI's `ess/pmi` then takes its rank, size and peers from this server. As `schizo_flux`
-//! does for a direct launch, `OMPI_MCA_hwloc_base_binding_policy=none` and
-//! `OMPI_MCA_orte_externally_bound=1` keep Open MPI from rebinding ranks psyrun placed.
-//! Open MPI 5 (PRRTE's `schizo` gone from the application side) needs only the PMIx variables.
+//! `PMIX_SECURITY_MODE`, ...: how the rank's libpmix reaches this server) and five Open MPI
+//! settings ([`env::OMPI_ENV`]), observed with Open MPI 4.1.4 and libpmix 4.2.2 (Debian 12):
+//!
+//! - `OMPI_MCA_schizo=ompi` is the one that matters. Open MPI 4.1 asks its `schizo` framework
+//!   who launched it before it looks at PMIx. With no launcher it knows in sight (mpirun's
+//!   daemon URI, Slurm, Flux's `FLUX_JOB_ID`, JSM), `schizo/orte` declares the process an
+//!   unmanaged singleton and overwrites `OMPI_MCA_ess` with `singleton`: a world of one, even
+//!   with a PMIx server there (`OMPI_MCA_ess=pmi` alone is overwritten so). Letting only
+//!   `schizo/ompi` load, which declines in an application, leaves no module to guess, and
+//!   `ess` selection finds PMIx (`ess/pmi`). This also keeps `schizo/slurm` and `schizo/flux`
+//!   out when psyrun itself runs inside a Slurm or Flux allocation, whose variables the ranks
+//!   inherit. Nothing pretends to be Flux or Slurm (variables other programs read).
+//! - `OMPI_MCA_ess=pmi`: take the launch from PMIx, and fail loudly rather than fall back to a
+//!   world of one if the server cannot be reached.
+//! - `OMPI_MCA_pmix=ext3x`: Open MPI's libpmix client, never `pmix/flux` (Flux's libpmi,
+//!   picked where `FLUX_JOB_ID` is inherited) nor `pmix/isolated`.
+//! - `OMPI_MCA_hwloc_base_binding_policy=none`, `OMPI_MCA_orte_externally_bound=1`: what
+//!   `schizo/flux` sets for a direct launch: the launcher placed the rank, Open MPI must not
+//!   rebind it.
+//!
+//! Open MPI 4.1 reads at `MPI_Init` (seen with `PMIX_MCA_pmix_client_get_verbose`): per rank
+//! `pmix.appnum`, `pmix.nodeid`, `pmix.hname`, `pmix.lrank`, `pmix.nrank`; for the job
+//! `pmix.job.size`, `pmix.max.size`, `pmix.univ.size`, `pmix.local.size`, `pmix.num.nodes`,
+//! `pmix.lpeers`, `pmix.tmpdir`, `pmix.nsdir`; and optionally (absent here, it copes)
+//! `pmix.locstr` and `pmix.cpuset` of each peer, `pmix.pdir`, `pmix.tdir.rmclean`, `pmix.mapby`,
+//! `pmix.ltopo` and the `pmix.hwloc*` topology keys. Then its transports' modex data (`btl.tcp`,
+//! `btl.vader`, `pml.base`) through the fence. Open MPI 5 has no application-side `schizo` and
+//! needs only the PMIx variables (not tested here: no Open MPI 5 on this machine).
+//!
+//! Open MPI registers its shared-memory files (`/dev/shm/vader_segment.*`) with the server for
+//! removal (`PMIX_REGISTER_CLEANUP`); libpmix honours that only when the host offers
+//! `job_control` ([`upcalls`]), and then removes them when the namespace is deregistered, even
+//! for ranks that were killed.
 //!
 //! # Across hosts
 //!
@@ -241,7 +262,7 @@ fn private_dir(map: &JobMap, node: usize) -> Result<PathBuf, String> {
 
 impl HostService for PmixService {
     /// Registers `rank` with the server (psyrun's uid and gid may connect as it) and returns
-    /// its environment: `PMIx_server_setup_fork`'s and Open MPI's settings ([`env`]).
+    /// its environment: `PMIx_server_setup_fork`'s and Open MPI's settings ([`env`](mod@env)).
     fn rank_access(&mut self, rank: usize) -> Result<RankAccess, String> {
         match self.map.locate(rank) {
             Some((node, _)) if node == self.node => {}

@@ -112,7 +112,9 @@ pub fn module() -> ServerModule {
         abort: Some(abort),
         fence_nb: Some(fence_nb),
         direct_modex: Some(direct_modex),
-        unused: [None; 23],
+        unused_before_job_control: [None; 14],
+        job_control: Some(job_control),
+        unused_after_job_control: [None; 8],
     }
 }
 
@@ -239,6 +241,23 @@ unsafe extern "C" fn direct_modex(
     _info: *const ffi::Info,
     _ninfo: usize,
     _cbfunc: Option<ModexCallback>,
+    _cbdata: *mut c_void,
+) -> c_int {
+    ffi::ERR_NOT_SUPPORTED
+}
+
+/// Job control asked of the launcher (kill, signal, checkpoint ...): not offered. Its presence
+/// matters all the same: libpmix records a client's `PMIX_REGISTER_CLEANUP` requests (Open
+/// MPI's shared-memory files in `/dev/shm`) only when the host has this entry, and then removes
+/// them when the namespace is deregistered, even if the ranks were killed. libpmix handles
+/// those directives itself and asks the host only about the rest.
+unsafe extern "C" fn job_control(
+    _requestor: *const Proc,
+    _targets: *const Proc,
+    _ntargets: usize,
+    _directives: *const ffi::Info,
+    _ndirs: usize,
+    _cbfunc: Option<ffi::InfoCallback>,
     _cbdata: *mut c_void,
 ) -> c_int {
     ffi::ERR_NOT_SUPPORTED

@@ -256,6 +256,10 @@ fn ring_world(n: usize) {
     };
     let host = hostname();
     let map = job_map(&format!("ring{n}"), tmp.path(), &[(&host, n)]);
+    // The job's tmpdir holds other files of the job: the service must leave them alone.
+    std::fs::create_dir_all(&map.tmpdir).expect("the job's tmpdir");
+    let keep = map.tmpdir.join("keep");
+    std::fs::write(&keep, "psyrun's").expect("a file of the job");
     let (report, reports) = reporter();
     let mut service = PmixService::start(map, 0, Arc::new(Alone), report, DEADLINE).expect("start");
     let dir = service.directory().expect("a directory").to_path_buf();
@@ -367,6 +371,53 @@ fn abort_is_reported_with_its_rank_and_code() {
     // The launcher ends the job on abort; here the ranks are killed on drop.
     drop(ranks);
     drop(service);
+}
+
+/// An [`Exchange`] whose other hosts never answer: blocks until the test ends (its sender is
+/// dropped), then fails.
+struct Silent(Mutex<Receiver<()>>);
+
+impl Exchange for Silent {
+    fn all_gather(&self, _node: usize, round: u64, _blob: Vec<u8>) -> Result<Vec<Vec<u8>>, String> {
+        let rx = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = rx.recv();
+        Err(format!("round {round}: the job ended"))
+    }
+}
+
+/// A fence whose other hosts never answer fails at the service's timeout instead of hanging.
+/// Open MPI 4.1 carries on past the failed fence in `MPI_Init`, finds it has no address for the
+/// other host's ranks and aborts: the launcher gets `Report::Abort` (and ends the job).
+#[test]
+fn a_fence_the_other_hosts_never_join_times_out() {
+    let _one = one_server();
+    let tmp = TempDir::new("pmix-silent");
+    let Some(ring) = build_ring(tmp.path()) else {
+        return;
+    };
+    let host = hostname();
+    let map = job_map("silent", tmp.path(), &[(&host, 2), ("psy-absent-host", 2)]);
+    let (report, reports) = reporter();
+    let (hold, held) = mpsc::channel::<()>();
+    let exchange = Arc::new(Silent(Mutex::new(held)));
+    let timeout = Duration::from_secs(3);
+    let started = Instant::now();
+    let mut service = PmixService::start(map, 0, exchange, report, timeout).expect("start");
+    let mut ranks = Ranks::new();
+    for r in 0..2 {
+        ranks.start(&mut service, r, &ring, &[]);
+    }
+    let seen = reports_until(&reports, DEADLINE, |seen| {
+        seen.iter().any(|r| matches!(r, Report::Abort { .. }))
+    });
+    assert!(
+        started.elapsed() >= timeout,
+        "aborted before the timeout: {seen:?}"
+    );
+    // The launcher ends the job on abort; here the ranks are killed on drop.
+    drop(ranks);
+    drop(service);
+    drop(hold);
 }
 
 /// An [`Exchange`] between the services of one process's test: every host's blob of a round,

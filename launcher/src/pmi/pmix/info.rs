@@ -106,8 +106,10 @@ fn joined(ranks: &[usize]) -> String {
 }
 
 /// Everything psyrun registers for the job's namespace on host `node`: the job-level keys,
-/// this node's, and a `PMIX_PROC_DATA` array for every rank of the job.
-pub fn job_info(map: &JobMap, node: usize) -> Result<Vec<Entry>, String> {
+/// this node's, and a `PMIX_PROC_DATA` array for every rank of the job. `tmpdir` is the
+/// ranks' `PMIX_TMPDIR` (a directory of their own: Open MPI registers what it makes there for
+/// recursive removal when the job ends), `tmpdir/ns` their `PMIX_NSDIR`.
+pub fn job_info(map: &JobMap, node: usize, tmpdir: &Path) -> Result<Vec<Entry>, String> {
     let host = map
         .hosts
         .get(node)
@@ -119,7 +121,8 @@ pub fn job_info(map: &JobMap, node: usize) -> Result<Vec<Entry>, String> {
     apps.sort_unstable();
     apps.dedup();
     let leader = host.ranks.iter().min().copied().unwrap_or(0);
-    let tmpdir = map.tmpdir.to_string_lossy().into_owned();
+    let nsdir = nsdir(tmpdir).to_string_lossy().into_owned();
+    let tmpdir = tmpdir.to_string_lossy().into_owned();
     let mut out = vec![
         entry(JOBID, Val::Str(map.job_id.clone())),
         entry(JOB_SIZE, Val::U32(size)),
@@ -142,8 +145,8 @@ pub fn job_info(map: &JobMap, node: usize) -> Result<Vec<Entry>, String> {
         ),
         entry(LOCAL_PEERS, Val::Str(joined(&host.ranks))),
         entry(LOCALLDR, Val::Rank(number(leader, "a rank")?)),
-        entry(TMPDIR, Val::Str(tmpdir.clone())),
-        entry(NSDIR, Val::Str(tmpdir)),
+        entry(TMPDIR, Val::Str(tmpdir)),
+        entry(NSDIR, Val::Str(nsdir)),
     ];
     for (nodeid, h) in map.hosts.iter().enumerate() {
         for (local, &rank) in h.ranks.iter().enumerate() {
@@ -154,6 +157,11 @@ pub fn job_info(map: &JobMap, node: usize) -> Result<Vec<Entry>, String> {
         }
     }
     Ok(out)
+}
+
+/// The ranks' `PMIX_NSDIR` inside their `PMIX_TMPDIR`.
+pub fn nsdir(tmpdir: &Path) -> std::path::PathBuf {
+    tmpdir.join("ns")
 }
 
 fn appnum(map: &JobMap, rank: usize) -> usize {
@@ -404,7 +412,7 @@ mod tests {
 
     #[test]
     fn job_level_keys_describe_the_whole_job() {
-        let info = job_info(&two_hosts(), 1).unwrap();
+        let info = job_info(&two_hosts(), 1, Path::new("/tmp/job-7/r")).unwrap();
         assert_eq!(value(&info, JOBID), &Val::Str("job-7".into()));
         for key in [JOB_SIZE, UNIV_SIZE, MAX_PROCS] {
             assert_eq!(value(&info, key), &Val::U32(5), "{key}");
@@ -413,25 +421,25 @@ mod tests {
         assert_eq!(value(&info, JOB_NUM_APPS), &Val::U32(2));
         assert_eq!(value(&info, NODE_MAP), &Val::Nodes("a,b".into()));
         assert_eq!(value(&info, PROC_MAP), &Val::Procs("0,1,2;3,4".into()));
-        assert_eq!(value(&info, TMPDIR), &Val::Str("/tmp/job-7".into()));
-        assert_eq!(value(&info, NSDIR), &Val::Str("/tmp/job-7".into()));
+        assert_eq!(value(&info, TMPDIR), &Val::Str("/tmp/job-7/r".into()));
+        assert_eq!(value(&info, NSDIR), &Val::Str("/tmp/job-7/r/ns".into()));
     }
 
     #[test]
     fn node_level_keys_are_this_hosts() {
-        let info = job_info(&two_hosts(), 1).unwrap();
+        let info = job_info(&two_hosts(), 1, Path::new("/tmp/job-7/r")).unwrap();
         assert_eq!(value(&info, LOCAL_SIZE), &Val::U32(2));
         assert_eq!(value(&info, LOCAL_PEERS), &Val::Str("3,4".into()));
         assert_eq!(value(&info, LOCALLDR), &Val::Rank(3));
         assert_eq!(value(&info, APPNUM), &Val::U32(1));
-        let info = job_info(&two_hosts(), 0).unwrap();
+        let info = job_info(&two_hosts(), 0, Path::new("/tmp/job-7/r")).unwrap();
         assert_eq!(value(&info, LOCAL_PEERS), &Val::Str("0,1,2".into()));
         assert_eq!(value(&info, LOCALLDR), &Val::Rank(0));
     }
 
     #[test]
     fn every_rank_of_the_job_has_its_proc_data_rank_first() {
-        let info = job_info(&two_hosts(), 0).unwrap();
+        let info = job_info(&two_hosts(), 0, Path::new("/tmp/job-7/r")).unwrap();
         let arrays = info.iter().filter(|e| e.key == PROC_DATA).count();
         assert_eq!(arrays, 5);
         let four = rank_data(&info, 4);
@@ -451,7 +459,7 @@ mod tests {
 
     #[test]
     fn a_node_outside_the_job_is_an_error() {
-        let err = job_info(&two_hosts(), 2).unwrap_err();
+        let err = job_info(&two_hosts(), 2, Path::new("/tmp/job-7/r")).unwrap_err();
         assert!(err.contains("node 2"), "{err}");
     }
 

@@ -15,7 +15,9 @@
 //! [`PmixService::start`] loads libpmix, starts its server if this process has not yet (see
 //! [`server`]: libpmix 4.2 cannot start one twice in a process, so it is never finalized), with
 //! its files in a private directory inside the job's tmpdir, and registers the job's namespace
-//! (named by the job id). Then, for each of this host's ranks and before that rank starts,
+//! (named by the job id). The ranks' `PMIX_TMPDIR` and `PMIX_NSDIR` are in that directory too,
+//! not the job's tmpdir itself: Open MPI registers its session directories there for recursive
+//! removal, which libpmix carries out when the job ends. Then, for each of this host's ranks and before that rank starts,
 //! [`HostService::rank_access`] registers the client (psyrun's uid and gid) and returns its
 //! environment. Dropping the service deregisters the namespace (libpmix then removes its files)
 //! and removes the directory. One service runs at a time in a process: a second `start` while
@@ -119,7 +121,6 @@ impl PmixService {
         let (hostname, nlocal) = (host.name.clone(), host.ranks.len());
         let nspace = map.job_id.clone();
         ffi::fixed_nspace(&nspace)?;
-        let entries = info::job_info(&map, node)?;
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
             nspace: nspace.clone(),
@@ -150,7 +151,13 @@ impl PmixService {
         );
         let dir = private_dir(&service.map, node)?;
         service.dir = Some(dir.clone());
-        server::point_link_at(&dir)?;
+        let (server_dir, ranks_dir) = (dir.join("server"), dir.join("ranks"));
+        for d in [&server_dir, &info::nsdir(&ranks_dir)] {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("PMIx: cannot create {}: {e}", d.display()))?;
+        }
+        let entries = info::job_info(&service.map, node, &ranks_dir)?;
+        server::point_link_at(&server_dir)?;
         service.api = Some(server::get(&hostname)?);
         service.register(nlocal, &entries)?;
         Ok(service)
@@ -161,7 +168,8 @@ impl PmixService {
         &self.nspace
     }
 
-    /// The private directory libpmix keeps this job's files in (removed on drop).
+    /// This service's private directory inside the job's tmpdir (removed on drop): libpmix's
+    /// files in `server/`, the ranks' `PMIX_TMPDIR` `ranks/` and `PMIX_NSDIR` `ranks/ns/`.
     pub fn directory(&self) -> Option<&Path> {
         self.dir.as_deref()
     }

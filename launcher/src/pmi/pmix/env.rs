@@ -7,15 +7,13 @@ use std::os::unix::ffi::OsStringExt;
 
 /// The Open MPI 4.1 settings given to every rank besides libpmix's own variables (why each: the
 /// module docs of [`super`]).
-pub const OMPI_ENV: [(&str, &str); 5] = [
+pub const OMPI_ENV: [(&str, &str); 4] = [
     // No launcher guess: only `schizo/ompi` may load, and it declines in an application, so no
     // `schizo` module declares the rank a singleton (`schizo/orte`) or a Slurm/Flux task. The
     // one setting without which Open MPI 4.1 runs a world of one.
     ("OMPI_MCA_schizo", "ompi"),
     // Take the launch from PMIx, and fail rather than fall back to a world of one.
     ("OMPI_MCA_ess", "pmi"),
-    // Open MPI's PMIx client (libpmix), never `pmix/flux` (Flux's libpmi) nor `isolated`.
-    ("OMPI_MCA_pmix", "ext3x"),
     // psyrun binds (or deliberately does not bind) each rank; Open MPI must not rebind it ...
     ("OMPI_MCA_hwloc_base_binding_policy", "none"),
     // ... and knows it was placed by its launcher.

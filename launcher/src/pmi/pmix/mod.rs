@@ -17,9 +17,9 @@
 //! its files in a private directory inside the job's tmpdir, and registers the job's namespace
 //! (named by the job id). The ranks' `PMIX_TMPDIR` and `PMIX_NSDIR` are in that directory too,
 //! not the job's tmpdir itself: Open MPI registers its session directories there for recursive
-//! removal, which libpmix carries out when the job ends. Then, for each of this host's ranks and before that rank starts,
-//! [`HostService::rank_access`] registers the client (psyrun's uid and gid) and returns its
-//! environment. Dropping the service deregisters the namespace (libpmix then removes its files)
+//! removal, which libpmix carries out when the job ends. Then, for each of this host's ranks
+//! and before that rank starts, [`HostService::rank_access`] registers the client (psyrun's uid
+//! and gid) and returns its environment. Dropping the service deregisters the namespace (libpmix then removes its files)
 //! and removes the directory. One service runs at a time in a process: a second `start` while
 //! one runs is refused.
 //!
@@ -73,6 +73,13 @@
 //! Serving it would take a request to the rank's host, whose service answers with
 //! `PMIx_server_dmodex_request`, through a request/response channel between agents that the
 //! [`Exchange`] (an all-gather) does not offer.
+//!
+//! Fences are numbered in the order libpmix calls `fence_nb` on each host (round `n` for the
+//! `n`th), which matches across hosts as long as every fence spans the whole job, as Open MPI's
+//! `MPI_Init` and `MPI_Finalize` fences do. A fence over some ranks only (`PMIx_Fence` on a
+//! subset, `MPI_Comm_connect`) would need rounds keyed by the set of ranks; it is not served
+//! across hosts. libpmix keeps the host name it was started with for the process's life: a
+//! later job of the same process must run on the same host name (psyrun's and an agent's do).
 
 pub mod env;
 pub mod fence;

@@ -17,6 +17,8 @@
 //! (so a rank that exits without ever doing so can be named: it ran as a world of one), that it
 //! finalized, that it called abort (the job ends with that code, naming the rank).
 
+pub mod simple;
+
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;

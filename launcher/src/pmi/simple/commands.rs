@@ -50,6 +50,7 @@ fn reply_cmd(request: &Message) -> String {
 impl Server {
     /// Serves one request of a local rank.
     pub fn handle(&mut self, local: usize, m: Message) {
+        self.trace(local, || format!("-> {m}"));
         let Some(conn) = self.conns[local].as_mut() else {
             return;
         };

@@ -50,6 +50,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Receives each message of a rank (`rank`, then the text: `-> ` a request as parsed, `<- ` a
+/// reply as sent).
+pub type Tracer = Arc<dyn Fn(usize, &str) + Send + Sync>;
+
 /// The PMI-1/PMI-2 service of one host of a job: a thread answering that host's ranks.
 pub struct SimpleService {
     map: Arc<JobMap>,
@@ -68,6 +72,20 @@ impl SimpleService {
         exchange: Arc<dyn Exchange>,
         report: Reporter,
         timeout: Duration,
+    ) -> std::io::Result<SimpleService> {
+        SimpleService::start_traced(map, node, exchange, report, timeout, None)
+    }
+
+    /// [`SimpleService::start`], also handing `trace` every message a rank sends and every
+    /// reply, as text (for debugging a PMI client, and for the tests that record what each MPI
+    /// library asks).
+    pub fn start_traced(
+        map: Arc<JobMap>,
+        node: usize,
+        exchange: Arc<dyn Exchange>,
+        report: Reporter,
+        timeout: Duration,
+        trace: Option<Tracer>,
     ) -> std::io::Result<SimpleService> {
         if node >= map.hosts.len() {
             return Err(std::io::Error::new(
@@ -92,7 +110,8 @@ impl SimpleService {
             waker.clone(),
             rx,
             wake_rx,
-        )?;
+        )?
+        .with_trace(trace);
         let thread = std::thread::Builder::new()
             .name(format!("pmi-simple-{node}"))
             .spawn(move || server.run())?;

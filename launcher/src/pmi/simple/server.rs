@@ -112,6 +112,8 @@ pub struct Server {
     pub control: Arc<Control>,
     /// For exchange threads.
     pub waker: Waker,
+    /// Where messages are traced, if anywhere.
+    pub trace: Option<super::Tracer>,
     events: Receiver<Event>,
     wake_rx: UnixStream,
 }
@@ -150,9 +152,23 @@ impl Server {
             mapping,
             control,
             waker,
+            trace: None,
             events,
             wake_rx,
         })
+    }
+
+    /// Traces messages to `trace`.
+    pub fn with_trace(mut self, trace: Option<super::Tracer>) -> Server {
+        self.trace = trace;
+        self
+    }
+
+    /// Traces `text` for the rank of local index `local`.
+    pub fn trace(&self, local: usize, text: impl FnOnce() -> String) {
+        if let Some(trace) = &self.trace {
+            trace(self.map.hosts[self.node].ranks[local], &text());
+        }
     }
 
     /// Serves until the service is dropped; every socket closes when it returns.
@@ -322,6 +338,9 @@ impl Server {
             pairs.push(("thrid".into(), t.to_string()));
         }
         let bytes = wire::format(framing, cmd, &pairs);
+        self.trace(local, || {
+            format!("<- {}", String::from_utf8_lossy(&bytes).trim_end())
+        });
         let Some(conn) = self.conns[local].as_mut() else {
             return;
         };

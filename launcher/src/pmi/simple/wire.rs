@@ -42,6 +42,21 @@ impl Message {
     }
 }
 
+impl fmt::Display for Message {
+    /// `cmd=NAME key=value ...` (PMI-1) or `cmd=NAME;key=value;...` (PMI-2).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sep = match self.framing {
+            Framing::V1 => " ",
+            Framing::V2 => ";",
+        };
+        write!(f, "cmd={}", self.cmd)?;
+        for (k, v) in &self.pairs {
+            write!(f, "{sep}{k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Why bytes on the socket are not a PMI message; the connection is then closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireError(pub String);

@@ -36,6 +36,7 @@ mod barrier;
 mod commands;
 mod conn;
 mod kvs;
+pub mod leftovers;
 pub mod mapping;
 mod server;
 pub mod wire;

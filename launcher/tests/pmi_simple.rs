@@ -341,8 +341,14 @@ impl Drop for Job {
         if self.running > 0 {
             self.kill();
         }
-        for node in 0..self.map.hosts.len() {
-            for f in leftovers::mpich_shm_files(&self.map.job_id, node) {
+        // Every rank has ended (wait() returned, or was killed and is being reaped): files
+        // named after this job, or announced by its ranks, are leftovers.
+        for (node, service) in self.services.iter().enumerate() {
+            let announced = service.shm_segments();
+            for f in leftovers::mpich_shm_files(&self.map.job_id, node)
+                .into_iter()
+                .chain(announced)
+            {
                 let _ = std::fs::remove_file(f);
             }
         }

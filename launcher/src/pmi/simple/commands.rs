@@ -188,6 +188,7 @@ impl Server {
             return self.fail(local, m, &text);
         }
         self.put_bytes[local] = used;
+        self.control.note_segment(value);
         self.kvs.put(key, value);
         self.reply(local, m, ok(&[]));
     }
@@ -244,6 +245,7 @@ impl Server {
             return self.fail(local, m, "node attribute too long, or too many");
         }
         self.put_bytes[local] = used;
+        self.control.note_segment(value);
         let (key, value) = (key.to_string(), value.to_string());
         self.kvs.put_node_attr(&key, &value);
         self.reply(local, m, ok(&[]));

@@ -1,6 +1,7 @@
 //! The "simple" PMI wire protocols, PMI-1 and PMI-2, served to MPICH and Intel MPI ranks the
 //! way MPICH's Hydra proxy serves them: each rank inherits one end of a socket pair as `PMI_FD`
-//! (with `PMI_RANK`, `PMI_SIZE`, `PMI_JOBID`, `MPI_LOCALNRANKS`, `MPI_LOCALRANKID`) and speaks
+//! (with `PMI_RANK`, `PMI_SIZE`, `PMI_JOBID`, `MPI_LOCALNRANKS`, `MPI_LOCALRANKID`,
+//! `PMI_HOSTNAME`: what Hydra's proxy sets, `PMI_JOBID` for Slurm's PMI-2 client) and speaks
 //! to the host's [`SimpleService`] over it.
 //!
 //! A connection starts in PMI-1 text lines; a PMI-2 client (MPICH with
@@ -135,6 +136,18 @@ impl SimpleService {
             .unwrap_or_default()
     }
 
+    /// Shared-memory files this host's ranks announced to each other through PMI (MPICH's and
+    /// Intel MPI's node segments). Ranks remove them once all have attached; ranks killed
+    /// earlier leave them. After every rank of the host has ended, the launcher removes those
+    /// still there, and [`leftovers::mpich_shm_files`] too.
+    pub fn shm_segments(&self) -> Vec<std::path::PathBuf> {
+        self.control
+            .segments
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
     /// The environment of `rank` (local rank `local` of this host), its socket being `fd`.
     fn env(&self, rank: usize, local: usize, fd: i32) -> Vec<(OsString, OsString)> {
         let host = &self.map.hosts[self.node];
@@ -145,6 +158,7 @@ impl SimpleService {
             ("PMI_JOBID", self.map.job_id.clone()),
             ("MPI_LOCALNRANKS", host.ranks.len().to_string()),
             ("MPI_LOCALRANKID", local.to_string()),
+            ("PMI_HOSTNAME", host.name.clone()),
         ]
         .into_iter()
         .map(|(k, v)| (k.into(), v.into()))

@@ -60,9 +60,23 @@ pub struct Control {
     pub stop: AtomicBool,
     /// Why connections were dropped or barriers failed, in order (for the launcher's messages).
     pub problems: Mutex<Vec<String>>,
+    /// Shared-memory files the ranks announced ([`super::leftovers::announced_segment`]).
+    pub segments: Mutex<Vec<std::path::PathBuf>>,
 }
 
 impl Control {
+    /// Notes a shared-memory file if `value` announces one.
+    pub fn note_segment(&self, value: &str) {
+        let Some(path) = super::leftovers::announced_segment(value) else {
+            return;
+        };
+        if let Ok(mut s) = self.segments.lock() {
+            if !s.contains(&path) {
+                s.push(path);
+            }
+        }
+    }
+
     /// Records a problem.
     pub fn problem(&self, text: String) {
         if let Ok(mut p) = self.problems.lock() {

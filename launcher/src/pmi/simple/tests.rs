@@ -185,6 +185,7 @@ fn environment_names_the_socket_and_the_rank() {
         ("PMI_JOBID", "psy-test-1"),
         ("MPI_LOCALNRANKS", "2"),
         ("MPI_LOCALRANKID", "1"),
+        ("PMI_HOSTNAME", "h1"),
     ];
     for (k, v) in want {
         assert_eq!(c.env[k], v, "{k}");

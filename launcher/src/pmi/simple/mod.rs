@@ -28,10 +28,29 @@
 //! reply). PMI-1.2 group barriers are not offered (the reply says version 1.1, so MPICH does not
 //! ask), nor spawn and name publishing.
 //!
-//! One thread per host polls every rank's socket ([`server`]); reads are bounded (a message
+//! One thread per host polls every rank's socket (`server.rs`); reads are bounded (a message
 //! over 16 KiB, or bytes that are neither format, close that rank's connection, with the reason
 //! kept in [`SimpleService::problems`]). The key-value space is job-wide: a barrier hands this
-//! host's new pairs to the job's [`Exchange`] on a thread of its own ([`barrier`]).
+//! host's new pairs to the job's [`Exchange`] on a thread of its own (`barrier.rs`).
+//!
+//! What the MPI libraries ask (seen with [`SimpleService::start_traced`], `tests/pmi_simple.rs`):
+//! MPICH 4.0.2, MPICH 5.0.2 and Intel MPI 2021.19 in PMI-1 send `init`, `get_maxes`,
+//! `get_appnum`, `get_my_kvsname`, `get` (`PMI_process_mapping`; MPICH 5 also
+//! `PMI_hwloc_xmlfile` and `PMI_mpi_memory_alloc_kinds`, optional, answered not found), `put`,
+//! `barrier_in`, `finalize`, `abort`. Intel MPI in PMI-2 (through Slurm's `libpmi2.so.0`, named by
+//! `I_MPI_PMI_LIBRARY`) sends `init pmi_version=2`, `fullinit`, `job-getid`, `info-getjobattr`,
+//! `info-putnodeattr`, `info-getnodeattr` with `wait=TRUE`, `kvs-fence`, `finalize`, `abort`.
+//!
+//! What the launcher must do for its ranks:
+//! - call [`HostService::rank_access`] before starting the rank, keep [`RankAccess::inherit`] open
+//!   in the rank under the same descriptor number (`PMI_FD` names it), clearing close-on-exec in
+//!   the child only (other ranks started meanwhile must not inherit it), and close its own copy
+//!   once the rank has started: the service learns that a rank died from its socket closing;
+//! - give every job, and every restart of one, its own [`JobMap::job_id`] (the kvsname: MPICH
+//!   names shared memory after it);
+//! - when every rank of the host has ended, remove [`SimpleService::shm_segments`] and
+//!   [`leftovers::mpich_shm_files`] (left by ranks killed early);
+//! - make its [`Reporter`] return promptly (it runs on the service's thread).
 
 mod barrier;
 mod commands;

@@ -461,3 +461,26 @@ fn barriers_and_waits_end_at_the_timeout() {
     drop(s);
     assert!(begun.elapsed() < WAIT / 2, "drop waited for the exchange");
 }
+
+#[test]
+fn a_thousand_ranks_on_one_thread() {
+    const N: usize = 1000;
+    let ranks: Vec<usize> = (0..N).collect();
+    let map = job(&[&ranks]);
+    let (mut s, reports) = start(&map, 0, Arc::new(Alone), WAIT);
+    let mut clients: Vec<Client> = (0..N).map(|r| Client::of(&mut s, r)).collect();
+    for (r, c) in clients.iter_mut().enumerate() {
+        c.send(format!("cmd=init pmi_version=1 pmi_subversion=1\ncmd=put kvsname=j key=k{r} value=v{r}\ncmd=barrier_in\n").as_bytes());
+    }
+    for c in &mut clients {
+        assert!(c.line().starts_with("cmd=response_to_init rc=0"));
+        assert_eq!(c.line(), "cmd=put_result rc=0");
+        assert_eq!(c.line(), "cmd=barrier_out rc=0");
+    }
+    for (r, c) in clients.iter_mut().enumerate() {
+        let other = (r + 1) % N;
+        let got = c.v1(&format!("cmd=get kvsname=j key=k{other}"));
+        assert_eq!(got, format!("cmd=get_result rc=0 value=v{other}"));
+    }
+    assert_eq!(reports.seen.lock().unwrap().len(), N);
+}

@@ -12,12 +12,16 @@ use crate::pmi::JobMap;
 /// One `(start, nodes, per_node)` triple.
 type Block = (usize, usize, usize);
 
-/// The mapping of `map`, or `None` if a rank has no host (the map is inconsistent).
+/// The mapping of `map`, or `None` if the map is inconsistent (a rank on no host, on two, or
+/// outside `0..world_size`).
 pub fn process_mapping(map: &JobMap) -> Option<String> {
     let mut node_of = vec![None; map.world_size];
     for (node, host) in map.hosts.iter().enumerate() {
         for &rank in &host.ranks {
-            *node_of.get_mut(rank)? = Some(node);
+            let slot = node_of.get_mut(rank)?;
+            if slot.replace(node).is_some() {
+                return None; // A rank on two hosts, or twice on one.
+            }
         }
     }
     let nodes: Vec<usize> = node_of.into_iter().collect::<Option<_>>()?;
@@ -159,6 +163,10 @@ mod tests {
     fn a_rank_without_host_is_refused() {
         let mut m = map(&[&[0, 1]]);
         m.world_size = 3;
+        assert_eq!(process_mapping(&m), None);
+        assert_eq!(process_mapping(&map(&[&[0, 1], &[1]])), None);
+        let mut m = map(&[&[0, 5]]);
+        m.world_size = 2;
         assert_eq!(process_mapping(&m), None);
     }
 }

@@ -108,14 +108,18 @@ impl SimpleService {
         timeout: Duration,
         trace: Option<Tracer>,
     ) -> std::io::Result<SimpleService> {
+        let invalid = |text: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, text);
         if node >= map.hosts.len() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "PMI service for node {node} of a job on {} hosts",
-                    map.hosts.len()
-                ),
-            ));
+            let hosts = map.hosts.len();
+            return Err(invalid(format!(
+                "PMI service for node {node} of a job on {hosts} hosts"
+            )));
+        }
+        if mapping::process_mapping(&map).is_none() {
+            return Err(invalid(format!(
+                "job {}: the hosts' ranks are not 0..{} each once",
+                map.job_id, map.world_size
+            )));
         }
         let (wake_tx, wake_rx) = UnixStream::pair()?;
         let (tx, rx) = std::sync::mpsc::channel();

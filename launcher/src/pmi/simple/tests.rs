@@ -192,6 +192,12 @@ fn environment_names_the_socket_and_the_rank() {
     }
     assert_eq!(c.env["PMI_FD"], c.reader.get_ref().as_raw_fd().to_string());
     assert!(s.rank_access(0).unwrap_err().contains("node 0"));
+    let mut bad = (*map).clone();
+    bad.hosts[0].ranks = vec![0, 3];
+    let r: Reporter = Arc::new(|_| {});
+    let err = SimpleService::start(Arc::new(bad), 0, Arc::new(Alone), r.clone(), WAIT);
+    assert!(err.err().unwrap().to_string().contains("not 0..4"));
+    assert!(SimpleService::start(map.clone(), 2, Arc::new(Alone), r, WAIT).is_err());
     assert!(s.rank_access(9).unwrap_err().contains("not in job"));
 }
 

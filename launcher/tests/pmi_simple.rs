@@ -226,6 +226,15 @@ struct Job {
 impl Job {
     /// Starts `prog args` as the ranks of `hosts` (one service per host), with `env`.
     fn start(prog: &Path, args: &[&str], hosts: &[&[usize]], env: &[(&str, &str)]) -> Job {
+        Job::start_with(&|_| (prog.to_path_buf(), args), hosts, env)
+    }
+
+    /// [`Job::start`] with each rank's program and arguments from `prog`.
+    fn start_with<'a>(
+        prog: &dyn Fn(usize) -> (PathBuf, &'a [&'a str]),
+        hosts: &[&[usize]],
+        env: &[(&str, &str)],
+    ) -> Job {
         let hostname = std::fs::read_to_string("/etc/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
@@ -265,6 +274,7 @@ impl Job {
             for &rank in *ranks {
                 let access = services[node].rank_access(rank).unwrap();
                 let fd = access.inherit.as_ref().unwrap().as_raw_fd();
+                let (prog, args) = prog(rank);
                 let mut cmd = Command::new(prog);
                 cmd.args(args)
                     .envs(access.env)
@@ -458,6 +468,56 @@ fn ring_abort(mpi: Mpi, pmi2: bool) {
         }
         other => panic!("{mpi:?} pmi2={pmi2}: no abort report ({other:?}); ended {ended:#?}"),
     }
+}
+
+/// A rank that exits without a word (here `true`, as a rank killed before MPI_Init) makes the
+/// others' first PMI barrier fail at once, and the service hangs up on them: MPICH 4.0.2 ranks
+/// then end with an error, not a hang.
+fn lost_rank(mpi: Mpi, pmi2: bool) {
+    let dir = common::TempDir::new("pmi-simple");
+    let (prog, mut env) = match prepare(mpi, pmi2, &dir) {
+        Ok(p) => p,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    // No node shared-memory segment: rank 0 would create it after the failed barrier, under a
+    // random name it can no longer announce, and leave it in /dev/shm when MPI_Init fails.
+    env.push(("MPIR_CVAR_NOLOCAL", "1"));
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let which = |rank| match rank {
+        1 => (PathBuf::from("true"), &[][..]),
+        _ => (prog.clone(), &[][..]),
+    };
+    let begun = Instant::now();
+    let mut job = Job::start_with(&which, &[&[0, 1, 2]], &env);
+    let ended = job.wait();
+    for e in ended.iter().filter(|e| e.rank != 1) {
+        assert!(
+            e.code != Some(0) && !e.stdout.contains("ring ok"),
+            "{mpi:?}: rank {} {e:?}",
+            e.rank
+        );
+    }
+    let problems = job.problems();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("rank 1 closed PMI_FD before finalize")),
+        "{problems:?}"
+    );
+    assert!(begun.elapsed() < JOB_DEADLINE / 2, "{:?}", begun.elapsed());
+    eprintln!(
+        "{mpi:?} pmi2={pmi2}: rank 0 said {:?}",
+        ended[0].stderr.lines().next()
+    );
+}
+
+#[test]
+fn a_lost_rank_fails_the_others_init() {
+    // MPICH 4.0.2 only. MPICH 5's ranks wait for each other in shared memory (MPL_initshm)
+    // before any PMI barrier; Intel MPI's ranks (PMI-1 and PMI-2) go on after the failed
+    // barrier and then wait in shared memory. Only the launcher, seeing a rank end without
+    // finalize, can end those jobs.
+    lost_rank(Mpi::Mpich4, false);
 }
 
 #[test]

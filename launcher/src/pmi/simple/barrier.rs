@@ -3,8 +3,9 @@
 //! on a thread of its own (the server keeps serving), every host's pairs are merged, and every
 //! local rank is answered. A barrier that cannot complete (a rank of this host closed its socket
 //! or finalized before entering it, the exchange failed, or `timeout` passed since the first
-//! rank entered) answers every waiting rank with an error; later barriers then fail at once,
-//! since the hosts' round numbers no longer agree.
+//! rank entered) answers every waiting rank with an error and then closes its connection (old
+//! clients ignore the error); later barriers then fail the same way at once, since the hosts'
+//! round numbers no longer agree.
 
 use super::conn::State;
 use super::server::{Event, Server};
@@ -52,7 +53,8 @@ impl Server {
     /// A local rank enters the barrier (`request` is its `barrier_in` or `kvs-fence`).
     pub fn barrier_enter(&mut self, local: usize, request: &Message) {
         if let Some(why) = self.barrier.failed.clone() {
-            return self.fail(local, request, &format!("an earlier barrier failed: {why}"));
+            self.fail(local, request, &format!("an earlier barrier failed: {why}"));
+            return self.hang_up(local);
         }
         if self.barrier.entered.iter().any(|e| e.local == local) || self.barrier.exchanging {
             let text = "a second barrier_in before barrier_out";
@@ -159,10 +161,21 @@ impl Server {
                 pairs,
                 e.thrid.as_deref(),
             );
+            self.hang_up(e.local);
         }
         self.barrier.since = None;
         self.barrier.exchanging = false;
         self.barrier.failed = Some(why);
+    }
+
+    /// Closes a rank's connection after its error reply: MPICH 4.0.2's PMI-1 client ignores
+    /// the `rc` of `barrier_out` and would go on to wait for the missing ranks in shared memory
+    /// forever; a closed socket makes its next PMI call, and so `MPI_Init`, fail.
+    fn hang_up(&mut self, local: usize) {
+        if let Some(conn) = self.conns[local].as_mut() {
+            conn.state = State::Lost;
+            conn.close_after_replies();
+        }
     }
 
     /// Why the round timed out: the ranks not in yet, or the exchange.

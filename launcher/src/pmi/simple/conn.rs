@@ -33,6 +33,8 @@ pub struct Conn {
     pub state: State,
     /// Whether it has sent a command yet.
     pub spoke: bool,
+    /// Close once the queued replies are written.
+    closing: bool,
 }
 
 /// What reading from a connection gave.
@@ -57,6 +59,7 @@ impl Conn {
             output: Vec::new(),
             state: State::Open,
             spoke: false,
+            closing: false,
         })
     }
 
@@ -118,8 +121,16 @@ impl Conn {
         self.output.len() <= OUTPUT_MAX
     }
 
-    /// Writes queued replies until the socket would block.
+    /// Writes queued replies until the socket would block; closes it then if asked to and all
+    /// is written.
     pub fn flush(&mut self) {
+        self.write_out();
+        if self.closing && self.output.is_empty() {
+            self.close();
+        }
+    }
+
+    fn write_out(&mut self) {
         while let (Some(stream), false) = (self.stream.as_mut(), self.output.is_empty()) {
             match stream.write(&self.output) {
                 Ok(0) => break,
@@ -135,6 +146,12 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Closes the socket once the queued replies are written (or cannot be).
+    pub fn close_after_replies(&mut self) {
+        self.closing = true;
+        self.flush();
     }
 
     /// Closes the socket, keeping the state.

@@ -328,13 +328,14 @@ impl Server {
             return;
         };
         let rank = conn.rank;
-        conn.close();
-        conn.state = State::Lost;
         let why = match why.starts_with("rank ") {
             true => why.to_string(),
             false => format!("rank {rank}: {why}; its PMI connection is closed"),
         };
+        // Recorded before the rank can see its socket close.
         self.control.problem(why.clone());
+        conn.close();
+        conn.state = State::Lost;
         self.waiters.retain(|w| w.local != local);
         self.barrier_check(&why);
     }

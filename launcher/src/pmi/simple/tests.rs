@@ -427,8 +427,10 @@ fn a_rank_lost_mid_barrier_fails_it_at_once() {
     assert!(reply.starts_with("cmd=barrier_out rc=-1 msg="), "{reply}");
     assert!(reply.contains("rank_1_lost"), "{reply}");
     assert!(begun.elapsed() < WAIT / 2);
+    assert!(c0.closed(), "the service hangs up after the error");
     // Later barriers fail at once too.
     assert!(c2.v1("cmd=barrier_in").contains("rc=-1"));
+    assert!(c2.closed());
     assert!(s
         .problems()
         .iter()
@@ -441,7 +443,7 @@ fn barriers_and_waits_end_at_the_timeout() {
     let map = job(&[&[0, 1]]);
     let (mut s, _) = start(&map, 0, Arc::new(Alone), t);
     let mut c0 = Client::of(&mut s, 0);
-    let _c1 = Client::of(&mut s, 1);
+    let mut c1 = Client::of(&mut s, 1);
     let begun = Instant::now();
     let reply = c0.v1("cmd=barrier_in");
     assert!(begun.elapsed() >= t);
@@ -449,8 +451,11 @@ fn barriers_and_waits_end_at_the_timeout() {
         reply.contains("rc=-1") && reply.contains("rank(s)_1"),
         "{reply}"
     );
-    c0.v1("cmd=init pmi_version=2 pmi_subversion=0");
-    let r = c0.v2("cmd=info-getnodeattr;key=never;wait=TRUE;");
+    assert!(c0.closed());
+    c1.v1("cmd=init pmi_version=2 pmi_subversion=0");
+    let begun = Instant::now();
+    let r = c1.v2("cmd=info-getnodeattr;key=never;wait=TRUE;");
+    assert!(begun.elapsed() >= t);
     assert!(r.starts_with("cmd=info-getnodeattr-response;rc=-1;"), "{r}");
 
     // An exchange that does not finish.

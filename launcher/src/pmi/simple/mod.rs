@@ -50,6 +50,10 @@
 //!   names shared memory after it);
 //! - when every rank of the host has ended, remove [`SimpleService::shm_segments`] and
 //!   [`leftovers::mpich_shm_files`] (left by ranks killed early);
+//! - end the job when a rank ends without [`Report::Finalized`](crate::pmi::Report::Finalized)
+//!   (nor `Abort`): the service fails a barrier such a rank can no longer join and hangs up on
+//!   the ranks waiting in it, which ends MPICH 4.0.2 ranks, but MPICH 5 and Intel MPI ranks may
+//!   by then be waiting for it in shared memory, where no PMI reply reaches them;
 //! - make its [`Reporter`] return promptly (it runs on the service's thread).
 
 mod barrier;

@@ -18,6 +18,7 @@
 //! finalized, that it called abort (the job ends with that code, naming the rank).
 
 pub mod pmix;
+pub mod simple;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -205,6 +206,11 @@ fn start_service(
     report: Reporter,
     timeout: std::time::Duration,
 ) -> Result<Box<dyn HostService>, String> {
-    let _ = (map, node, exchange, report, timeout);
-    Err(format!("{interface:?} is not served yet"))
+    match interface {
+        Interface::Simple => simple::SimpleService::start(map, node, exchange, report, timeout)
+            .map(|s| Box::new(s) as Box<dyn HostService>)
+            .map_err(|e| format!("starting the PMI-1/PMI-2 service: {e}")),
+        Interface::Pmix => pmix::PmixService::start(map, node, exchange, report, timeout)
+            .map(|s| Box::new(s) as Box<dyn HostService>),
+    }
 }

@@ -796,3 +796,139 @@ fn an_ssh_agent_and_a_hostfile_user_and_port_reach_hosts() {
     assert!(done.stderr.contains("no key found"), "{}", done.stderr);
     drop(agent);
 }
+
+/// The ring program built with `flavour` (`launcher/tests/mpi_programs/ring.c`).
+fn mpi_ring(flavour: common::mpi::Flavour) -> String {
+    common::mpi::build(flavour, &common::mpi::program_source("ring.c"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// psyrun's arguments for an MPI job of `flavour` on [`FOUR_HOSTS`]: `-x` what its ranks need,
+/// then `extra`, then the program and `args`.
+fn mpi_args(
+    flavour: common::mpi::Flavour,
+    extra: &[&str],
+    prog: &str,
+    args: &[&str],
+) -> Vec<String> {
+    let mut all: Vec<String> = ["-H", FOUR_HOSTS, "-n", "8", "--timeout", "120"]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for (k, v) in flavour.rank_env() {
+        all.push("-x".into());
+        all.push(format!("{k}={v}"));
+    }
+    all.extend(extra.iter().map(ToString::to_string));
+    all.push(prog.to_string());
+    all.extend(args.iter().map(ToString::to_string));
+    all
+}
+
+/// An ordinary MPI program built with each of the four MPIs runs as one world of 8 on four
+/// hosts, launched flat and as a tree: psyrun's agents serve each host's ranks PMIx or PMI-1,
+/// and the key-value space is job-wide through the job's store.
+#[test]
+fn mpi_programs_of_every_mpi_run_as_one_world_on_four_hosts_flat_and_tree() {
+    let Some(c) = Cluster::up(4, "mpi") else {
+        return;
+    };
+    let dir = TempDir::new("mh-mpi");
+    for flavour in common::mpi::FLAVOURS {
+        let prog = mpi_ring(flavour);
+        for launch in [
+            &["--tag-output"][..],
+            &["--tag-output", "--tree-width", "2"],
+        ] {
+            let args = mpi_args(flavour, launch, &prog, &[]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let done = common::run(c.psyrun(&dir, &args), &dir);
+            let ctx = format!("{flavour:?} {launch:?}: {}\n{}", done.stdout, done.stderr);
+            assert_eq!(done.code(), Some(0), "{ctx}");
+            for rank in 0..8 {
+                let line = format!(
+                    "[psyh{}][{rank}] ring ok rank {rank} of 8 (node-local peers 2)",
+                    rank / 2 + 1
+                );
+                assert!(done.stdout.contains(&line), "missing {line:?}: {ctx}");
+            }
+        }
+    }
+}
+
+/// The pids of the processes running `exe` with `PMI_RANK` or `PMIX_RANK` in their
+/// environment, by rank (every host of the test cluster shares this machine's pid namespace).
+fn mpi_ranks_running(exe: &str) -> Vec<(usize, i32)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let is_ring = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .is_ok_and(|p| p == std::path::Path::new(exe));
+        if !is_ring {
+            continue;
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let rank = environ.split(|&b| b == 0).find_map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let v = kv
+                .strip_prefix("PMI_RANK=")
+                .or_else(|| kv.strip_prefix("PMIX_RANK="))?;
+            v.parse::<usize>().ok()
+        });
+        if let Some(rank) = rank {
+            found.push((rank, pid));
+        }
+    }
+    found
+}
+
+/// `MPI_Abort` on another host ends the job with its code, naming the rank and its host; a rank
+/// SIGKILLed inside `MPI_Allreduce` on another host ends the job with 137, and no process of
+/// the job is left on any host.
+#[test]
+fn an_mpi_abort_or_a_killed_rank_on_another_host_ends_the_job_leaving_nothing() {
+    let Some(c) = Cluster::up(4, "mpi-fail") else {
+        return;
+    };
+    let dir = TempDir::new("mh-mpi-fail");
+    for flavour in [common::mpi::Flavour::OpenMpi, common::mpi::Flavour::Mpich4] {
+        let prog = mpi_ring(flavour);
+        let args = mpi_args(flavour, &[], &prog, &["abort", "5", "9"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let done = common::run(c.psyrun(&dir, &args), &dir);
+        let ctx = format!("{flavour:?}: {}\n{}", done.stdout, done.stderr);
+        assert_eq!(done.code(), Some(9), "{ctx}");
+        assert!(
+            done.stderr.contains("rank 5 on psyh3 (pid ")
+                && done.stderr.contains("called MPI_Abort with code 9"),
+            "{ctx}"
+        );
+
+        let args = mpi_args(flavour, &[], &prog, &["hang", "3"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let job = Job::start(c.psyrun(&dir, &args), &dir);
+        let mut ranks = Vec::new();
+        eventually(Duration::from_secs(60), "8 ranks looping", || {
+            ranks = mpi_ranks_running(&prog);
+            ranks.len() == 8 && job.stdout.text().contains("ring looping rank 3")
+        });
+        let victim = ranks
+            .iter()
+            .find(|(r, _)| *r == 3)
+            .map(|(_, p)| *p)
+            .unwrap();
+        // SAFETY: kill takes plain integers; `victim` is rank 3 of the job this test started.
+        unsafe { libc::kill(victim, libc::SIGKILL) };
+        let done = job.wait(Duration::from_secs(120));
+        let ctx = format!("{flavour:?} kill: {}\n{}", done.stdout, done.stderr);
+        assert_eq!(done.code(), Some(137), "{ctx}");
+        assert!(done.stderr.contains("rank 3 on psyh2 (pid "), "{ctx}");
+        for (_, pid) in ranks {
+            eventually(Duration::from_secs(30), "every rank gone", || gone(pid));
+        }
+        assert!(mpi_ranks_running(&prog).is_empty(), "{ctx}");
+    }
+}

@@ -171,10 +171,12 @@ fn ranks_see_psyrun_contract_and_the_job_not_the_agent_step() {
         );
     let done = finish(cmd, &dir);
     assert_eq!(done.code(), Some(0), "{}\n{}", done.stdout, done.stderr);
+    // PMI_SIZE is psyrun's own PMI-1 service's (every rank of a program with no MPI library
+    // found gets it, and only an MPI library reads it), never the agent step's.
     for rank in 0..2 {
         let line = format!(
             "r={rank} w=2 lr={rank} RANK={rank} job=set tasks=2 tpn=2 step=unset procid=unset \
-             pmi=unset"
+             pmi=2"
         );
         assert!(
             done.stdout.lines().any(|l| l == line),

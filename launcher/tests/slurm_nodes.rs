@@ -477,3 +477,32 @@ fn srun_mpi_pmix_forms_a_group_across_nodes() {
     }
     nodes.assert_nothing_left();
 }
+
+/// `salloc -N3 -n6 psyrun -n 6 ./ring`, the ring built with Open MPI and with MPICH: psyrun's
+/// agents, started on each node through srun, serve the ranks PMIx or PMI-1 and the job is one
+/// MPI world of 6 across the three nodes; nothing is left anywhere.
+#[test]
+fn psyrun_in_salloc_runs_mpi_programs_across_nodes() {
+    let Some(nodes) = Nodes::up("mpi") else {
+        return;
+    };
+    let dir = TempDir::new("slurmn-mpi");
+    for flavour in [common::mpi::Flavour::OpenMpi, common::mpi::Flavour::Mpich4] {
+        let ring = common::mpi::build(flavour, &common::mpi::program_source("ring.c"));
+        let ring = ring.to_string_lossy();
+        let done = finish(
+            salloc_psyrun(&nodes, &dir, &["--tag-output", "--timeout", "100", &ring]),
+            &dir,
+        );
+        let ctx = format!("{flavour:?}: {}\n{}", done.stdout, done.stderr);
+        assert_eq!(done.code(), Some(0), "{ctx}");
+        for rank in 0..RANKS {
+            let line = format!(
+                "[{}][{rank}] ring ok rank {rank} of {RANKS} (node-local peers 2)",
+                node_of(rank)
+            );
+            assert!(done.stdout.contains(&line), "missing {line:?}: {ctx}");
+        }
+    }
+    nodes.assert_nothing_left();
+}

@@ -29,6 +29,7 @@ packages=(
   slurmd
   munge
   slurm-client      # salloc, sbatch, srun, sinfo
+  libpmi2-0         # Slurm's PMI-2 client library: Intel MPI's PMI-2 mode under psyrun (tests)
 )
 
 missing=()

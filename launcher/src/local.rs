@@ -350,7 +350,7 @@ fn rank_command(rank_plan: &RankPlan, env: &RankEnv) -> RankCommand {
 /// After the supervisor is done: kills whatever the ranks left in their process groups (so that
 /// nothing outlives the job and the output pipes close) and disarms the watchdog, drains the
 /// output, stops watching signals and serving the store, and removes the shared memory the job
-/// left.
+/// left (psyne's segments, and those its MPI libraries announced or name by the job id).
 fn tear_down(
     started: &Started,
     drained: &Receiver<usize>,
@@ -365,7 +365,11 @@ fn tear_down(
     watchdog.disarm();
     drain(drained, started.streams, console);
     drop((signals, store));
-    if let Ok(n) = job::remove_leftover_segments(job_id) {
+    let by_mpi = started
+        .serving
+        .as_ref()
+        .map_or(0, HostServing::remove_leftovers);
+    if let Ok(n) = job::remove_leftover_segments(job_id).map(|n| n + by_mpi) {
         if n > 0 {
             console.message(&format!(
                 "removed {n} shared-memory segment(s) the job left in /dev/shm"

@@ -186,6 +186,13 @@ pub trait HostService: Send {
     /// Prepares rank `rank` (one of this host's) to be started and says how it reaches the
     /// service. An error names what failed; the launch then stops before the rank starts.
     fn rank_access(&mut self, rank: usize) -> Result<RankAccess, String>;
+
+    /// Files the job's MPI libraries may have left on this host (shared-memory segments of
+    /// ranks killed before they removed them), for the launcher to remove once every rank of
+    /// the host has ended.
+    fn leftovers(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 mod elf;

@@ -187,6 +187,16 @@ impl HostServing {
         })
     }
 
+    /// Removes what the job's MPI libraries left on this host (see [`HostService::leftovers`]);
+    /// returns how many files. Only once every rank of the host has ended.
+    pub fn remove_leftovers(&self) -> usize {
+        self.services
+            .iter()
+            .flat_map(|(_, s)| s.leftovers())
+            .filter(|f| std::fs::remove_file(f).is_ok())
+            .count()
+    }
+
     /// Prepares `rank`, served `served`, to start: the variables and descriptor of every
     /// interface it gets.
     pub fn access(&mut self, rank: usize, served: &Served) -> Result<RankAccess, String> {

@@ -557,6 +557,9 @@ impl Agent {
         if let Some(job) = &self.job {
             let _ = crate::job::remove_leftover_segments(&job.job_id);
         }
+        if let Some(mpi) = &self.mpi {
+            mpi.remove_leftovers();
+        }
     }
 }
 

@@ -65,6 +65,13 @@ impl AgentMpi {
         })
     }
 
+    /// Removes what the ranks' MPI libraries left on this host (once they have all ended).
+    pub(crate) fn remove_leftovers(&self) {
+        if let Some(serving) = &self.serving {
+            serving.remove_leftovers();
+        }
+    }
+
     /// The variables and descriptor the `i`th rank (rank `rank`) gets from its services.
     pub(crate) fn access(&mut self, i: usize, rank: u32) -> Result<RankAccess, Error> {
         let (Some(serving), Some(served)) = (self.serving.as_mut(), self.served.get(i)) else {

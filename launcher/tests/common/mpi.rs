@@ -180,7 +180,15 @@ impl Flavour {
             (Flavour::Mpich4 | Flavour::Mpich5, Interface::Pmi2) => {
                 vec![("MPIR_CVAR_PMI_VERSION".into(), "2".into())]
             }
-            (Flavour::IntelMpi, Interface::Pmi2) => vec![("I_MPI_PMI".into(), "pmi2".into())],
+            // Its built-in client speaks PMI-1 only; PMI-2 goes through a PMI-2 client library
+            // (Slurm's, Debian's libpmi2-0, which scripts/setup.sh installs).
+            (Flavour::IntelMpi, Interface::Pmi2) => vec![
+                ("I_MPI_PMI".into(), "pmi2".into()),
+                (
+                    "I_MPI_PMI_LIBRARY".into(),
+                    "/usr/lib/x86_64-linux-gnu/libpmi2.so.0".into(),
+                ),
+            ],
             _ => Vec::new(),
         }
     }

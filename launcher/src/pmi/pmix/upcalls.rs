@@ -190,6 +190,12 @@ unsafe extern "C" fn abort(
         };
         // SAFETY: `msg` is NULL or the client's NUL-terminated message, copied here.
         let message = unsafe { text(msg) };
+        // Open MPI's MPI_Abort says "N/A" for no message.
+        let message = if message == "N/A" {
+            String::new()
+        } else {
+            message
+        };
         let report = Report::Abort {
             rank,
             code: status,

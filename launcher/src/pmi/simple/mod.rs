@@ -219,6 +219,12 @@ impl HostService for SimpleService {
             inherit: Some(OwnedFd::from(theirs)),
         })
     }
+
+    fn leftovers(&self) -> Vec<std::path::PathBuf> {
+        let mut files = self.shm_segments();
+        files.extend(leftovers::mpich_shm_files(&self.map.job_id, self.node));
+        files
+    }
 }
 
 impl Drop for SimpleService {

@@ -327,6 +327,21 @@ fn an_mpi_launch_without_the_mpi_backend_is_an_error_that_says_what_to_do() {
 mod mpi {
     use super::*;
 
+    /// `psyrun -n N` (from the same build) serving the ranks PMIx, with what [`mpirun`] sets.
+    fn psyrun(n: usize) -> Command {
+        let psyrun = Path::new(env!("CARGO_BIN_EXE_psybench")).with_file_name("psyrun");
+        let mut c = Command::new(psyrun);
+        c.args(["-n", &n.to_string(), "--timeout", "170"])
+            .args(["-x", "OMPI_MCA_op=^avx"])
+            .env("PSY_TIMEOUT", "60");
+        c
+    }
+
+    /// Both ways of launching an MPI job: Open MPI's own mpirun, and psyrun.
+    fn launchers() -> [(&'static str, fn(usize) -> Command); 2] {
+        [("mpirun", mpirun), ("psyrun", psyrun)]
+    }
+
     fn mpirun(n: usize) -> Command {
         let mut c = Command::new("mpirun");
         c.args([
@@ -342,33 +357,43 @@ mod mpi {
         c
     }
 
+    /// Under mpirun and under psyrun alike (psyrun serving Open MPI's ranks PMIx).
     #[test]
     fn native_and_mpi_match_the_oracle_and_each_other() {
-        let mut cmd = mpirun(2);
-        cmd.arg(env!("CARGO_BIN_EXE_psybench")).args([
-            "check",
-            "--backend",
-            "native,mpi",
-            "--sizes",
-            "1,1K,5K",
-        ]);
-        let out = run(cmd, Duration::from_secs(180));
-        assert!(out.status.success(), "{}", text(&out));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(
-            stdout
-                .matches("every collective matches the oracle")
-                .count(),
-            24,
-            "{stdout}"
-        );
+        for (name, launcher) in launchers() {
+            let mut cmd = launcher(2);
+            cmd.arg(env!("CARGO_BIN_EXE_psybench")).args([
+                "check",
+                "--backend",
+                "native,mpi",
+                "--sizes",
+                "1,1K,5K",
+            ]);
+            let out = run(cmd, Duration::from_secs(180));
+            assert!(out.status.success(), "{name}: {}", text(&out));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                stdout
+                    .matches("every collective matches the oracle")
+                    .count(),
+                24,
+                "{name}: {stdout}"
+            );
+        }
     }
 
     #[test]
     fn an_interleaved_sweep_records_both_backends_at_every_size() {
-        let d = Dir::new("mpi");
+        for (name, launcher) in launchers() {
+            interleaved_sweep(name, launcher(2));
+        }
+    }
+
+    /// `psybench allreduce --backend native,mpi` launched by `cmd` has a checked row of each
+    /// backend at every size.
+    fn interleaved_sweep(name: &str, mut cmd: Command) {
+        let d = Dir::new(&format!("mpi-{name}"));
         let json = d.join("r.json");
-        let mut cmd = mpirun(2);
         cmd.arg(env!("CARGO_BIN_EXE_psybench"))
             .args([
                 "allreduce",
@@ -382,8 +407,9 @@ mod mpi {
             .arg("--json")
             .arg(&json);
         let out = run(cmd, Duration::from_secs(180));
-        assert!(out.status.success(), "{}", text(&out));
+        assert!(out.status.success(), "{name}: {}", text(&out));
         let report = read_report(&json).unwrap();
+        assert_eq!(report.meta.world_size, 2, "{name}: {}", text(&out));
         for bytes in [8u64, 1024, 65536] {
             for backend in ["native", "mpi"] {
                 assert!(
@@ -391,7 +417,7 @@ mod mpi {
                         .records
                         .iter()
                         .any(|r| r.bytes == bytes && r.backend == backend && r.wrong == Some(0)),
-                    "no {backend} row at {bytes} B"
+                    "{name}: no {backend} row at {bytes} B"
                 );
             }
         }

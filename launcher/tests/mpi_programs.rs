@@ -553,14 +553,16 @@ fn psyrun_sigkill(flavour: Flavour) {
 fn psyrun_mpi4py(flavour: Flavour) {
     let (python, env) = flavour.python();
     let _one = one_job();
-    let iface = flavour.interfaces()[0].flag();
-    for n in [2, 4] {
+    // `--mpi auto` at 2 ranks: psyrun finds mpi4py's MPI (MPI4PY_LIBMPI, or the library its
+    // module needs) or serves every interface; forced at 4.
+    let forced = flavour.interfaces()[0].flag();
+    for (n, iface) in [(2, None), (4, Some(forced))] {
         let dir = TempDir::new(&format!("psyrun-mpi4py-{}-{n}", flavour.name()));
-        let mut cmd = psyrun_mpi(&dir, flavour, n, Some(iface), &env);
+        let mut cmd = psyrun_mpi(&dir, flavour, n, iface, &env);
         cmd.arg(&python).args(["-m", "mpi4py.bench", "helloworld"]);
         let done = Job::start(cmd, &dir).wait(WAIT);
         let ctx = format!(
-            "psyrun -n {n} --mpi {iface} mpi4py helloworld ({}): {}",
+            "psyrun -n {n} --mpi {iface:?} mpi4py helloworld ({}): {}",
             flavour.name(),
             show(&done)
         );
@@ -598,4 +600,70 @@ fn psyrun_imb_on_2_processes_matches_mpiexec() {
 #[test]
 fn psyrun_imb_on_4_processes_matches_mpiexec() {
     psyrun_imb(4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What psyrun cannot serve is refused before any rank starts, and --dry-run says what it serves.
+
+/// An Open MPI program asked to be served PMI-1 is a usage error (exit 2) naming `--mpi pmix`;
+/// one whose PMIx library cannot be loaded (`PSY_PMIX_LIB` names one that does not exist, as on
+/// a host without libpmix2) fails with 125 saying what to install. Neither starts a rank: no
+/// `ring` line, no N worlds of one.
+#[test]
+fn an_mpi_program_psyrun_cannot_serve_is_refused_before_any_rank_starts() {
+    let prog = ring(Flavour::OpenMpi);
+    let _one = one_job();
+    let dir = TempDir::new("psyrun-refuse-pmi1");
+    let mut cmd = psyrun_mpi(&dir, Flavour::OpenMpi, 2, Some("pmi1"), &[]);
+    cmd.arg(&prog);
+    let done = Job::start(cmd, &dir).wait(WAIT);
+    let ctx = format!("--mpi pmi1 for Open MPI: {}", show(&done));
+    assert_eq!(done.code(), Some(2), "{ctx}");
+    assert!(
+        done.stderr.contains("Open MPI program") && done.stderr.contains("--mpi pmix"),
+        "{ctx}"
+    );
+    assert!(ring_lines(&done.stdout).is_empty(), "{ctx}");
+
+    let dir = TempDir::new("psyrun-refuse-nolib");
+    let mut cmd = psyrun_mpi(&dir, Flavour::OpenMpi, 2, None, &[]);
+    cmd.env("PSY_PMIX_LIB", "libpsyne-test-no-pmix.so").arg(&prog);
+    let done = Job::start(cmd, &dir).wait(WAIT);
+    let ctx = format!("no libpmix: {}", show(&done));
+    assert_eq!(done.code(), Some(125), "{ctx}");
+    assert!(done.stderr.contains("libpmix2"), "{ctx}");
+    assert!(ring_lines(&done.stdout).is_empty(), "{ctx}");
+}
+
+/// `--dry-run` of a job of an Open MPI program and an MPICH one (MPMD) says, for each rank,
+/// which interface it would get and why.
+#[test]
+fn dry_run_says_what_each_rank_is_served() {
+    let (ompi, mpich) = (ring(Flavour::OpenMpi), ring(Flavour::Mpich4));
+    let dir = TempDir::new("psyrun-dry-mpi");
+    let mut cmd = psyrun(&dir);
+    cmd.args(["--dry-run", "-n", "1"])
+        .arg(&ompi)
+        .args([":", "-n", "1"])
+        .arg(&mpich)
+        .args([":", "-n", "1", "true"]);
+    let done = run(cmd, &dir);
+    let ctx = show(&done);
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    // Each rank's `mpi:` field, in rank order (the listing aligns the values).
+    let served: Vec<&str> = done
+        .stdout
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("mpi:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        served,
+        [
+            "PMIx (Open MPI: libmpi.so.40)",
+            "PMI-1/PMI-2 on PMI_FD (MPICH or Intel MPI: libmpich.so.12)",
+            "PMI-1/PMI-2 on PMI_FD (no MPI library found in the program)",
+        ],
+        "{ctx}"
+    );
 }

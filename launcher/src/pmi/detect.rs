@@ -29,6 +29,9 @@ pub enum Family {
     OpenMpi,
     /// MPICH's ABI (`libmpi.so.12`): MPICH, Intel MPI, MVAPICH: PMI-1 or PMI-2.
     Mpich,
+    /// An MPI library loaded at run time, which one not known before it runs (mpi4py's wheels
+    /// `dlopen` whichever they find): served every interface.
+    Unknown,
 }
 
 impl Family {
@@ -37,6 +40,7 @@ impl Family {
         match self {
             Family::OpenMpi => "Open MPI",
             Family::Mpich => "MPICH or Intel MPI",
+            Family::Unknown => "an MPI chosen when it runs",
         }
     }
 }
@@ -63,14 +67,33 @@ pub fn mpi_of(program: &Path, args: &[OsString]) -> Option<Found> {
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("python"));
     if python && mentions_mpi4py(script.as_deref(), args) {
-        let module = mpi4py_module(&binary)?;
-        let found = family_of_binary(&module)?;
-        return Some(Found {
-            family: found.family,
-            via: format!("{} (mpi4py)", found.via),
-        });
+        return Some(mpi4py_family(&binary));
     }
     None
+}
+
+/// The MPI an mpi4py program loads: the library `MPI4PY_LIBMPI` names, else the one its
+/// `mpi4py.MPI` module needs, else unknown (its wheels load whichever they find at import).
+fn mpi4py_family(python: &Path) -> Found {
+    if let Some(lib) = std::env::var_os("MPI4PY_LIBMPI") {
+        let lib = lib.to_string_lossy().into_owned();
+        if let Some(family) = family_of_library(&lib) {
+            return Found {
+                family,
+                via: format!("{lib} (mpi4py, MPI4PY_LIBMPI)"),
+            };
+        }
+    }
+    match mpi4py_module(python).and_then(|m| family_of_binary(&m)) {
+        Some(found) => Found {
+            family: found.family,
+            via: format!("{} (mpi4py)", found.via),
+        },
+        None => Found {
+            family: Family::Unknown,
+            via: "mpi4py, which loads its MPI library when it runs".into(),
+        },
+    }
 }
 
 /// The family of the first MPI library among `path`'s dependencies, breadth first.

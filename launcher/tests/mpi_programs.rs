@@ -627,7 +627,8 @@ fn an_mpi_program_psyrun_cannot_serve_is_refused_before_any_rank_starts() {
 
     let dir = TempDir::new("psyrun-refuse-nolib");
     let mut cmd = psyrun_mpi(&dir, Flavour::OpenMpi, 2, None, &[]);
-    cmd.env("PSY_PMIX_LIB", "libpsyne-test-no-pmix.so").arg(&prog);
+    cmd.env("PSY_PMIX_LIB", "libpsyne-test-no-pmix.so")
+        .arg(&prog);
     let done = Job::start(cmd, &dir).wait(WAIT);
     let ctx = format!("no libpmix: {}", show(&done));
     assert_eq!(done.code(), Some(125), "{ctx}");
@@ -666,4 +667,53 @@ fn dry_run_says_what_each_rank_is_served() {
         ],
         "{ctx}"
     );
+}
+
+/// mpi4py's own test suite (the subset `scripts/mpi4py-suite.sh` runs: every module that passes
+/// under the MPI's own launcher) passes under `psyrun -n 2`, `--mpi auto`, with each MPI.
+fn psyrun_mpi4py_suite(flavour: Flavour) {
+    let _one = one_job();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mpi4py-suite.sh");
+    let dir = TempDir::new(&format!("psyrun-mpi4py-suite-{}", flavour.name()));
+    let mut cmd = Command::new(script);
+    cmd.arg(flavour.name())
+        .arg(psyrun_path())
+        .args(["--timeout", "300", "-n", "2"])
+        .env("MPI4PY_SUITE_TIMEOUT", "300")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let done = run_launcher(cmd, &dir, Duration::from_secs(330));
+    let ctx = format!(
+        "mpi4py suite under psyrun ({}): {}",
+        flavour.name(),
+        show(&done)
+    );
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    let summary = done
+        .stdout
+        .lines()
+        .chain(done.stderr.lines())
+        .find(|l| l.starts_with("mpi4py-suite "))
+        .unwrap_or_else(|| panic!("no summary line: {ctx}"));
+    assert!(
+        summary.contains(" 0 failed") && summary.ends_with("; OK"),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn mpi4py_suite_passes_under_psyrun_with_open_mpi() {
+    psyrun_mpi4py_suite(Flavour::OpenMpi);
+}
+
+#[test]
+fn mpi4py_suite_passes_under_psyrun_with_mpich() {
+    psyrun_mpi4py_suite(Flavour::Mpich4);
+}
+
+#[test]
+fn mpi4py_suite_passes_under_psyrun_with_mpich_5_and_intel_mpi() {
+    psyrun_mpi4py_suite(Flavour::Mpich5);
+    psyrun_mpi4py_suite(Flavour::IntelMpi);
 }

@@ -18,7 +18,8 @@
 //! | [`binding`] | which CPUs each rank gets: a pure plan from the hwloc topology |
 //! | [`job`] | the job id, secret, store and master addresses, each rank's environment |
 //! | [`plan`] | a job on this machine, planned: programs found, `-x` values read, ranks placed and bound |
-//! | [`local`] | running a planned job on this machine: store, ranks, supervision, tear-down |
+//! | [`local`] | running a planned job on this machine: store, MPI services, ranks, supervision, tear-down |
+//! | [`pmi`] | serving MPI programs: PMI-1/PMI-2 and PMIx per host, which one by the program's MPI (`--mpi`) |
 //! | [`dry_run`] | the one `--dry-run` formatter, for jobs here and on several hosts |
 //! | [`spawn`] | starting a rank (a `vfork`-style clone, bound, in its own process group known to the watchdog before it runs) and watching its output and end; signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |

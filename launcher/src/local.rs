@@ -9,8 +9,8 @@ use crate::losses::{self, LossReports};
 use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
 use crate::pmi::{
-    Alone as OneHost, Exchange, HostRanks, HostServing, Interface, JobMap, RankAccess, Report,
-    Reporter, SilenceCheck,
+    self, Alone as OneHost, Exchange, HostRanks, HostServing, Interface, JobMap, RankAccess,
+    SilenceCheck,
 };
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
@@ -137,20 +137,13 @@ fn serve_mpi(
         tmpdir: std::env::temp_dir(),
     });
     let events = Mutex::new(events.clone());
-    let report: Reporter = Arc::new(move |r| {
-        if let Report::Abort {
+    let report = pmi::on_abort(move |rank, code, message| {
+        let events = events.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = events.send(Event::Aborted {
             rank,
             code,
             message,
-        } = r
-        {
-            let events = events.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = events.send(Event::Aborted {
-                rank,
-                code,
-                message,
-            });
-        }
+        });
     });
     let one_host = |_| -> Arc<dyn Exchange> { Arc::new(OneHost) };
     let timeout = service_timeout(launch);

@@ -569,7 +569,10 @@ impl<'c, S: Stopper> Supervisor<'c, S> {
         let Some(i) = self.ranks.iter().position(|r| r.rank == rank) else {
             return;
         };
-        let by_signal = matches!(termination, Termination::Signaled(_));
+        // SIGPIPE kills a process that wrote to a pipe or socket whose other end was gone: a
+        // survivor that noticed a loss (an MPI rank whose PMI socket psyrun closed after a peer
+        // died), blamed like a rank that exited with a code, not like one killed from outside.
+        let by_signal = matches!(termination, Termination::Signaled(s) if s != libc::SIGPIPE);
         let failed = !termination.is_success();
         self.ranks[i].termination = Some(termination);
         self.stopped[i] = None;
@@ -1395,6 +1398,26 @@ mod tests {
             tx.send(exited(0, 3)).unwrap()
         });
         assert_eq!(o.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_sigpipe_death_just_after_an_exit_is_not_the_cause() {
+        // Rank 1 exited 3; rank 0 then wrote to a socket rank 1's end closed and died of SIGPIPE:
+        // rank 1's exit is the cause, as it was first.
+        let (o, _) = go(3, &[2], Duration::from_secs(30), None, |tx| {
+            tx.send(exited(1, 3)).unwrap();
+            tx.send(Event::Exited {
+                rank: 0,
+                termination: Termination::Signaled(libc::SIGPIPE),
+            })
+            .unwrap();
+        });
+        assert_eq!(o.exit_code(), 3);
+        assert!(
+            matches!(o.cause, Some(Cause::RankFailed { rank: 1, .. })),
+            "{:?}",
+            o.cause
+        );
     }
 
     #[test]

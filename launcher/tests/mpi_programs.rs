@@ -427,23 +427,6 @@ fn psyrun_exit(flavour: Flavour) {
     assert_eq!(ring_lines(&done.stdout), ring_ok_lines(4), "{ctx}");
 }
 
-/// The live processes whose environment holds `PSYRUN_TEST_TAG=tag` (the job's ranks, given it
-/// with `-x`, and whatever they started).
-fn tagged(tag: &str) -> Vec<i32> {
-    let needle = format!("PSYRUN_TEST_TAG={tag}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| !gone(*pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_bytes()))
-        })
-        .collect()
-}
-
 /// Whether process `pid` runs `exe` as MPI rank `rank` (by psyrun's, PMI's or PMIx's variable).
 fn is_rank(pid: i32, exe: &Path, rank: usize) -> bool {
     let runs_exe = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe);
@@ -716,4 +699,37 @@ fn mpi4py_suite_passes_under_psyrun_with_mpich() {
 fn mpi4py_suite_passes_under_psyrun_with_mpich_5_and_intel_mpi() {
     psyrun_mpi4py_suite(Flavour::Mpich5);
     psyrun_mpi4py_suite(Flavour::IntelMpi);
+}
+
+/// `--max-restarts 1`: in the first attempt rank 1 fails before `MPI_Init` (a wrapper exits 3
+/// when `PSY_RESTART_COUNT` is 0); psyrun stops the others, stuck in `MPI_Init`, and starts the
+/// job again, whose MPI world of 3 forms with a new job id (for Open MPI: a new namespace on
+/// the PMIx server psyrun keeps across attempts). The wrapper is a shell script, so the
+/// interface is forced.
+fn psyrun_restart(flavour: Flavour, iface: &str) {
+    let prog = ring(flavour);
+    let _one = one_job();
+    let dir = TempDir::new(&format!("psyrun-restart-{}", flavour.name()));
+    let wrapper = dir.script(
+        "first-attempt-fails.sh",
+        &format!(
+            "#!/bin/sh\nif [ \"$PSY_RESTART_COUNT\" = 0 ] && [ \"$PSY_RANK\" = 1 ]; then exit 3; fi\n\
+             exec {} \"$@\"\n",
+            prog.display()
+        ),
+        0o755,
+    );
+    let mut cmd = psyrun_mpi(&dir, flavour, 3, Some(iface), &[]);
+    cmd.args(["--max-restarts", "1"]).arg(&wrapper);
+    let done = Job::start(cmd, &dir).wait(WAIT);
+    let ctx = format!("restart ({}): {}", flavour.name(), show(&done));
+    assert_eq!(done.code(), Some(0), "{ctx}");
+    assert!(done.stderr.contains("rank 1 (pid "), "{ctx}");
+    assert_eq!(ring_lines(&done.stdout), ring_ok_lines(3), "{ctx}");
+}
+
+#[test]
+fn a_failed_mpi_job_restarts_and_forms_its_world_again() {
+    psyrun_restart(Flavour::OpenMpi, "pmix");
+    psyrun_restart(Flavour::Mpich4, "pmi1");
 }

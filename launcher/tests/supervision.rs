@@ -218,23 +218,6 @@ fn grandchildren_go_on_sigterm() {
     grandchildren.assert_gone(Duration::from_secs(10));
 }
 
-/// The processes whose environment holds `PSYRUN_TEST_TAG=tag` (ranks given it with `-x`, and
-/// what they start).
-fn tagged(tag: &str) -> Vec<i32> {
-    let needle = format!("PSYRUN_TEST_TAG={tag}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| !gone(*pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_bytes()))
-        })
-        .collect()
-}
-
 /// Kills, on drop, every process still tagged `PSYRUN_TEST_TAG=.0` (those this test started,
 /// by pid, each checked for the tag a moment before), so a failing test leaves nothing.
 struct KillTagged(String);

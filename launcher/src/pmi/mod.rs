@@ -169,6 +169,21 @@ pub enum Report {
 /// Where a service sends its [`Report`]s; called from the service's threads.
 pub type Reporter = Arc<dyn Fn(Report) + Send + Sync>;
 
+/// A [`Reporter`] that hands each abort (rank, code, message) to `abort` and drops the other
+/// reports (a [`HostServing`] records who spoke itself).
+pub fn on_abort(abort: impl Fn(usize, i32, String) + Send + Sync + 'static) -> Reporter {
+    Arc::new(move |r| {
+        if let Report::Abort {
+            rank,
+            code,
+            message,
+        } = r
+        {
+            abort(rank, code, message);
+        }
+    })
+}
+
 /// What one rank needs to reach its host's service, handed to it when it starts.
 #[derive(Debug, Default)]
 pub struct RankAccess {

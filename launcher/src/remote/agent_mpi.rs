@@ -5,8 +5,8 @@
 use super::agent::Out;
 use super::wire::{FromAgent, JobSpec};
 use crate::pmi::{
-    self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Report,
-    Reporter, Served, SilenceCheck, StoreExchange,
+    self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Served,
+    SilenceCheck, StoreExchange,
 };
 use crate::spawn::RankCommand;
 use crate::Error;
@@ -144,19 +144,12 @@ fn start(
         ))
     };
     let out = out.clone();
-    let report: Reporter = Arc::new(move |r| {
-        if let Report::Abort {
-            rank,
+    let report = pmi::on_abort(move |rank, code, message| {
+        out.send(&FromAgent::Aborted {
+            rank: rank as u32,
             code,
             message,
-        } = r
-        {
-            out.send(&FromAgent::Aborted {
-                rank: rank as u32,
-                code,
-                message,
-            });
-        }
+        });
     });
     let node = job.mpi.node as usize;
     HostServing::start(&map, node, needed, &exchange, report, timeout).map_err(|e| Error::Remote {

@@ -644,3 +644,20 @@ pub fn assert_no_segments_left(stdout: &str, ctx: &str) {
         "segments left in /dev/shm: {left:?}\n{ctx}"
     );
 }
+
+/// The processes whose environment holds `PSYRUN_TEST_TAG=tag` (ranks given it with `-x`, and
+/// what they start).
+pub fn tagged(tag: &str) -> Vec<i32> {
+    let needle = format!("PSYRUN_TEST_TAG={tag}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| !gone(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_bytes()))
+        })
+        .collect()
+}

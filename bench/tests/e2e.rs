@@ -337,8 +337,11 @@ mod mpi {
         c
     }
 
+    /// A launcher's name and how it starts N ranks.
+    type Launcher = (&'static str, fn(usize) -> Command);
+
     /// Both ways of launching an MPI job: Open MPI's own mpirun, and psyrun.
-    fn launchers() -> [(&'static str, fn(usize) -> Command); 2] {
+    fn launchers() -> [Launcher; 2] {
         [("mpirun", mpirun), ("psyrun", psyrun)]
     }
 

@@ -101,23 +101,64 @@ impl Spoken {
 pub struct SilenceCheck {
     spoken: Arc<Spoken>,
     rank: usize,
-    program: String,
+    program: std::path::PathBuf,
     served: String,
 }
 
 impl SilenceCheck {
-    /// What to say, once the rank has ended, if it never spoke to its service.
+    /// What to say, once the rank has ended, if it never spoke to its service. Nothing for a
+    /// psyne program (one built with psyne's `mpi` feature links an MPI library but forms its
+    /// groups through psyrun's `PSY_*` contract, and calls `MPI_Init` only when asked to).
     pub fn complaint(&self) -> Option<String> {
-        (!self.spoken.has(self.rank)).then(|| {
+        if self.spoken.has(self.rank) || uses_psyne_contract(&self.program) {
+            return None;
+        }
+        let program = self.program.display();
+        Some({
             format!(
                 "rank {} ({}) ended without ever contacting the MPI service psyrun gave it \
                  ({}), so it never joined the job's MPI world (if its MPI_Init succeeded, it \
                  ran as a world of one). Likely causes: it ended before MPI_Init, a wrapper \
                  cleared its environment, or its MPI library wants another interface (try \
                  --mpi pmix, pmi1 or pmi2)",
-                self.rank, self.program, self.served
+                self.rank, program, self.served
             )
         })
+    }
+}
+
+/// Whether the program at `path` contains psyne's launch contract (the name of its
+/// `PSY_JOB_SECRET` variable): a psyne program. Read only when a check needs it, once per
+/// program file (a debug build is a hundred megabytes), in pieces.
+fn uses_psyne_contract(path: &Path) -> bool {
+    static SEEN: Mutex<Vec<(std::path::PathBuf, bool)>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, known)) = seen.iter().find(|(p, _)| p == path) {
+        return *known;
+    }
+    let found = file_contains(path, psyne::contract::JOB_SECRET.as_bytes()).unwrap_or(false);
+    seen.push((path.to_path_buf(), found));
+    found
+}
+
+/// Whether the file at `path` holds `needle` (read in 1 MiB pieces that overlap by the
+/// needle's length).
+fn file_contains(path: &Path, needle: &[u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; (1 << 20) + needle.len()];
+    let mut kept = 0;
+    loop {
+        let n = file.read(&mut buf[kept..])?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let end = kept + n;
+        if buf[..end].windows(needle.len()).any(|w| w == needle) {
+            return Ok(true);
+        }
+        kept = needle.len().min(end);
+        buf.copy_within(end - kept..end, 0);
     }
 }
 
@@ -182,7 +223,7 @@ impl HostServing {
         (served.expects_mpi() && world > 1).then(|| SilenceCheck {
             spoken: self.spoken.clone(),
             rank,
-            program: program.display().to_string(),
+            program: program.to_path_buf(),
             served: served.describe(),
         })
     }
@@ -218,6 +259,20 @@ impl HostServing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_needle_across_a_piece_boundary_is_found() {
+        let dir = std::env::temp_dir().join(format!("psyrun-contains-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        let mut bytes = vec![b'x'; (1 << 20) - 3];
+        bytes.extend_from_slice(b"PSY_JOB_SECRET");
+        std::fs::write(&file, &bytes).unwrap();
+        assert!(file_contains(&file, b"PSY_JOB_SECRET").unwrap());
+        assert!(!file_contains(&file, b"PSY_JOB_SECRETS").unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!uses_psyne_contract(Path::new("/bin/sh")));
+    }
 
     #[test]
     fn none_serves_nothing_and_a_plain_program_gets_pmi() {

@@ -106,11 +106,9 @@ pub struct SilenceCheck {
 }
 
 impl SilenceCheck {
-    /// What to say, once the rank has ended, if it never spoke to its service. Nothing for a
-    /// psyne program (one built with psyne's `mpi` feature links an MPI library but forms its
-    /// groups through psyrun's `PSY_*` contract, and calls `MPI_Init` only when asked to).
+    /// What to say, once the rank has ended, if it never spoke to its service.
     pub fn complaint(&self) -> Option<String> {
-        if self.spoken.has(self.rank) || uses_psyne_contract(&self.program) {
+        if self.spoken.has(self.rank) {
             return None;
         }
         let program = self.program.display();
@@ -128,8 +126,8 @@ impl SilenceCheck {
 }
 
 /// Whether the program at `path` contains psyne's launch contract (the name of its
-/// `PSY_JOB_SECRET` variable): a psyne program. Read only when a check needs it, once per
-/// program file (a debug build is a hundred megabytes), in pieces.
+/// `PSY_JOB_SECRET` variable): a psyne program. Read once per program file (a debug build is a
+/// hundred megabytes), in pieces, and only for programs that link an MPI library.
 fn uses_psyne_contract(path: &Path) -> bool {
     static SEEN: Mutex<Vec<(std::path::PathBuf, bool)>> = Mutex::new(Vec::new());
     let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
@@ -212,7 +210,9 @@ impl HostServing {
 
     /// For rank `rank` of a job of `world` ranks, running `program` served `served`: a check to
     /// run when it ends, which says whether it never spoke to its service. Only for a program
-    /// found to be an MPI program in a job of several ranks.
+    /// found to be an MPI program in a job of several ranks, and not a psyne program (one built
+    /// with psyne's `mpi` feature links an MPI library but forms its groups through psyrun's
+    /// `PSY_*` contract, and calls `MPI_Init` only when asked to).
     pub fn silence_check(
         &self,
         rank: usize,
@@ -220,7 +220,10 @@ impl HostServing {
         program: &Path,
         world: usize,
     ) -> Option<SilenceCheck> {
-        (served.expects_mpi() && world > 1).then(|| SilenceCheck {
+        // Decided here, before the rank runs: reading a large program file must not delay the
+        // report of the rank's end.
+        let wanted = served.expects_mpi() && world > 1 && !uses_psyne_contract(program);
+        wanted.then(|| SilenceCheck {
             spoken: self.spoken.clone(),
             rank,
             program: program.to_path_buf(),

@@ -33,6 +33,44 @@ fn one_job() -> MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The MPI libraries' shared-memory files in /dev/shm.
+fn mpi_segments() -> Vec<String> {
+    let prefixes = ["mpich_", "Intel_MPI_", "vader_segment", "psm2", "ucx_"];
+    std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| prefixes.iter().any(|p| n.starts_with(p)))
+        .collect()
+}
+
+/// A job under an MPI's own launcher, one at a time ([`one_job`]): the shared-memory files its
+/// ranks leave (Hydra leaves MPICH's when a rank is killed or aborts) are removed on drop. psyrun's
+/// jobs are not cleaned after: psyrun removes them itself, and `psyrun_*` tests check it.
+struct OwnJob {
+    _one: MutexGuard<'static, ()>,
+    before: Vec<String>,
+}
+
+fn own_job() -> OwnJob {
+    let one = one_job();
+    OwnJob {
+        _one: one,
+        before: mpi_segments(),
+    }
+}
+
+impl Drop for OwnJob {
+    fn drop(&mut self) {
+        for name in mpi_segments() {
+            if !self.before.contains(&name) {
+                let _ = std::fs::remove_file(Path::new("/dev/shm").join(name));
+            }
+        }
+    }
+}
+
 fn ring(flavour: Flavour) -> PathBuf {
     mpi::build(flavour, &mpi::program_source("ring.c"))
 }
@@ -95,7 +133,7 @@ fn run_own(cmd: Command, dir: &TempDir) -> Done {
 
 fn own_launcher_ring(flavour: Flavour) {
     let prog = ring(flavour);
-    let _one = one_job();
+    let _one = own_job();
     for n in [1, 2, 4] {
         let dir = TempDir::new(&format!("own-ring-{}-{n}", flavour.name()));
         let mut cmd = flavour.launcher(n);
@@ -112,7 +150,7 @@ fn own_launcher_ring(flavour: Flavour) {
 /// MPI 2021.18.1 all do), the behaviour psyrun's tests below ask of psyrun.
 fn own_launcher_abort(flavour: Flavour) {
     let prog = ring(flavour);
-    let _one = one_job();
+    let _one = own_job();
     for (n, args, code) in [(3, ["abort", "1", "7"], 7), (4, ["exit", "2", "5"], 5)] {
         let dir = TempDir::new(&format!("own-{}-{}", args[0], flavour.name()));
         let mut cmd = flavour.launcher(n);
@@ -129,7 +167,7 @@ fn own_launcher_abort(flavour: Flavour) {
 /// what `interface_env` asks for is something the library really does.
 fn own_launcher_every_interface(flavour: Flavour) {
     let prog = ring(flavour);
-    let _one = one_job();
+    let _one = own_job();
     for &iface in flavour.interfaces() {
         let dir = TempDir::new(&format!("own-iface-{}-{}", flavour.name(), iface.flag()));
         let mut cmd = flavour.launcher(2);
@@ -143,7 +181,7 @@ fn own_launcher_every_interface(flavour: Flavour) {
 
 fn own_launcher_mpi4py(flavour: Flavour) {
     let (python, env) = flavour.python();
-    let _one = one_job();
+    let _one = own_job();
     let dir = TempDir::new(&format!("own-mpi4py-{}", flavour.name()));
     let mut cmd = flavour.launcher(2);
     cmd.envs(env)
@@ -264,7 +302,7 @@ fn sorted(mut rows: Vec<ImbRow>) -> Vec<ImbRow> {
 /// IMB-MPI1 under Intel MPI's mpiexec on `n` processes: its rows, checked against what they must be.
 fn imb_under_mpiexec(n: usize) -> Vec<ImbRow> {
     let imb = mpi::imb_mpi1();
-    let _one = one_job();
+    let _one = own_job();
     let dir = TempDir::new(&format!("imb-mpiexec-{n}"));
     let mut cmd = Flavour::IntelMpi.launcher(n);
     cmd.arg(&imb).args(imb_args(n));
@@ -493,7 +531,7 @@ fn sigkill_rank_1(cmd: Command, dir: &TempDir, exe: &Path, tag: &str, limit: Dur
 fn own_launcher_sigkill(flavour: Flavour) {
     let prog = ring(flavour);
     let exe = std::fs::canonicalize(&prog).expect("the ring program's path");
-    let _one = one_job();
+    let _one = own_job();
     let dir = TempDir::new(&format!("own-sigkill-{}", flavour.name()));
     let tag = format!("mpi-own-sigkill-{}-{}", flavour.name(), std::process::id());
     let mut cmd = flavour.launcher(3);
@@ -520,6 +558,7 @@ fn psyrun_sigkill(flavour: Flavour) {
     let prog = ring(flavour);
     let exe = std::fs::canonicalize(&prog).expect("the ring program's path");
     let _one = one_job();
+    let before = mpi_segments();
     let dir = TempDir::new(&format!("psyrun-sigkill-{}", flavour.name()));
     let tag = format!("mpi-sigkill-{}-{}", flavour.name(), std::process::id());
     let env = [("PSYRUN_TEST_TAG".to_string(), tag.clone())];
@@ -529,6 +568,11 @@ fn psyrun_sigkill(flavour: Flavour) {
     let ctx = format!("psyrun ring hang 1 ({}): {}", flavour.name(), show(&done));
     assert_eq!(done.code(), Some(137), "{ctx}");
     assert!(names_rank(&done.stderr, 1), "{ctx}");
+    let left: Vec<String> = mpi_segments()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(left.is_empty(), "psyrun left {left:?} in /dev/shm: {ctx}");
 }
 
 /// `python -m mpi4py.bench helloworld` under psyrun. Python's ELF dependencies do not show MPI

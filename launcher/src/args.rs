@@ -156,8 +156,8 @@ pub struct Cli {
     /// The process-management interface MPI programs are served (as `srun --mpi`): pmix (Open
     /// MPI), pmi1 or pmi2 (MPICH, Intel MPI: one socket serves both, the library picks), none,
     /// or auto: read from each program's libraries (libmpi.so.40: PMIx; libmpi.so.12: PMI-1/2;
-    /// neither: PMI-1/2, which nothing else reads). psyne programs use psyrun's PSY_* variables
-    /// either way.
+    /// neither: PMI-1/2, which nothing else reads; mpi4py: by MPI4PY_LIBMPI or its module, else
+    /// both). psyne programs use psyrun's PSY_* variables either way.
     #[arg(long, value_name = "WHAT", value_enum, default_value = "auto")]
     pub mpi: crate::pmi::MpiChoice,
 

@@ -37,7 +37,9 @@ pub enum Interface {
 /// `--mpi`: which interface psyrun serves a job's MPI programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum MpiChoice {
-    /// By each program's MPI library ([`detect`]): PMIx for Open MPI, PMI-1/2 otherwise.
+    /// By each program's MPI library, read from its ELF dependencies: PMIx for Open MPI,
+    /// PMI-1/2 for MPICH and Intel MPI and for programs with no MPI library, both for an mpi4py
+    /// program whose MPI is only known when it runs.
     #[default]
     Auto,
     /// PMIx (Open MPI).

@@ -383,13 +383,14 @@ impl Group {
         let core = self.core.clone();
         let submitted = self.worker.submit(Box::new(move || {
             core.gate.wait_turn(ticket);
-            let result = {
+            // Stored while the turn is held, so a later blocking call finds it done ...
+            let published = {
                 let _turn = Turn(&core.gate);
-                f(&core)
+                completer.publish(f(&core))
             };
-            // After the turn is served: whoever sees the result may call again at once, from
-            // any thread ([`owner::Claim`]).
-            completer.complete(result);
+            // ... and handed out after the turn is served: whoever sees the result may call
+            // again at once, from any thread ([`owner::Claim`]).
+            published.release();
         }));
         match submitted {
             Ok(()) => handle,

@@ -10,6 +10,9 @@ use crate::error::{Error, ErrorKind, Result};
 
 struct Slot<T> {
     result: Option<Result<T>>,
+    /// Whether the call's turn has been served since its result was stored: only then may
+    /// whoever sees the result call the group again, from any thread (`owner`).
+    released: bool,
     waker: Option<Waker>,
 }
 
@@ -38,6 +41,7 @@ pub(crate) fn pending<T>() -> (Work<T>, Completer<T>) {
     let shared = Arc::new(Shared {
         slot: Mutex::new(Slot {
             result: None,
+            released: false,
             waker: None,
         }),
         done: Condvar::new(),
@@ -52,13 +56,40 @@ pub(crate) fn pending<T>() -> (Work<T>, Completer<T>) {
 }
 
 impl<T> Completer<T> {
-    /// Stores the result and wakes whoever waits.
-    pub(crate) fn complete(self, result: Result<T>) {
+    /// Stores the result, while the call still holds its turn: a blocking call issued after it
+    /// then finds it stored ([`Work::test`] true) once that call's own turn comes. Nobody is
+    /// handed the result before [`Published::release`].
+    pub(crate) fn publish(self, result: Result<T>) -> Published<T> {
         let mut slot = match self.shared.slot.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),
         };
         slot.result = Some(result);
+        drop(slot);
+        Published {
+            shared: self.shared,
+        }
+    }
+
+    /// Stores the result and releases it at once (a call that never held a turn).
+    pub(crate) fn complete(self, result: Result<T>) {
+        self.publish(result).release();
+    }
+}
+
+/// A stored result not yet handed out: see [`Completer::publish`].
+pub(crate) struct Published<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Published<T> {
+    /// The call's turn is served: hands the result to whoever waits.
+    pub(crate) fn release(self) {
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        slot.released = true;
         if let Some(w) = slot.waker.take() {
             w.wake();
         }
@@ -83,8 +114,10 @@ impl<T> Work<T> {
             Err(p) => p.into_inner(),
         };
         loop {
-            if let Some(r) = slot.result.take() {
-                return r;
+            if slot.released {
+                if let Some(r) = slot.result.take() {
+                    return r;
+                }
             }
             slot = match self.shared.done.wait(slot) {
                 Ok(s) => s,
@@ -94,11 +127,25 @@ impl<T> Work<T> {
     }
 
     /// True once the operation has finished (successfully or not); `wait` then returns at once.
+    /// A blocking call issued after this one returns only after this is true.
     pub fn test(&self) -> bool {
-        match self.shared.slot.lock() {
-            Ok(s) => s.result.is_some(),
-            Err(p) => p.into_inner().result.is_some(),
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        if slot.result.is_none() {
+            return false;
         }
+        // Stored: the worker is between storing it and serving the call's turn (a few
+        // instructions, needing nothing from this thread), so the release is waited for, and a
+        // caller that sees `true` may call the group at once from any thread.
+        while !slot.released {
+            slot = match self.shared.done.wait(slot) {
+                Ok(s) => s,
+                Err(p) => p.into_inner(),
+            };
+        }
+        true
     }
 }
 
@@ -113,7 +160,12 @@ impl<T> Future for Work<T> {
             Ok(s) => s,
             Err(p) => p.into_inner(),
         };
-        match slot.result.take() {
+        let ready = if slot.released {
+            slot.result.take()
+        } else {
+            None
+        };
+        match ready {
             Some(r) => Poll::Ready(r),
             None => {
                 slot.waker = Some(cx.waker().clone());

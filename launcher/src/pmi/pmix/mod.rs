@@ -264,10 +264,12 @@ fn done(api: &ServerApi, what: &str, status: i32) -> Result<(), String> {
     }
 }
 
-/// A new directory, private to this service, inside the job's tmpdir.
+/// A new directory, private to this service, inside the job's tmpdir. Those a killed psyrun
+/// or agent left there first go ([`sweep_dead`]).
 fn private_dir(map: &JobMap, node: usize) -> Result<PathBuf, String> {
     std::fs::create_dir_all(&map.tmpdir)
         .map_err(|e| format!("PMIx: cannot create {}: {e}", map.tmpdir.display()))?;
+    sweep_dead(&map.tmpdir);
     let dir = map
         .tmpdir
         .join(format!("pmix-{}-{node}", std::process::id()));
@@ -276,6 +278,40 @@ fn private_dir(map: &JobMap, node: usize) -> Result<PathBuf, String> {
         .create(&dir)
         .map_err(|e| format!("PMIx: cannot create {}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// Removes from `tmpdir` the `pmix-PID-NODE` directories and `psyrun-pmix-PID` links of
+/// processes of this user that no longer exist: what a psyrun or agent killed with SIGKILL
+/// (a `scancel`, a lost node) could not remove itself. A pid in use, by whatever process, is
+/// left alone.
+fn sweep_dead(tmpdir: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmpdir) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("psyrun-pmix-")
+            .or_else(|| name.strip_prefix("pmix-").and_then(|r| r.split('-').next()))
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+            .filter(|&p| p > 0);
+        let Some(pid) = pid else { continue };
+        let ours = std::fs::symlink_metadata(entry.path())
+            .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == me);
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if ours && gone {
+            let path = entry.path();
+            let _ = if name.starts_with("psyrun-pmix-") {
+                std::fs::remove_file(&path)
+            } else {
+                std::fs::remove_dir_all(&path)
+            };
+        }
+    }
 }
 
 impl HostService for PmixService {
@@ -322,5 +358,45 @@ impl Drop for PmixService {
                 eprintln!("psyrun: cannot remove {}: {e}", dir.display());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_removes_what_dead_processes_left_and_nothing_else() {
+        let tmp = std::env::temp_dir().join(format!("psyrun-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        // A pid that existed and is gone: a child, reaped.
+        let dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        let mut dead = dead;
+        dead.wait().unwrap();
+        let me = std::process::id();
+        for pid in [dead_pid, me] {
+            std::fs::create_dir_all(tmp.join(format!("pmix-{pid}-0/server"))).unwrap();
+            std::os::unix::fs::symlink(
+                tmp.join(format!("pmix-{pid}-0/server")),
+                tmp.join(format!("psyrun-pmix-{pid}")),
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all(tmp.join("pmix-notapid-0")).unwrap();
+        sweep_dead(&tmp);
+        let left: Vec<String> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!left.contains(&format!("pmix-{dead_pid}-0")), "{left:?}");
+        assert!(
+            !left.contains(&format!("psyrun-pmix-{dead_pid}")),
+            "{left:?}"
+        );
+        assert!(left.contains(&format!("pmix-{me}-0")), "{left:?}");
+        assert!(left.contains(&format!("psyrun-pmix-{me}")), "{left:?}");
+        assert!(left.contains(&"pmix-notapid-0".to_string()), "{left:?}");
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -249,14 +249,23 @@ impl Api {
 
     /// PMIx's name for `status` (`PMIX_ERR_TIMEOUT`, ...).
     pub fn describe(&self, status: c_int) -> String {
-        // SAFETY: PMIx_Error_string accepts any status and returns a pointer to a static
-        // NUL-terminated string (or NULL, checked).
-        let p = unsafe { (self.error_string)(status) };
-        if p.is_null() {
-            return format!("PMIx status {status}");
-        }
-        // SAFETY: non-null, static, NUL-terminated (above).
-        let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
-        format!("{name} ({status})")
+        status_name(self.error_string, status)
     }
+}
+
+/// `PMIx_Error_string`'s name for `status` with the number (`PMIX_ERR_TIMEOUT (-24)`), through
+/// `error_string` (the client's or the server's loaded copy of it).
+pub fn status_name(
+    error_string: unsafe extern "C" fn(c_int) -> *const c_char,
+    status: c_int,
+) -> String {
+    // SAFETY: PMIx_Error_string accepts any status and returns a pointer to a static
+    // NUL-terminated string (or NULL, checked).
+    let p = unsafe { error_string(status) };
+    if p.is_null() {
+        return format!("PMIx status {status}");
+    }
+    // SAFETY: non-null, static, NUL-terminated (above).
+    let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+    format!("{name} ({status})")
 }

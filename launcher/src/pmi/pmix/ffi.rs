@@ -6,7 +6,7 @@
 
 use psyne::internal::dl;
 pub use psyne::internal::pmix_ffi::{Info, Proc, INSTALL_HINT, LIBRARY_NAMES, LIBRARY_VAR};
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 
 /// `ns` as a `pmix_nspace_t`, or why it cannot be one.
 pub fn fixed_nspace(ns: &str) -> Result<[c_char; 256], String> {
@@ -257,15 +257,7 @@ impl ServerApi {
 
     /// PMIx's name for `status`.
     pub fn describe(&self, status: c_int) -> String {
-        // SAFETY: PMIx_Error_string accepts any status and returns NULL or a static
-        // NUL-terminated string.
-        let p = unsafe { (self.error_string)(status) };
-        if p.is_null() {
-            return format!("PMIx status {status}");
-        }
-        // SAFETY: non-null, static, NUL-terminated (above).
-        let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
-        format!("{name} ({status})")
+        psyne::internal::pmix_ffi::status_name(self.error_string, status)
     }
 }
 

@@ -135,21 +135,32 @@ fn guarded(body: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(ffi::ERROR)
 }
 
+/// Queues `report(rank)` for the rank `proc_` names, if it is one of this job's; answers
+/// libpmix that the operation is done.
+///
+/// # Safety
+///
+/// `proc_` is the valid proc libpmix passed to an upcall.
+unsafe fn report_rank(proc_: *const Proc, report: impl FnOnce(usize) -> Report) -> c_int {
+    guarded(|| {
+        if let Some(shared) = current() {
+            // SAFETY: the caller's guarantee.
+            if let Some(rank) = unsafe { our_rank(&shared, proc_) } {
+                shared.queue(Work::Report(report(rank)));
+            }
+        }
+        ffi::OPERATION_SUCCEEDED
+    })
+}
+
 unsafe extern "C" fn client_connected(
     proc_: *const Proc,
     _server_object: *mut c_void,
     _cbfunc: Option<OpCallback>,
     _cbdata: *mut c_void,
 ) -> c_int {
-    guarded(|| {
-        if let Some(shared) = current() {
-            // SAFETY: libpmix passes a valid proc.
-            if let Some(rank) = unsafe { our_rank(&shared, proc_) } {
-                shared.queue(Work::Report(Report::Spoke { rank }));
-            }
-        }
-        ffi::OPERATION_SUCCEEDED
-    })
+    // SAFETY: libpmix passes a valid proc.
+    unsafe { report_rank(proc_, |rank| Report::Spoke { rank }) }
 }
 
 unsafe extern "C" fn client_finalized(
@@ -158,15 +169,8 @@ unsafe extern "C" fn client_finalized(
     _cbfunc: Option<OpCallback>,
     _cbdata: *mut c_void,
 ) -> c_int {
-    guarded(|| {
-        if let Some(shared) = current() {
-            // SAFETY: libpmix passes a valid proc.
-            if let Some(rank) = unsafe { our_rank(&shared, proc_) } {
-                shared.queue(Work::Report(Report::Finalized { rank }));
-            }
-        }
-        ffi::OPERATION_SUCCEEDED
-    })
+    // SAFETY: libpmix passes a valid proc.
+    unsafe { report_rank(proc_, |rank| Report::Finalized { rank }) }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -37,7 +37,7 @@ const DATA_AT: usize = 4096;
 /// Below this many bytes per rank, [`crate::Group::all_reduce_shared`] runs the ordinary
 /// all-reduce instead: its fixed cost (two arrivals every rank must see) exceeds the copies saved.
 /// Chosen with `psybench allreduce --shared-buffers` on 2 and 8 ranks (2 cores,
-/// `results/shm-psyne-vs-openmpi`) when the shared path cost about 7 µs at any size up to 8 KiB
+/// `results/archive/shm-psyne-vs-openmpi`) when the shared path cost about 7 µs at any size up to 8 KiB
 /// and the node board under 1 µs. The shared path has since lost a per-call `sysconf` and takes
 /// about 1.1 µs at 16 KiB (`results/engine-before-after`): the threshold is due to be measured
 /// again.

@@ -8,7 +8,7 @@
 //! each other. Measured (`results/tcp-sndbuf/`): 0.33–0.80 of the time for every collective
 //! from 256 KiB to 64 MiB (all-reduce of 1 MiB excepted, 10% slower), no change below. Below 64 KiB loopback stalls (a 64 KiB-segment sender
 //! waits on delayed acknowledgements: 19 ms per 64 KiB broadcast at 32 KiB), hence the floor.
-//! With it, writing large messages in slices (as send/recv did until then, `results/tcp-slices/`)
+//! With it, writing large messages in slices (as send/recv did until then, `results/archive/tcp-slices/`)
 //! gained nothing, so every message is written whole.
 
 use crate::transport::{Link, TransportKind};

@@ -1,6 +1,6 @@
 //! The plain C MPI benchmark that cross-checks psybench's MPI backend (`bench/c/mpi_coll_bench.c`,
-//! driven by `scripts/mpi-crosscheck.sh`): it builds without warnings, runs every collective in
-//! both cadences under `mpirun`, gets right results, and sizes and iterates exactly as psybench
+//! driven by `scripts/bench/mpi-crosscheck.sh`): it builds without warnings, runs every collective
+//! in both cadences under `mpirun`, gets right results, and sizes and iterates exactly as psybench
 //! does; and the summary script's medians and ±15% verdict.
 #![cfg(feature = "mpi")]
 
@@ -290,7 +290,7 @@ fn bad_arguments_are_usage_errors_that_name_the_problem() {
     }
 }
 
-// ---- scripts/crosscheck-summary.py on a small fixture ----
+// ---- scripts/report/crosscheck-summary.py on a small fixture ----
 
 /// One program's rows of one round: (bytes, time_us_avg, time_us_max).
 type Rows = Vec<(u64, f64, f64)>;
@@ -347,7 +347,7 @@ fn summarise(tag: &str, rounds: &[(Rows, Rows)], psybench_iters: u64) -> (i32, S
     }
     std::fs::write(dir.join("raw/runs.csv"), runs).unwrap();
     let mut cmd = Command::new("python3");
-    cmd.arg(repo().join("scripts/crosscheck-summary.py"))
+    cmd.arg(repo().join("scripts/report/crosscheck-summary.py"))
         .arg(&dir);
     let out = run(cmd, Duration::from_secs(60));
     let agreement = std::fs::read_to_string(dir.join("agreement.csv")).unwrap_or_default();

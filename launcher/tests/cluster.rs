@@ -1,5 +1,5 @@
-//! The SSH test cluster (`scripts/cluster.sh`) comes up, every host answers over real SSH from
-//! inside another host's namespace, and it goes away leaving no namespace, link or daemon.
+//! The SSH test cluster (`scripts/cluster/cluster.sh`) comes up, every host answers over real SSH
+//! from inside another host's namespace, and it goes away leaving no namespace, link or daemon.
 
 mod common;
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster.sh")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster/cluster.sh")
 }
 
 /// Tears the cluster down even when the test fails.

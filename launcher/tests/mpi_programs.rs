@@ -696,11 +696,11 @@ fn dry_run_says_what_each_rank_is_served() {
     );
 }
 
-/// mpi4py's own test suite (the subset `scripts/mpi4py-suite.sh` runs: every module that passes
+/// mpi4py's own test suite (the subset `scripts/ci/mpi4py-suite.sh` runs: every module that passes
 /// under the MPI's own launcher) passes under `psyrun -n 2`, `--mpi auto`, with each MPI.
 fn psyrun_mpi4py_suite(flavour: Flavour) {
     let _one = one_job();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mpi4py-suite.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ci/mpi4py-suite.sh");
     let dir = TempDir::new(&format!("psyrun-mpi4py-suite-{}", flavour.name()));
     let mut cmd = Command::new(script);
     cmd.arg(flavour.name())

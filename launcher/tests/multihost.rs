@@ -1,7 +1,7 @@
 //! psyrun across hosts, over real SSH: each test brings up a cluster of network namespaces with
-//! their own sshd and host name (`scripts/cluster.sh`), runs psyrun from inside the first host,
-//! and tears the cluster down even when it fails. Needs root (CI runs as root); skipped, saying
-//! so, otherwise. One cluster at a time (the script's bridge and subnet are fixed).
+//! their own sshd and host name (`scripts/cluster/cluster.sh`), runs psyrun from inside the first
+//! host, and tears the cluster down even when it fails. Needs root (CI runs as root); skipped,
+//! saying so, otherwise. One cluster at a time (the script's bridge and subnet are fixed).
 
 mod common;
 
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster.sh")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster/cluster.sh")
 }
 
 /// A running test cluster of hosts psyh1..psyhN; down on drop.
@@ -42,7 +42,7 @@ impl Cluster {
         };
         let n = n.to_string();
         common::run_script(
-            "cluster.sh",
+            "cluster/cluster.sh",
             [OsStr::new("up"), n.as_ref(), c.dir.as_os_str()],
         );
         Some(c)

@@ -1,4 +1,4 @@
-//! psyrun inside a real Slurm allocation: a one-host cluster (`scripts/slurm.sh`: munged,
+//! psyrun inside a real Slurm allocation: a one-host cluster (`scripts/cluster/slurm.sh`: munged,
 //! slurmctld and slurmd on loopback, everything under a temporary directory) is started for each
 //! test and always stopped again. psyrun is run inside `salloc` and from an `sbatch` script with
 //! no `-H`: it takes the hosts from the allocation and reaches each host's agent through srun.
@@ -62,7 +62,10 @@ impl Cluster {
             dir,
             _serial: serial,
         };
-        common::run_script("slurm.sh", [OsStr::new("up"), cluster.dir.as_os_str()]);
+        common::run_script(
+            "cluster/slurm.sh",
+            [OsStr::new("up"), cluster.dir.as_os_str()],
+        );
         Some(cluster)
     }
 

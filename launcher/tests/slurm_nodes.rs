@@ -1,8 +1,8 @@
-//! psyrun inside a real Slurm allocation that spans three nodes: `scripts/slurm.sh up-nodes 3`
-//! starts munged and slurmctld in the root namespace and one slurmd in each of the network
-//! namespaces psyh1..psyh3 of `scripts/cluster.sh` (each with its own host name and address on
-//! the bridge psybr0). Each test brings up its own cluster and always takes it down again (its
-//! daemons by their pid files, the namespaces through cluster.sh).
+//! psyrun inside a real Slurm allocation that spans three nodes:
+//! `scripts/cluster/slurm.sh up-nodes 3` starts munged and slurmctld in the root namespace and one
+//! slurmd in each of the network namespaces psyh1..psyh3 of `scripts/cluster/cluster.sh` (each with
+//! its own host name and address on the bridge psybr0). Each test brings up its own cluster and
+//! always takes it down again (its daemons by their pid files, the namespaces through cluster.sh).
 //!
 //! Client commands (`salloc`, `sbatch`, `srun`, `scancel`) run in the root namespace through
 //! `slurm.sh run`, which gives them an /etc/hosts naming the nodes; psyrun inside `salloc` then
@@ -72,8 +72,8 @@ fn unavailable() -> Option<String> {
     }
     if !common::on_path("sshd") && !std::path::Path::new("/usr/sbin/sshd").exists() {
         return Some(
-            "sshd is not installed (scripts/cluster.sh starts one per host; scripts/setup.sh \
-             installs openssh-server)"
+            "sshd is not installed (scripts/cluster/cluster.sh starts one per host; \
+             scripts/setup.sh installs openssh-server)"
                 .into(),
         );
     }
@@ -105,7 +105,7 @@ impl Nodes {
         };
         let n = NODES.to_string();
         common::run_script(
-            "slurm.sh",
+            "cluster/slurm.sh",
             [OsStr::new("up-nodes"), n.as_ref(), nodes.dir.as_os_str()],
         );
         Some(nodes)

@@ -10,6 +10,9 @@ code blocks and link targets: a word starting with a top-level folder of the rep
 (`scripts/...`, `src/...`, `results/...`, `docs/...`, `launcher/...`, ...). Prints one line per
 problem, `FILE:LINE: what is missing`, and exits 1 if there is any; 0 otherwise. Standard library
 only.
+
+Lines between `<!-- check-docs: skip -->` and `<!-- check-docs: end -->` are not checked: a page
+may name paths that are gone on purpose (a table of where things were before they moved).
 """
 import argparse
 import glob
@@ -28,6 +31,7 @@ CODE_RE = re.compile(r"`([^`]+)`")
 FLAG_RE = re.compile(r"^--[a-z][a-z0-9-]*")
 # Flags a tool accepts but does not list in --help (hidden modes the docs explain).
 HIDDEN = {"psyrun": {"--agent"}}
+SKIP, END = "<!-- check-docs: skip -->", "<!-- check-docs: end -->"
 
 
 def doc_files() -> list:
@@ -42,6 +46,18 @@ def slug(heading: str) -> str:
     text = re.sub(r"[`*_]", "", heading.strip().lower())
     text = re.sub(r"[^\w\- ]", "", text)
     return text.replace(" ", "-")
+
+
+def unskipped(text: str) -> str:
+    """The page with the lines of its skipped regions blanked (line numbers kept)."""
+    out, skipping = [], False
+    for line in text.split("\n"):
+        if line.strip() == SKIP:
+            skipping = True
+        elif line.strip() == END:
+            skipping = False
+        out.append("" if skipping else line)
+    return "\n".join(out)
 
 
 def split(text: str):
@@ -67,9 +83,14 @@ def anchors(path: Path) -> set:
 def spans(text: str):
     """Yields (line number, code) for every inline code span and fenced line of a page."""
     prose, prose_lines = [], []
+    held, held_at = "", 0
     for number, line, fenced in split(text):
         if fenced:
-            yield number, line
+            # A shell line continued with a backslash is one command.
+            held, held_at = held + line, held_at or number
+            if not line.rstrip().endswith("\\"):
+                yield held_at, held
+                held, held_at = "", 0
         else:
             prose.append(line)
             prose_lines.append(number)
@@ -103,7 +124,11 @@ def check_paths(rel: str, text: str) -> list:
 def check_links(path: Path, rel: str, text: str, cache: dict) -> list:
     """Problems with the page's link targets: missing files and missing anchors."""
     problems = []
-    prose = "\n".join(line if not fenced else "" for _, line, fenced in split(text))
+    lines = text.split("\n")
+    for number, _, fenced in split(text):
+        if fenced:
+            lines[number - 1] = ""
+    prose = "\n".join(line if not line.lstrip().startswith("```") else "" for line in lines)
     for m in LINK_RE.finditer(prose):
         target = m.group(1)
         if re.match(r"^[a-z]+:", target):
@@ -133,16 +158,13 @@ def help_flags(binary: Path, args: list) -> dict:
         return None
     flags = {}
     for line in out.stdout.splitlines():
-        m = re.match(r"^\s+(?:-(\w), )?(--[\w-]+)(?:[ =]<|\s+\[<)?", line)
-        if not m:
-            m2 = re.match(r"^\s+-(\w)(?: <)?", line)
-            if m2:
-                flags["-" + m2.group(1)] = "<" in line.split("  ")[0] if "  " in line else "<" in line
-            continue
-        takes = bool(re.match(r"^\s+(?:-\w, )?--[\w-]+[ =]\[?<", line))
-        flags[m.group(2)] = takes
-        if m.group(1):
-            flags["-" + m.group(1)] = takes
+        # clap: `  -n, --np <N>   ...` or `      --tag-output   ...`
+        m = re.match(r"^\s+(?:-(\w), )?(--[\w-]+)( [<\[])?", line)
+        if m:
+            takes = m.group(3) is not None
+            flags[m.group(2)] = takes
+            if m.group(1):
+                flags["-" + m.group(1)] = takes
     return flags
 
 
@@ -150,6 +172,8 @@ def commands(code: str, tool: str):
     """Yields the argument list after every occurrence of TOOL in a line of code."""
     words = code.replace("\\", " ").split()
     for i, w in enumerate(words):
+        if i and words[i - 1] in ("-p", "--package", "--bin", "--example"):
+            continue  # a cargo package or target named like the tool, not the tool run
         if w == tool or w.endswith("/" + tool):
             yield words[i + 1:]
 
@@ -194,6 +218,12 @@ def check_flags(rel: str, text: str, bin_dir: Path, cache: dict) -> list:
                     problems.append(f"{rel}:{number}: cannot run {binary} --help")
                     continue
                 given, positional, rest = shown_flags(args, known)
+                if tool == "psybench":
+                    # Prose names a sweep flag without the sweep (`psybench --algo hier`).
+                    sweep = (tool, "allreduce")
+                    if sweep not in cache:
+                        cache[sweep] = help_flags(binary, ["allreduce"]) or {}
+                    known = {**cache[sweep], **known}
                 unknown = [f for f in given if f not in known and f not in HIDDEN.get(tool, ())]
                 if tool == "psybench" and positional and re.match(r"^[a-z]+$", positional):
                     sub = (tool, positional)
@@ -216,7 +246,7 @@ def main() -> int:
     anchor_cache, help_cache = {}, {}
     for path in doc_files():
         rel = str(path.relative_to(ROOT))
-        text = path.read_text()
+        text = unskipped(path.read_text())
         problems += check_paths(rel, text)
         problems += check_links(path, rel, text, anchor_cache)
         if opts.bin_dir:

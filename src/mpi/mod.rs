@@ -24,7 +24,7 @@
 //! Every collective hands the caller's buffers to MPI as they are: no allocation, copy or
 //! conversion around the MPI call, so a benchmark of this backend measures MPI as its users call
 //! it (a C program calling the same MPI function on the same buffers; `bench/c/` holds one, and
-//! `scripts/mpi-crosscheck.sh` compares the two).
+//! `scripts/bench/mpi-crosscheck.sh` compares the two).
 //!
 //! | psyne call | MPI call |
 //! |---|---|

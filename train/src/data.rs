@@ -105,7 +105,8 @@ pub fn digits() -> Result<(Dataset, Dataset), String> {
     let all = parse(DIGITS_CSV)?;
     if all.len() != SAMPLES {
         return Err(format!(
-            "digits.csv has {} samples, expected {SAMPLES} (regenerate it with scripts/make-digits.py)",
+            "digits.csv has {} samples, expected {SAMPLES} \
+             (regenerate it with scripts/data/make-digits.py)",
             all.len()
         ));
     }

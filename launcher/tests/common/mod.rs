@@ -364,8 +364,8 @@ impl ClusterLock {
     }
 }
 
-/// Runs one of the repository's scripts (`scripts/NAME`) with `args` under `timeout 120`, and
-/// fails the test with its output if it does not succeed.
+/// Runs one of the repository's scripts (`scripts/PATH`, e.g. `cluster/cluster.sh`) with `args`
+/// under `timeout 120`, and fails the test with its output if it does not succeed.
 pub fn run_script<S: AsRef<std::ffi::OsStr>>(name: &str, args: impl IntoIterator<Item = S>) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../scripts")

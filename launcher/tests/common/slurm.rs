@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `scripts/slurm.sh`, which starts and stops the test clusters.
+/// `scripts/cluster/slurm.sh`, which starts and stops the test clusters.
 pub fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm.sh")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster/slurm.sh")
 }
 
 /// Why a Slurm test cannot run here, if it cannot: not root, or one of `tools` missing

@@ -125,7 +125,7 @@ impl PullPolicy {
 /// completes when its receiver has run the copy, which there waits for the receiver to be
 /// scheduled, while a send into the ring completes at once (8 ranks on 2 cores, all-gather of
 /// 64 KiB: 0.96x Open MPI's speed with pulls from 64 KiB, 0.40x with pulls from 8 KiB, in two
-/// runs of `scripts/versus-mpi.sh` on 2026-11-25 that were not kept).
+/// runs of `scripts/bench/versus-mpi.sh` on 2026-11-25 that were not kept).
 pub fn pull_window(policy: PullPolicy, traffic: Traffic, crowded: bool) -> Option<(usize, usize)> {
     match policy {
         PullPolicy::Off => None,

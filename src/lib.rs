@@ -42,8 +42,11 @@ pub(crate) mod handshakes;
 mod init;
 #[doc(hidden)]
 pub mod internal;
+pub(crate) mod launch;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub(crate) mod names;
+mod options;
 pub mod oracle;
 pub mod reduce;
 pub mod report;
@@ -53,6 +56,9 @@ pub(crate) mod transport;
 pub mod tuning;
 pub(crate) mod wait;
 
+#[cfg(test)]
+mod structure_tests;
+
 pub use auth::Secret;
 pub use bootstrap::{MemoryStore, Store, TcpStore};
 pub use comm::Communicator;
@@ -61,6 +67,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use group::{Group, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
 pub use half::{bf16, f16};
 pub use init::init;
+pub use options::Tunables;
 pub use reduce::ReduceOp;
 pub use schedule::{Algo, Collective};
 pub use transport::pairs::ConnectPolicy;

@@ -22,7 +22,7 @@
 //! raised, the peers are told, and the group refuses every later call with an error saying it
 //! was interrupted.
 
-use psyne::contract::Tunables;
+use psyne::Tunables;
 use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;

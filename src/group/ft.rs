@@ -56,11 +56,11 @@ fn alive_key(prefix: &str, rank: usize) -> String {
 /// This process's rank in the psyrun job `job_id` (`PSY_RANK`), if psyrun started it for that
 /// job: what psyrun is told when the others count this rank failed.
 fn job_rank(job_id: &str) -> Option<usize> {
-    let job = std::env::var(crate::contract::JOB_ID).ok()?;
+    let job = std::env::var(crate::names::JOB_ID).ok()?;
     if job != job_id {
         return None;
     }
-    std::env::var(crate::contract::RANK).ok()?.parse().ok()
+    std::env::var(crate::names::RANK).ok()?.parse().ok()
 }
 
 /// Records in `store` that the rank of `options` is alive while its connection lives, with its

@@ -59,7 +59,7 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
     let secret = Secret::from_hex(&secret)?;
     // After the exchange over MPI: a rank that fails from here on makes the others time out
     // instead of waiting in an MPI call forever.
-    let tunables = crate::contract::Tunables::from_env()?;
+    let tunables = crate::options::Tunables::from_env()?;
 
     let store = TcpStore::connect(&addr, &secret, Instant::now() + timeout)
         .map_err(|e| e.context(format!("native_group: rank {rank} of {size}")))?;
@@ -92,7 +92,7 @@ fn serve(host: &str, one_host: bool, secret: Secret) -> Result<(StoreServer, Str
     }
     let server = StoreServer::bind("0.0.0.0:0", secret)?;
     let port = server.addr().port();
-    let advertised = match std::env::var(crate::contract::ADDR) {
+    let advertised = match std::env::var(crate::names::ADDR) {
         Ok(ip) => match ip.parse::<IpAddr>() {
             Ok(ip) => SocketAddr::new(ip, port).to_string(),
             Err(_) => format!("{ip}:{port}"),

@@ -226,7 +226,7 @@ impl TransportPolicy {
 
     /// The policy from `PSY_TRANSPORT` (auto when unset).
     pub fn from_env() -> crate::Result<TransportPolicy> {
-        match std::env::var(crate::contract::TRANSPORT) {
+        match std::env::var(crate::names::TRANSPORT) {
             Ok(v) => TransportPolicy::parse(&v),
             Err(_) => Ok(TransportPolicy::Auto),
         }
@@ -278,7 +278,7 @@ impl TransportTunables {
     /// Reads every variable through `get` (the environment in production, a map in tests).
     /// Only a malformed `PSY_TRANSPORT` or `PSY_CONNECT` is an error here.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TransportTunables> {
-        let policy = match get(crate::contract::TRANSPORT) {
+        let policy = match get(crate::names::TRANSPORT) {
             Some(v) => TransportPolicy::parse(&v)?,
             None => TransportPolicy::Auto,
         };

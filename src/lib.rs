@@ -54,6 +54,7 @@ pub mod schedule;
 pub mod textfile;
 pub(crate) mod transport;
 pub mod tuning;
+pub(crate) mod units;
 pub(crate) mod wait;
 
 #[cfg(test)]

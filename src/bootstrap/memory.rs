@@ -6,7 +6,7 @@ use super::Store;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// A [`Store`] in memory; share it between threads with an `Arc`.

@@ -1,11 +1,11 @@
 //! The state shared by every handle of a group: its links, its sequence numbers, the order in
 //! which calls run, and the one place where a collective's bytes are handed to the executor.
 
-use super::shared::{Mapped, SharedAllReduce};
 use crate::bootstrap::StoreServer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::BoardCollective;
+use crate::executor::shared::{Mapped, SharedAllReduce};
 use crate::executor::{
     abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps, WorkView,
 };

@@ -6,11 +6,10 @@ pub(crate) mod losses;
 mod nonblocking;
 mod ops;
 mod owner;
-mod shared;
 mod split;
 mod work;
 
-pub use shared::{SharedBuf, MIN_SHARED_BYTES};
+pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
 pub use work::Work;
 
 use crate::auth::Secret;
@@ -30,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::core::{Core, CoreOptions, Turn};
-use self::shared::SharedScope;
+use crate::executor::shared::{self, SharedScope};
 
 /// How to form a group from a store.
 #[derive(Debug, Clone)]

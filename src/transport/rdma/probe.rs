@@ -2,7 +2,9 @@
 
 use super::config::RdmaConfig;
 
-pub use super::status::{Availability, FEATURE_OFF};
+pub use super::status::Availability;
+#[cfg(not(feature = "rdma"))]
+use super::status::FEATURE_OFF;
 
 /// Looks for the adapter and port `config` asks for (or the first active one).
 pub fn availability(config: &RdmaConfig) -> Availability {

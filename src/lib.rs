@@ -65,7 +65,7 @@ pub use bootstrap::{MemoryStore, Store, TcpStore};
 pub use comm::Communicator;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use group::{Group, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
+pub use group::{Group, GroupBuilder, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
 pub use half::{bf16, f16};
 pub use init::init;
 pub use options::Tunables;

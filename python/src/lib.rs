@@ -927,15 +927,12 @@ fn init_from_store(
         prefix,
         secret,
         bind_ip,
-        timeout: tunables.timeout,
-        spin: tunables.spin,
-        tuning: tunables.tuning,
-        transport: tunables.transport,
+        tunables,
         job_id,
         host_key: psyne::host_key(),
     };
     let store: Arc<dyn Store> = Arc::new(PyStore { adapter: store });
-    py.detach(move || Group::from_shared_store(store, options))
+    py.detach(move || Group::builder(options).shared_store(store).build())
         .map(NativeGroup::new)
         .map_err(to_py)
 }

@@ -43,7 +43,9 @@ pub fn init() -> Result<Group> {
             };
             let options = member.options(secret, advertised_ip(&store)?, &tunables);
             let job_id = env.job_id.clone();
-            let group = Group::from_shared_store(store.clone(), options)?;
+            let group = Group::builder(options)
+                .shared_store(store.clone())
+                .build()?;
             group.report_losses_to(crate::group::losses::LossReport { store, job_id });
             Ok(group)
         }
@@ -74,7 +76,10 @@ pub fn init() -> Result<Group> {
                 job_id: format!("torch{run_id}"),
             };
             let options = member.options(secret, advertised_ip(&store)?, &tunables);
-            let group = Group::from_shared_store_serving(store.clone(), options, server)?;
+            let group = Group::builder(options)
+                .shared_store(store.clone())
+                .serving(server)
+                .build()?;
             roll_call::verdict_since(&*store, rank)?;
             Ok(group)
         }
@@ -101,10 +106,7 @@ impl Membership {
             prefix: self.prefix,
             secret,
             bind_ip,
-            timeout: tunables.timeout,
-            spin: tunables.spin,
-            tuning: tunables.tuning.clone(),
-            transport: tunables.transport.clone(),
+            tunables: tunables.clone(),
             job_id: self.job_id,
             host_key: crate::transport::host_key(),
         }

@@ -86,5 +86,8 @@ fn join(
         job_id,
     };
     let options = member.options(met.secret, advertised_ip(&store)?, tunables);
-    Group::from_shared_store_serving(store, options, met.server)
+    Group::builder(options)
+        .shared_store(store)
+        .serving(met.server)
+        .build()
 }

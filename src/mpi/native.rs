@@ -70,17 +70,20 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
         prefix: "mpi/world".into(),
         secret,
         bind_ip,
-        timeout,
-        spin: tunables.spin,
-        tuning: tunables.tuning,
-        transport: tunables.transport,
+        tunables: crate::options::Tunables {
+            timeout,
+            ..tunables
+        },
         job_id: format!(
             "mpi{}",
             std::env::var("OMPI_MCA_ess_base_jobid").unwrap_or_default()
         ),
         host_key: crate::transport::host_key(),
     };
-    Group::from_store_serving(&store, options, server)
+    Group::builder(options)
+        .store(&store)
+        .serving(server)
+        .build()
 }
 
 /// Rank 0's store: its server and the address the others connect to.

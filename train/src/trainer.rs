@@ -642,8 +642,8 @@ mod tests {
                 let (store, f, prefix) = (store.clone(), f.clone(), prefix.clone());
                 std::thread::spawn(move || {
                     let mut opts = GroupOptions::local(rank, size, prefix);
-                    opts.transport.policy = TransportPolicy::Tcp;
-                    f(Group::from_store(&*store, opts).unwrap())
+                    opts.tunables.transport.policy = TransportPolicy::Tcp;
+                    f(Group::builder(opts).store(&*store).build().unwrap())
                 })
             })
             .collect();

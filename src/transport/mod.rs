@@ -4,7 +4,7 @@
 //! # The transport table
 //!
 //! Transports are chosen per peer, as data, in the spirit of NCCL's `ncclTransports` table
-//! (`src/transport.cc`, `selectTransport`). Forming a group ([`table::connect_links`]) is:
+//! (`src/transport.cc`, `selectTransport`). Forming a group ([`form::connect_links`]) is:
 //!
 //! 1. **Exchange addresses.** Every rank listens, publishes where it is (address, host, host key,
 //!    whether it allows shared memory) and reads everyone's in one request
@@ -37,6 +37,7 @@
 //! [`TransportTunables`], and passed down; nothing here reads the environment per link or on a
 //! hot path. [`TransportPolicy`] (`PSY_TRANSPORT`) narrows which transports may be used.
 
+pub mod form;
 mod host;
 pub mod pairs;
 pub mod rdma;

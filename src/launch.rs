@@ -389,7 +389,7 @@ pub fn timeout_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
     }
 }
 
-/// [`timeout_with`] on this process's environment.
+/// `timeout_with` on this process's environment.
 pub fn timeout() -> Result<Duration> {
     timeout_with(&|name| std::env::var(name).ok())
 }
@@ -404,7 +404,7 @@ pub fn restart_count_with(get: &dyn Fn(&str) -> Option<String>) -> Result<usize>
     }
 }
 
-/// [`restart_count_with`] on this process's environment.
+/// `restart_count_with` on this process's environment.
 pub fn restart_count() -> Result<usize> {
     restart_count_with(&|name| std::env::var(name).ok())
 }

@@ -21,11 +21,33 @@
 //! # Ok::<(), psyne::Error>(())
 //! ```
 //!
-//! Inside, layers depend only on those before them: `bootstrap` (how ranks find each other: a
-//! [`Store`]), `transport` (bytes between two ranks, chosen per peer from a table), [`schedule`]
-//! (pure: the steps of each algorithm), [`tuning`] (which algorithm), `executor` (the engines that
-//! run a call), and [`Group`] (the typed API). The README's "How a call runs" follows one call
-//! through them.
+//! ## Layers
+//!
+//! Inside, each layer names only its own and those below it (a test reads the `use` lines and
+//! holds them to this order, `src/structure_tests`), bottom first:
+//!
+//! 1. **base**: leaves every layer may name: `names` (the `PSY_*` variables and the launchers
+//!    psyne recognises; it imports nothing of the crate), `units` (sizes such as `64K`),
+//!    [`error`], [`dtype`] and [`reduce`] (element types and their reductions), `auth`,
+//!    `handshakes`, `wait`, [`report`], [`textfile`], `dl`;
+//! 2. **launch**: reading the launch contract (how this process was launched, `PSY_TIMEOUT`,
+//!    `PSY_SPIN_US`; the public face is [`contract`]);
+//! 3. **bootstrap**: how ranks find each other: a [`Store`], PMI and PMIx;
+//! 4. **transport**: bytes between two ranks, chosen per peer from a table (`transport/table.rs`
+//!    and its entries `shm`, `rdma`, `tcp` name each other: the one cycle allowed);
+//! 5. **schedule**: pure: the steps of each algorithm ([`schedule`], and the reference results
+//!    of [`oracle`]);
+//! 6. **tuning**: which algorithm ([`tuning`]);
+//! 7. **options**: [`Tunables`], everything that changes how a group runs, gathered from the
+//!    layers below and passed down whole;
+//! 8. **executor**: every engine that runs a call (steps over links, the node board, shared
+//!    buffers);
+//! 9. **group**: [`Group`], formed by one builder ([`Group::builder`]), and the [`Communicator`]
+//!    it implements;
+//! 10. **entry**: [`init`] (a group from whatever launched the process), `mpi`, [`conformance`];
+//! 11. **api**: this file's re-exports, [`contract`] and `internal`.
+//!
+//! The README's "How a call runs" follows one call through them.
 
 pub(crate) mod auth;
 pub(crate) mod bootstrap;

@@ -35,8 +35,8 @@
 //! 3. **bootstrap**: how ranks find each other: a [`Store`], PMI and PMIx;
 //! 4. **transport**: bytes between two ranks, chosen per peer from a table (`transport/table.rs`
 //!    and its entries `shm`, `rdma`, `tcp` name each other: the one cycle allowed);
-//! 5. **schedule**: pure: the steps of each algorithm ([`schedule`], and the reference results
-//!    of [`oracle`]);
+//! 5. **schedule**: pure: the steps of each algorithm ([`schedule`]; with the `testing`
+//!    feature, the reference results of `oracle` and the simulator `schedule::simulate`);
 //! 6. **tuning**: which algorithm ([`tuning`]);
 //! 7. **options**: [`Tunables`], everything that changes how a group runs, gathered from the
 //!    layers below and passed down whole;
@@ -44,7 +44,8 @@
 //!    buffers);
 //! 9. **group**: [`Group`], formed by one builder ([`Group::builder`]), and the [`Communicator`]
 //!    it implements;
-//! 10. **entry**: [`init`] (a group from whatever launched the process), `mpi`, [`conformance`];
+//! 10. **entry**: [`init`] (a group from whatever launched the process), `mpi`, `conformance`
+//!     (feature `testing`: the suite every [`Communicator`] must pass);
 //! 11. **api**: this file's re-exports, [`contract`] and `internal`.
 //!
 //! The README's "How a call runs" follows one call through them.
@@ -52,6 +53,7 @@
 pub(crate) mod auth;
 pub(crate) mod bootstrap;
 mod comm;
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod contract;
 #[doc(hidden)]
@@ -69,6 +71,7 @@ pub(crate) mod launch;
 pub mod mpi;
 pub(crate) mod names;
 mod options;
+#[cfg(any(test, feature = "testing"))]
 pub mod oracle;
 pub mod reduce;
 pub mod report;

@@ -422,8 +422,6 @@ pub fn spin_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
     }
 }
 
-/// A group's tunables: every setting that changes how a group runs but not what it computes,
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ use crate::launch::{spin_with, timeout_with};
 use crate::names::{DEFAULT_SPIN, DEFAULT_TIMEOUT};
 use std::time::Duration;
 
+/// A group's tunables: every setting that changes how a group runs but not what it computes,
 /// read once when the group forms (or set from code).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tunables {

@@ -1,7 +1,7 @@
 //! Element types that collectives accept. A type opts in through [`Element`]; inside, buffers are
 //! bytes and the element type travels as a [`DType`] tag.
 
-use crate::reduce::ReduceOp;
+use crate::reduce::op::{combine_f32, ReduceOp};
 use half::{bf16, f16};
 
 /// The runtime tag of an element type.
@@ -180,7 +180,7 @@ macro_rules! half_element {
             #[inline(always)]
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
                 // Widened to f32, combined there, rounded once (crate::reduce::half_kernels).
-                $t::from_f32(crate::reduce::half_kernels::combine_f32(op, a.to_f32(), b.to_f32()))
+                $t::from_f32(combine_f32(op, a.to_f32(), b.to_f32()))
             }
             fn div_count(self, n: usize) -> Self {
                 $t::from_f32(self.to_f32() / n as f32)

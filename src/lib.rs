@@ -21,15 +21,39 @@
 //! # Ok::<(), psyne::Error>(())
 //! ```
 //!
-//! Inside, layers depend only on those before them: `bootstrap` (how ranks find each other: a
-//! [`Store`]), `transport` (bytes between two ranks, chosen per peer from a table), [`schedule`]
-//! (pure: the steps of each algorithm), [`tuning`] (which algorithm), `executor` (the engines that
-//! run a call), and [`Group`] (the typed API). The README's "How a call runs" follows one call
-//! through them.
+//! ## Layers
+//!
+//! Inside, each layer names only its own and those below it (a test reads the `use` lines and
+//! holds them to this order, `src/structure_tests`), bottom first:
+//!
+//! 1. **base**: leaves every layer may name: `names` (the `PSY_*` variables and the launchers
+//!    psyne recognises; it imports nothing of the crate), `units` (sizes such as `64K`),
+//!    [`error`], [`dtype`] and [`reduce`] (element types and their reductions), `auth`,
+//!    `handshakes`, `wait`, [`report`], [`textfile`], `dl`;
+//! 2. **launch**: reading the launch contract (how this process was launched, `PSY_TIMEOUT`,
+//!    `PSY_SPIN_US`; the public face is [`contract`]);
+//! 3. **bootstrap**: how ranks find each other: a [`Store`], PMI and PMIx;
+//! 4. **transport**: bytes between two ranks, chosen per peer from a table (`transport/table.rs`
+//!    and its entries `shm`, `rdma`, `tcp` name each other: the one cycle allowed);
+//! 5. **schedule**: pure: the steps of each algorithm ([`schedule`]; with the `testing`
+//!    feature, the reference results of `oracle` and the simulator `schedule::simulate`);
+//! 6. **tuning**: which algorithm ([`tuning`]);
+//! 7. **options**: [`Tunables`], everything that changes how a group runs, gathered from the
+//!    layers below and passed down whole;
+//! 8. **executor**: every engine that runs a call (steps over links, the node board, shared
+//!    buffers);
+//! 9. **group**: [`Group`], formed by one builder ([`Group::builder`]), and the [`Communicator`]
+//!    it implements;
+//! 10. **entry**: [`init`] (a group from whatever launched the process), `mpi`, `conformance`
+//!     (feature `testing`: the suite every [`Communicator`] must pass);
+//! 11. **api**: this file's re-exports, [`contract`] and `internal`.
+//!
+//! The README's "How a call runs" follows one call through them.
 
 pub(crate) mod auth;
 pub(crate) mod bootstrap;
 mod comm;
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod contract;
 #[doc(hidden)]
@@ -42,8 +66,12 @@ pub(crate) mod handshakes;
 mod init;
 #[doc(hidden)]
 pub mod internal;
+pub(crate) mod launch;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub(crate) mod names;
+mod options;
+#[cfg(any(test, feature = "testing"))]
 pub mod oracle;
 pub mod reduce;
 pub mod report;
@@ -51,16 +79,21 @@ pub mod schedule;
 pub mod textfile;
 pub(crate) mod transport;
 pub mod tuning;
+pub(crate) mod units;
 pub(crate) mod wait;
+
+#[cfg(test)]
+mod structure_tests;
 
 pub use auth::Secret;
 pub use bootstrap::{MemoryStore, Store, TcpStore};
 pub use comm::Communicator;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use group::{Group, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
+pub use group::{Group, GroupBuilder, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
 pub use half::{bf16, f16};
 pub use init::init;
+pub use options::Tunables;
 pub use reduce::ReduceOp;
 pub use schedule::{Algo, Collective};
 pub use transport::pairs::ConnectPolicy;

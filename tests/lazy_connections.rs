@@ -12,7 +12,7 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(60);
 
 fn lazy(opts: &mut GroupOptions) {
-    opts.transport.connect = ConnectPolicy::Lazy;
+    opts.tunables.transport.connect = ConnectPolicy::Lazy;
 }
 
 fn check_lazily(size: usize, wiring: Wiring, tuning: &str) {
@@ -94,7 +94,7 @@ fn an_eager_group_forms_with_every_pair_connected() {
         T,
         Tuning::default(),
         |o| {
-            o.transport.connect = ConnectPolicy::Eager;
+            o.tunables.transport.connect = ConnectPolicy::Eager;
         },
         |g| g.map(|g| (g.rank(), g.connected_peers())),
     );

@@ -106,10 +106,10 @@ fn every_async_collective_matches_the_oracle() {
 #[test]
 fn sends_to_each_other_before_receiving_complete_under_every_pull_policy() {
     fn every(o: &mut psyne::GroupOptions) {
-        o.transport.shm_pulls = psyne::PullPolicy::Every { min: 1 };
+        o.tunables.transport.shm_pulls = psyne::PullPolicy::Every { min: 1 };
     }
     fn by_traffic(o: &mut psyne::GroupOptions) {
-        o.transport.shm_pulls = psyne::PullPolicy::ByTraffic;
+        o.tunables.transport.shm_pulls = psyne::PullPolicy::ByTraffic;
     }
     for tweak in [every as fn(&mut psyne::GroupOptions), by_traffic] {
         let results = common::try_with_options(

@@ -97,5 +97,5 @@ fn a_group_formed_from_a_borrowed_store_says_how_to_split() {
     let Err(e) = g.split(Some(0), 0) else {
         panic!("alone() keeps no store, yet split succeeded");
     };
-    assert!(e.to_string().contains("from_shared_store"), "{e}");
+    assert!(e.to_string().contains("shared_store"), "{e}");
 }

@@ -56,9 +56,9 @@ fn a_group_forms_on_time_while_strangers_hold_silent_connections() {
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(300 * rank as u64));
                 let mut opts = GroupOptions::local(rank, size, prefix);
-                opts.timeout = Duration::from_secs(30);
-                opts.transport.policy = TransportPolicy::Tcp;
-                let g = Group::from_shared_store(store, opts)?;
+                opts.tunables.timeout = Duration::from_secs(30);
+                opts.tunables.transport.policy = TransportPolicy::Tcp;
+                let g = Group::builder(opts).shared_store(store).build()?;
                 let mut x = vec![rank as f64 + 1.0; 1000];
                 g.all_reduce(&mut x, ReduceOp::Sum)?;
                 Ok::<f64, psyne::Error>(x[999])

@@ -140,10 +140,10 @@ fn main() -> ExitCode {
             let coll = plan.coll;
             std::thread::spawn(move || -> Result<()> {
                 let mut o = GroupOptions::local(rank, size, "fake-hosts");
-                o.transport.policy = TransportPolicy::Shm;
+                o.tunables.transport.policy = TransportPolicy::Shm;
                 o.host_key = format!("fake-host-{host}");
-                o.timeout = Duration::from_secs(120);
-                let g = Group::from_shared_store(store, o)?;
+                o.tunables.timeout = Duration::from_secs(120);
+                let g = Group::builder(o).shared_store(store).build()?;
                 rank_main(&g, coll)
             })
         })

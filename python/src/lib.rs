@@ -22,7 +22,7 @@
 //! raised, the peers are told, and the group refuses every later call with an error saying it
 //! was interrupted.
 
-use psyne::contract::Tunables;
+use psyne::Tunables;
 use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -927,15 +927,12 @@ fn init_from_store(
         prefix,
         secret,
         bind_ip,
-        timeout: tunables.timeout,
-        spin: tunables.spin,
-        tuning: tunables.tuning,
-        transport: tunables.transport,
+        tunables,
         job_id,
         host_key: psyne::host_key(),
     };
     let store: Arc<dyn Store> = Arc::new(PyStore { adapter: store });
-    py.detach(move || Group::from_shared_store(store, options))
+    py.detach(move || Group::builder(options).shared_store(store).build())
         .map(NativeGroup::new)
         .map_err(to_py)
 }

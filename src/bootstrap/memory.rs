@@ -1,12 +1,12 @@
 //! A store in one process's memory: the in-tree fake for tests, and the table behind
 //! [`super::StoreServer`].
 
-use super::range_read::{encode, split_values, RangeKey, Ranges, MAX_RANGE};
+use super::range_read::{encode, split_values, RangeKey, Ranges, Waiter, MAX_RANGE};
 use super::Store;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// A [`Store`] in memory; share it between threads with an `Arc`.
@@ -38,14 +38,6 @@ struct State {
     waiting: HashMap<String, Vec<Arc<Waiter>>>,
     /// The range reads the store holds.
     ranges: Ranges,
-}
-
-/// One waiting get: how many of its keys are still missing (under the store's lock), and where
-/// it sleeps.
-#[derive(Default)]
-pub(crate) struct Waiter {
-    pub(crate) missing: std::sync::atomic::AtomicUsize,
-    pub(crate) wake: Condvar,
 }
 
 impl State {

@@ -12,11 +12,18 @@
 //! [`MAX_ENCODED`] bytes of encoded replies. A set looks only at the ranges of its own prefix
 //! ([`Ranges::was_set`]), not at every range ever read.
 
-use super::memory::Waiter;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+
+/// One waiting get: how many of its keys are still missing (under the store's lock), and where
+/// it sleeps.
+#[derive(Default)]
+pub(crate) struct Waiter {
+    pub(crate) missing: std::sync::atomic::AtomicUsize,
+    pub(crate) wake: std::sync::Condvar,
+}
 
 /// The most keys one range read may name (a group of 65,536 ranks): a bound on the work and the
 /// memory one request can cost the store.

@@ -7,7 +7,8 @@
 //!   forwarded) piece by piece as it arrives.
 //! - [`flat::BoardCollective`]: any collective of a small buffer on the node board of a group
 //!   that lives on one host.
-//! - the shared-buffer all-reduce (`group/shared.rs`), in place in memory every rank maps.
+//! - [`shared::SharedAllReduce`]: the all-reduce of shared buffers, in place in memory every rank
+//!   maps.
 //!
 //! An engine gets the [`Call`] (what every rank must agree on, the reduction, how to wait, how
 //! long) and the group's links, which it uses for data or only to watch its peers. It waits with
@@ -27,6 +28,7 @@ mod connect;
 pub(crate) mod fail;
 pub(crate) mod flat;
 mod header;
+pub(crate) mod shared;
 mod step;
 pub(crate) mod stray;
 mod view;

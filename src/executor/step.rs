@@ -222,65 +222,14 @@ fn run_step(
     buf: &mut WorkView<'_>,
     memory: &mut StepMemory,
 ) -> Result<()> {
-    let es = ctx.elem_size;
-    let bytes = |span: &std::ops::Range<usize>| span.start * es..span.end * es;
     let StepMemory {
         sends,
         recvs,
         scratch,
         stage,
     } = memory;
-    sends.clear();
-    recvs.clear();
-    for s in &step.sends {
-        if !buf.readable(&bytes(&s.span)) {
-            return Err(ctx
-                .site
-                .internal(format!("send span {:?} outside the buffer", s.span)));
-        }
-        let len = s.span.len() * es;
-        let mut hdr = header::encode_data(ctx.site.desc, len as u64);
-        if let Some(pair) = ctx.pairs.and_then(|p| p.get(s.peer)) {
-            header::set_pair(&mut hdr, *pair);
-        }
-        sends.push(SendSt {
-            peer: s.peer,
-            start: s.span.start * es,
-            len,
-            forward: s.forward,
-            hdr,
-            hdr_done: 0,
-            done: 0,
-        });
-    }
-    let mut scratch_bytes = 0;
-    for r in &step.recvs {
-        if !buf.writable(&bytes(&r.span)) {
-            return Err(ctx
-                .site
-                .internal(format!("receive span {:?} outside the buffer", r.span)));
-        }
-        let len = r.span.len() * es;
-        let reduce = r.mode == RecvMode::Reduce;
-        let window = if reduce {
-            (len.div_ceil(8) * 8).min(REDUCE_WINDOW)
-        } else {
-            0
-        };
-        recvs.push(RecvSt {
-            peer: r.peer,
-            start: r.span.start * es,
-            len,
-            reduce,
-            hdr: [0; HEADER_LEN],
-            hdr_got: 0,
-            got: 0,
-            applied: 0,
-            scratch_off: scratch_bytes,
-            window,
-        });
-        scratch_bytes += window;
-    }
+    plan_sends(ctx, step, buf, sends)?;
+    let scratch_bytes = plan_recvs(ctx, step, buf, recvs)?;
     if scratch.len() * 8 < scratch_bytes {
         scratch.resize(scratch_bytes / 8, 0);
     }
@@ -306,6 +255,85 @@ fn run_step(
         }
     }
     out
+}
+
+/// The byte range of an element span.
+fn byte_span(ctx: &StepCtx<'_>, span: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+    span.start * ctx.elem_size..span.end * ctx.elem_size
+}
+
+/// The send states of `step`, each with its header, into `sends`.
+fn plan_sends(
+    ctx: &StepCtx<'_>,
+    step: &Step,
+    buf: &WorkView<'_>,
+    sends: &mut Vec<SendSt>,
+) -> Result<()> {
+    let es = ctx.elem_size;
+    sends.clear();
+    for s in &step.sends {
+        if !buf.readable(&byte_span(ctx, &s.span)) {
+            return Err(ctx
+                .site
+                .internal(format!("send span {:?} outside the buffer", s.span)));
+        }
+        let len = s.span.len() * es;
+        let mut hdr = header::encode_data(ctx.site.desc, len as u64);
+        if let Some(pair) = ctx.pairs.and_then(|p| p.get(s.peer)) {
+            header::set_pair(&mut hdr, *pair);
+        }
+        sends.push(SendSt {
+            peer: s.peer,
+            start: s.span.start * es,
+            len,
+            forward: s.forward,
+            hdr,
+            hdr_done: 0,
+            done: 0,
+        });
+    }
+    Ok(())
+}
+
+/// The receive states of `step` into `recvs`; returns the scratch bytes their reduce windows
+/// take.
+fn plan_recvs(
+    ctx: &StepCtx<'_>,
+    step: &Step,
+    buf: &WorkView<'_>,
+    recvs: &mut Vec<RecvSt>,
+) -> Result<usize> {
+    let es = ctx.elem_size;
+    recvs.clear();
+    let mut scratch_bytes = 0;
+    for r in &step.recvs {
+        if !buf.writable(&byte_span(ctx, &r.span)) {
+            return Err(ctx
+                .site
+                .internal(format!("receive span {:?} outside the buffer", r.span)));
+        }
+        let len = r.span.len() * es;
+        let reduce = r.mode == RecvMode::Reduce;
+        let window = if reduce {
+            (len.div_ceil(8) * 8).min(REDUCE_WINDOW)
+        } else {
+            0
+        };
+        recvs.push(RecvSt {
+            peer: r.peer,
+            start: r.span.start * es,
+            len,
+            reduce,
+            hdr: [0; HEADER_LEN],
+            hdr_got: 0,
+            got: 0,
+            applied: 0,
+            scratch_off: scratch_bytes,
+            window,
+        });
+        scratch_bytes += window;
+    }
+    Ok(scratch_bytes)
 }
 
 fn drive(

@@ -1,14 +1,15 @@
 //! The state shared by every handle of a group: its links, its sequence numbers, the order in
 //! which calls run, and the one place where a collective's bytes are handed to the executor.
 
-use super::shared::{Mapped, SharedAllReduce};
 use crate::bootstrap::StoreServer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::BoardCollective;
+use crate::executor::shared::{Mapped, SharedAllReduce};
 use crate::executor::{
     abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps, WorkView,
 };
+use crate::options::Tunables;
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
@@ -203,7 +204,7 @@ impl Core {
     pub(crate) fn new(
         links: Links,
         board: Option<Board>,
-        options: CoreOptions,
+        tunables: Tunables,
         store_server: Option<StoreServer>,
     ) -> Core {
         let size = links.links.len();
@@ -225,10 +226,10 @@ impl Core {
         Core {
             rank: links.rank,
             size,
-            timeout: options.timeout,
-            tuning: options.tuning,
+            timeout: tunables.timeout,
+            tuning: tunables.tuning,
             gate: Gate::default(),
-            wait: WaitPolicy::new(options.spin, local_ranks),
+            wait: WaitPolicy::new(tunables.spin, local_ranks),
             shape,
             comm: Mutex::new(Comm {
                 plans: Plans::default(),
@@ -595,14 +596,4 @@ pub(crate) struct CollCall {
     pub(crate) op: Option<ReduceOp>,
     /// The count as [`Collective::layout`] defines it.
     pub(crate) count: usize,
-}
-
-/// The options of a group's core, read once when the group forms.
-pub(crate) struct CoreOptions {
-    /// The deadline of every wait.
-    pub(crate) timeout: Duration,
-    /// How long a rank spins before blocking (`PSY_SPIN_US`).
-    pub(crate) spin: Duration,
-    /// The algorithm policy.
-    pub(crate) tuning: Tuning,
 }

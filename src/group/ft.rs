@@ -3,7 +3,7 @@
 //! `ncclCommRevoke`/`ncclCommShrink`) define them, over the group's store.
 //!
 //! - **Who is gone.** Every rank of a group formed with its store kept (`psyne::init()`,
-//!   [`Group::from_shared_store`], [`Group::split`]) holds a key `PREFIX/alive/RANK` in the store
+//!   [`crate::GroupBuilder::shared_store`], [`Group::split`]) holds a key `PREFIX/alive/RANK` in the store
 //!   for as long as its connection to the store lives ([`Store::set_ephemeral`]): when the
 //!   process dies, however it dies, the store (psyrun's) sets the key to `gone`. That, not the
 //!   group's links (which a failed call has already aborted), is how the survivors tell a dead
@@ -56,11 +56,11 @@ fn alive_key(prefix: &str, rank: usize) -> String {
 /// This process's rank in the psyrun job `job_id` (`PSY_RANK`), if psyrun started it for that
 /// job: what psyrun is told when the others count this rank failed.
 fn job_rank(job_id: &str) -> Option<usize> {
-    let job = std::env::var(crate::contract::JOB_ID).ok()?;
+    let job = std::env::var(crate::names::JOB_ID).ok()?;
     if job != job_id {
         return None;
     }
-    std::env::var(crate::contract::RANK).ok()?.parse().ok()
+    std::env::var(crate::names::RANK).ok()?.parse().ok()
 }
 
 /// Records in `store` that the rank of `options` is alive while its connection lives, with its
@@ -273,8 +273,8 @@ impl Group {
     fn kept(&self, what: &str) -> Result<&super::split::Splitter> {
         self.splitter.as_deref().ok_or_else(|| {
             Error::invalid(format!(
-                "{what}: this group was formed without keeping its store (Group::from_store); form \
-                 it with psyne::init() or Group::from_shared_store"
+                "{what}: this group was formed without keeping its store (GroupBuilder::store); \
+                 form it with psyne::init() or GroupBuilder::shared_store"
             ))
         })
     }
@@ -312,7 +312,7 @@ impl Group {
             rank: self.rank(),
             size: self.size(),
             round: kept.next_round(),
-            deadline: Instant::now() + options.timeout,
+            deadline: Instant::now() + options.tunables.timeout,
             failed_before: &failed_before,
             job_id: &options.job_id,
         }
@@ -330,13 +330,13 @@ impl Group {
         self.core.birth.check("shrink")?;
         let kept = self.kept("shrink")?;
         let template = kept.template();
-        let mut budget = FIRST_FORMING_BUDGET.min(template.timeout);
+        let mut budget = FIRST_FORMING_BUDGET.min(template.tunables.timeout);
         let mut until = None;
         loop {
             let (_, failed) = self.agree(true)?;
             // Forming gets its own timeout from the first decision: finding that a rank is
             // silent took the agreement a whole timeout already.
-            let until = *until.get_or_insert_with(|| Instant::now() + template.timeout);
+            let until = *until.get_or_insert_with(|| Instant::now() + template.tunables.timeout);
             let (rank, size) = survivor_rank(self.rank(), self.size(), &failed);
             let attempt = kept.next_round();
             let options = GroupOptions {
@@ -346,7 +346,10 @@ impl Group {
                 ..template.clone()
             };
             let forming_until = until.min(Instant::now() + budget);
-            let formed = Group::from_shared_store_until(kept.store_arc(), options, forming_until);
+            let formed = Group::builder(options)
+                .shared_store(kept.store_arc())
+                .until(forming_until)
+                .build();
             let (all_formed, failed_now) = self.agree(formed.is_ok())?;
             if all_formed && failed_now == failed {
                 return formed;
@@ -360,7 +363,7 @@ impl Group {
                     )
                 }));
             }
-            budget = (budget * 2).min(template.timeout);
+            budget = (budget * 2).min(template.tunables.timeout);
         }
     }
 }

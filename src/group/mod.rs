@@ -1,86 +1,28 @@
 //! [`Group`]: the ranks of a job and the collectives they call together.
 
+mod build;
 mod core;
 mod ft;
 pub(crate) mod losses;
 mod nonblocking;
 mod ops;
 mod owner;
-mod shared;
 mod split;
 mod work;
 
-pub use shared::{SharedBuf, MIN_SHARED_BYTES};
+pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
+pub use build::{GroupBuilder, GroupOptions};
 pub use work::Work;
 
-use crate::auth::Secret;
-use crate::bootstrap::{Store, StoreServer};
 use crate::dtype::Element;
 use crate::error::Result;
-use crate::executor::Links;
 use crate::reduce::ReduceOp;
 use crate::schedule::Algo;
-use crate::transport::shm::board::Board;
-use crate::transport::table::{connect_links, Wired, Wiring};
-use crate::transport::tcp::{exchange_addresses, AddressOptions};
-use crate::transport::{hostname, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
-use crate::tuning::Tuning;
-use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use self::core::{Core, CoreOptions, Turn};
-use self::shared::SharedScope;
-
-/// How to form a group from a store.
-#[derive(Debug, Clone)]
-pub struct GroupOptions {
-    /// This rank, `0..size`.
-    pub rank: usize,
-    /// Ranks in the group.
-    pub size: usize,
-    /// Prefix of the group's keys in the store; unique per group formed on that store.
-    pub prefix: String,
-    /// The job secret every connection proves.
-    pub secret: Secret,
-    /// The address to listen on and advertise to the other ranks.
-    pub bind_ip: IpAddr,
-    /// The deadline of every wait, forming the group included.
-    pub timeout: Duration,
-    /// How long a waiting rank polls and yields before it blocks (`PSY_SPIN_US`).
-    pub spin: Duration,
-    /// The algorithm policy.
-    pub tuning: Tuning,
-    /// Which transports may be used (`PSY_TRANSPORT`, `policy`) and their settings
-    /// (`PSY_SHM_*`, `PSY_RDMA_*`).
-    pub transport: TransportTunables,
-    /// The job id: part of every shared-memory segment name, so jobs never meet.
-    pub job_id: String,
-    /// This machine's identity ([`crate::transport::host_key`]); ranks with equal keys use
-    /// shared memory. Tests give ranks different keys to play several hosts.
-    pub host_key: String,
-}
-
-impl GroupOptions {
-    /// Options for `rank` of `size` on loopback with a derived secret, the default timeout and
-    /// tuning: what tests with threads as ranks need.
-    pub fn local(rank: usize, size: usize, prefix: impl Into<String>) -> Self {
-        let prefix = prefix.into();
-        GroupOptions {
-            rank,
-            size,
-            secret: Secret::derive(&prefix),
-            prefix,
-            bind_ip: IpAddr::from([127, 0, 0, 1]),
-            timeout: crate::contract::DEFAULT_TIMEOUT,
-            spin: crate::contract::DEFAULT_SPIN,
-            tuning: Tuning::default(),
-            transport: TransportTunables::default(),
-            job_id: format!("local{}", std::process::id()),
-            host_key: crate::transport::host_key(),
-        }
-    }
-}
+use self::core::{Core, Turn};
+use crate::executor::shared::{self, SharedScope};
 
 /// The ranks of a job, connected to each other. Every collective must be called by every rank of
 /// the group, in the same order, with matching arguments; a rank that does otherwise gets an
@@ -102,154 +44,6 @@ pub struct Group {
 }
 
 impl Group {
-    /// A world of one: every collective is a local no-op (or copy).
-    pub fn alone() -> Group {
-        let me = PeerInfo {
-            host: hostname().into(),
-            addr: None,
-            host_key: crate::transport::host_key().into(),
-            shm_ok: false,
-            transport: TransportKind::Local,
-        };
-        Group::from_links(
-            Links::new(0, vec![None], vec![me], None),
-            None,
-            CoreOptions {
-                timeout: crate::contract::DEFAULT_TIMEOUT,
-                spin: crate::contract::DEFAULT_SPIN,
-                tuning: Tuning::default(),
-            },
-            None,
-            SharedScope::private(),
-        )
-    }
-
-    /// Connects to the other ranks through `store` (every rank calls this with the same prefix,
-    /// size and secret). The group cannot [`Group::split`]; [`Group::from_shared_store`] keeps
-    /// the store so that it can.
-    pub fn from_store(store: &dyn Store, options: GroupOptions) -> Result<Group> {
-        Group::from_store_serving(store, options, None)
-    }
-
-    /// [`Group::from_store`], keeping the store to form subgroups later ([`Group::split`]).
-    pub fn from_shared_store(store: Arc<dyn Store>, options: GroupOptions) -> Result<Group> {
-        Group::from_shared_store_serving(store, options, None)
-    }
-
-    pub(crate) fn from_shared_store_serving(
-        store: Arc<dyn Store>,
-        options: GroupOptions,
-        server: Option<StoreServer>,
-    ) -> Result<Group> {
-        let deadline = Instant::now() + options.timeout;
-        Group::forming_with_store(store, options, server, deadline)
-    }
-
-    /// [`Group::from_shared_store`], forming by `deadline` (the group's calls keep
-    /// `options.timeout`): how [`Group::shrink`] gives a new group a shorter time to form.
-    pub(crate) fn from_shared_store_until(
-        store: Arc<dyn Store>,
-        options: GroupOptions,
-        deadline: Instant,
-    ) -> Result<Group> {
-        Group::forming_with_store(store, options, None, deadline)
-    }
-
-    /// Forms the group and keeps the store (for [`Group::split`], [`Group::agree`] and
-    /// [`Group::shrink`]), with this rank's key that says it is alive ([`ft`]).
-    fn forming_with_store(
-        store: Arc<dyn Store>,
-        options: GroupOptions,
-        server: Option<StoreServer>,
-        deadline: Instant,
-    ) -> Result<Group> {
-        let template = options.clone();
-        let mut group = Group::from_store_until(&*store, options, server, deadline)?;
-        ft::register(&*store, &template)?;
-        group.splitter = Some(Arc::new(split::Splitter::new(store, template)));
-        Ok(group)
-    }
-
-    pub(crate) fn from_store_serving(
-        store: &dyn Store,
-        options: GroupOptions,
-        server: Option<StoreServer>,
-    ) -> Result<Group> {
-        let deadline = Instant::now() + options.timeout;
-        Group::from_store_until(store, options, server, deadline)
-    }
-
-    fn from_store_until(
-        store: &dyn Store,
-        options: GroupOptions,
-        server: Option<StoreServer>,
-        deadline: Instant,
-    ) -> Result<Group> {
-        let (rank, size) = (options.rank, options.size);
-        if size == 0 || rank >= size {
-            return Err(crate::Error::invalid(format!(
-                "rank {rank} is not inside a group of {size}"
-            )));
-        }
-        // Exchange addresses, then, for each peer, the first transport in the table that can
-        // connect the pair; pairs connect now or when first needed (`PSY_CONNECT`).
-        let exchanged = exchange_addresses(store, &address_options(&options, deadline))?;
-        let wiring = Wiring {
-            store,
-            rank,
-            prefix: &options.prefix,
-            job_id: &options.job_id,
-            deadline,
-            tunables: &options.transport,
-            secret: &options.secret,
-            timeout: options.timeout,
-        };
-        let Wired {
-            links,
-            peers,
-            connector,
-        } = connect_links(&wiring, exchanged)?;
-        let all_local = all_share_memory(&peers, rank, options.transport.policy);
-        let board = node_board(store, &options, all_local, deadline)?;
-        let GroupOptions {
-            timeout,
-            spin,
-            tuning,
-            job_id,
-            prefix,
-            ..
-        } = options;
-        let shared = SharedScope {
-            allowed: all_local,
-            job_id,
-            prefix,
-            next: Default::default(),
-        };
-        let links = Links::new(rank, links, peers, Some(connector));
-        let core = CoreOptions {
-            timeout,
-            spin,
-            tuning,
-        };
-        Ok(Group::from_links(links, board, core, server, shared))
-    }
-
-    fn from_links(
-        links: Links,
-        board: Option<Board>,
-        options: CoreOptions,
-        server: Option<StoreServer>,
-        shared: SharedScope,
-    ) -> Group {
-        Group {
-            core: Arc::new(Core::new(links, board, options, server)),
-            worker: Arc::default(),
-            algo: None,
-            shared: Arc::new(shared),
-            splitter: None,
-        }
-    }
-
     /// This rank, `0..size()`.
     pub fn rank(&self) -> usize {
         self.core.rank
@@ -341,7 +135,7 @@ impl Group {
     pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Group>> {
         let Some(splitter) = &self.splitter else {
             return Err(crate::Error::invalid(
-                "split: this group was formed without keeping its store (Group::from_store); form it with psyne::init() or Group::from_shared_store",
+                "split: this group was formed without keeping its store (GroupBuilder::store); form it with psyne::init() or GroupBuilder::shared_store",
             ));
         };
         let mine = [color.map_or(-1, i64::from), key];
@@ -594,43 +388,4 @@ impl Group {
     pub fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
         self.sequenced("recv", |c| ops::recv(c, buf, src))
     }
-}
-
-/// What exchanging addresses needs from a group's options.
-fn address_options(options: &GroupOptions, deadline: Instant) -> AddressOptions<'_> {
-    AddressOptions {
-        rank: options.rank,
-        size: options.size,
-        prefix: &options.prefix,
-        bind_ip: options.bind_ip,
-        host: hostname(),
-        host_key: options.host_key.clone(),
-        shm_ok: options.transport.policy.allows_shm(),
-        deadline,
-    }
-}
-
-/// Whether every rank of the group is on this rank's host and allows shared memory (then the
-/// group may use a node board and shared buffers). Every rank decides from the same facts (host
-/// keys and policies all ranks published), so all or none do.
-fn all_share_memory(peers: &[PeerInfo], rank: usize, policy: TransportPolicy) -> bool {
-    peers
-        .iter()
-        .all(|p| p.host_key == peers[rank].host_key && p.shm_ok)
-        && policy.allows_shm()
-        && peers.len() > 1
-}
-
-/// The node board of a group whose ranks all share memory (and are few enough for one).
-fn node_board(
-    store: &dyn Store,
-    options: &GroupOptions,
-    all_local: bool,
-    deadline: Instant,
-) -> Result<Option<Board>> {
-    if !all_local || options.size > crate::transport::shm::board::MAX_RANKS {
-        return Ok(None);
-    }
-    let (prefix, job_id) = (&options.prefix, &options.job_id);
-    Board::setup(store, prefix, job_id, options.rank, options.size, deadline).map(Some)
 }

@@ -77,7 +77,7 @@ impl Birth {
         Error::new(
             ErrorKind::Usage,
             format!(
-                "{what} refused: this group was created in process {} and this is process {} (a child forked after the group was made); a group serves only the process that created it, since its connections and shared memory are its parent's. Form a new group in the child (psyne::init or Group::from_store, as a job of its own), or leave the communication to the parent",
+                "{what} refused: this group was created in process {} and this is process {} (a child forked after the group was made); a group serves only the process that created it, since its connections and shared memory are its parent's. Form a new group in the child (psyne::init or Group::builder, as a job of its own), or leave the communication to the parent",
                 self.pid,
                 std::process::id()
             ),

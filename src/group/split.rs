@@ -125,7 +125,9 @@ impl Splitter {
             prefix: format!("{}/split{n}/{color}", self.template.prefix),
             ..self.template.clone()
         };
-        let sub = Group::from_shared_store(self.store.clone(), options)
+        let sub = Group::builder(options)
+            .shared_store(self.store.clone())
+            .build()
             .map_err(|e| e.context(format!("forming subgroup {color} of split {n}")))?;
         let mut subgroups = self.subgroups.lock().unwrap_or_else(|p| p.into_inner());
         subgroups.retain(|s| s.core.strong_count() > 0);

@@ -2,9 +2,11 @@
 
 use crate::auth::Secret;
 use crate::bootstrap::{StoreServer, TcpStore};
-use crate::contract::{self, Launch};
 use crate::error::{Error, Result};
 use crate::group::{Group, GroupOptions};
+use crate::launch::{self, Launch};
+use crate::names;
+use crate::options::Tunables;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,9 +27,9 @@ mod service;
 /// to run the program as one job, rather than making every process a world of one. A world of
 /// one from such a launcher is fine.
 pub fn init() -> Result<Group> {
-    let tunables = contract::Tunables::from_env()?;
+    let tunables = Tunables::from_env()?;
     let deadline = Instant::now() + tunables.timeout;
-    match contract::detect()? {
+    match launch::detect()? {
         Launch::Alone => Ok(Group::alone()),
         Launch::Foreign(launch) => service::form(&launch, &tunables, deadline),
         Launch::Psyrun(env) => {
@@ -41,7 +43,9 @@ pub fn init() -> Result<Group> {
             };
             let options = member.options(secret, advertised_ip(&store)?, &tunables);
             let job_id = env.job_id.clone();
-            let group = Group::from_shared_store(store.clone(), options)?;
+            let group = Group::builder(options)
+                .shared_store(store.clone())
+                .build()?;
             group.report_losses_to(crate::group::losses::LossReport { store, job_id });
             Ok(group)
         }
@@ -72,7 +76,10 @@ pub fn init() -> Result<Group> {
                 job_id: format!("torch{run_id}"),
             };
             let options = member.options(secret, advertised_ip(&store)?, &tunables);
-            let group = Group::from_shared_store_serving(store.clone(), options, server)?;
+            let group = Group::builder(options)
+                .shared_store(store.clone())
+                .serving(server)
+                .build()?;
             roll_call::verdict_since(&*store, rank)?;
             Ok(group)
         }
@@ -92,22 +99,14 @@ struct Membership {
 impl Membership {
     /// The options of the group this rank forms: its seat, the job secret, the address its
     /// listener advertises, and the tunables read from the environment.
-    fn options(
-        self,
-        secret: Secret,
-        bind_ip: IpAddr,
-        tunables: &contract::Tunables,
-    ) -> GroupOptions {
+    fn options(self, secret: Secret, bind_ip: IpAddr, tunables: &Tunables) -> GroupOptions {
         GroupOptions {
             rank: self.rank,
             size: self.size,
             prefix: self.prefix,
             secret,
             bind_ip,
-            timeout: tunables.timeout,
-            spin: tunables.spin,
-            tuning: tunables.tuning.clone(),
-            transport: tunables.transport.clone(),
+            tunables: tunables.clone(),
             job_id: self.job_id,
             host_key: crate::transport::host_key(),
         }
@@ -148,7 +147,7 @@ fn serve_master(master: &str, secret: Secret) -> Result<StoreServer> {
 /// `PSY_ADDR` if set, else the local address of the connection to the store (the interface that
 /// reaches the other hosts).
 pub(crate) fn advertised_ip(store: &TcpStore) -> Result<IpAddr> {
-    if let Ok(addr) = std::env::var(contract::ADDR) {
+    if let Ok(addr) = std::env::var(names::ADDR) {
         return (addr.as_str(), 0)
             .to_socket_addrs()
             .ok()

@@ -4,9 +4,10 @@
 use super::advertised_ip;
 use crate::bootstrap::meet::{self, Rendezvous, Seat};
 use crate::bootstrap::{pmi, pmix};
-use crate::contract::{ForeignLaunch, Service, Tunables};
 use crate::error::{Error, Result};
 use crate::group::Group;
+use crate::launch::{ForeignLaunch, Service};
+use crate::options::Tunables;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -85,5 +86,8 @@ fn join(
         job_id,
     };
     let options = member.options(met.secret, advertised_ip(&store)?, tunables);
-    Group::from_shared_store_serving(store, options, met.server)
+    Group::builder(options)
+        .shared_store(store)
+        .serving(met.server)
+        .build()
 }

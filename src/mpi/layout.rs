@@ -2,9 +2,9 @@
 //! the `v` collectives), the launcher's idea of the world size, and the message that hands the
 //! native group's store to every rank. No MPI calls here, so all of it is unit tested.
 
-use crate::contract;
 use crate::error::{Error, ErrorKind, Result};
 use crate::schedule::chunk_span;
+use crate::{launch, names};
 use ::mpi::Count;
 
 /// `n` as an MPI count, or an error naming `what` when MPI's `int` counts cannot hold it.
@@ -80,16 +80,16 @@ pub(crate) fn check_world(
     size: usize,
 ) -> Result<()> {
     let mismatch = |msg: String| Err(Error::new(ErrorKind::Bootstrap, msg));
-    if let Some((name, said)) = contract::announced_world_size_with(get) {
+    if let Some((name, said)) = launch::announced_world_size_with(get) {
         if said > size {
-            if name == contract::WORLD_SIZE {
+            if name == names::WORLD_SIZE {
                 return mismatch(format!(
                     "MPI reports a world of {size} but {name}={said}: psyrun started this process, \
                      and psyrun does not start MPI jobs; start it with mpirun (or use the native \
                      backend under psyrun)"
                 ));
             }
-            if Some(name) == contract::SLURM.size_var {
+            if Some(name) == names::SLURM.size_var {
                 return mismatch(format!(
                     "MPI reports a world of {size} but {name}={said}: srun started this process \
                      without an MPI plugin, so every process is a world of one; start it with \
@@ -104,7 +104,7 @@ pub(crate) fn check_world(
             ));
         }
     }
-    let pmix = contract::PMIX.rank_var;
+    let pmix = names::PMIX.rank_var;
     if let Some(r) = get(pmix).and_then(|v| v.trim().parse::<usize>().ok()) {
         if r >= size {
             return mismatch(format!(
@@ -272,11 +272,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            contract::announced_world_size_with(&env(&[("PMI_SIZE", " 6 ")])),
+            launch::announced_world_size_with(&env(&[("PMI_SIZE", " 6 ")])),
             Some(("PMI_SIZE", 6))
         );
         assert_eq!(
-            contract::announced_world_size_with(&env(&[("PMI_SIZE", "x")])),
+            launch::announced_world_size_with(&env(&[("PMI_SIZE", "x")])),
             None
         );
     }

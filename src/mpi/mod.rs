@@ -70,7 +70,7 @@ mod raw;
 
 /// The world size the launcher announced, read through a getter: the contract's
 /// [`crate::contract::announced_world_size_with`], under the name this module has always had.
-pub use crate::contract::announced_world_size_with as launcher_world_size_with;
+pub use crate::launch::announced_world_size_with as launcher_world_size_with;
 pub use native::native_group;
 
 use crate::comm::Communicator;

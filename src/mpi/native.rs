@@ -59,7 +59,7 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
     let secret = Secret::from_hex(&secret)?;
     // After the exchange over MPI: a rank that fails from here on makes the others time out
     // instead of waiting in an MPI call forever.
-    let tunables = crate::contract::Tunables::from_env()?;
+    let tunables = crate::options::Tunables::from_env()?;
 
     let store = TcpStore::connect(&addr, &secret, Instant::now() + timeout)
         .map_err(|e| e.context(format!("native_group: rank {rank} of {size}")))?;
@@ -70,17 +70,20 @@ pub fn native_group(comm: &MpiComm, timeout: Duration) -> Result<Group> {
         prefix: "mpi/world".into(),
         secret,
         bind_ip,
-        timeout,
-        spin: tunables.spin,
-        tuning: tunables.tuning,
-        transport: tunables.transport,
+        tunables: crate::options::Tunables {
+            timeout,
+            ..tunables
+        },
         job_id: format!(
             "mpi{}",
             std::env::var("OMPI_MCA_ess_base_jobid").unwrap_or_default()
         ),
         host_key: crate::transport::host_key(),
     };
-    Group::from_store_serving(&store, options, server)
+    Group::builder(options)
+        .store(&store)
+        .serving(server)
+        .build()
 }
 
 /// Rank 0's store: its server and the address the others connect to.
@@ -92,7 +95,7 @@ fn serve(host: &str, one_host: bool, secret: Secret) -> Result<(StoreServer, Str
     }
     let server = StoreServer::bind("0.0.0.0:0", secret)?;
     let port = server.addr().port();
-    let advertised = match std::env::var(crate::contract::ADDR) {
+    let advertised = match std::env::var(crate::names::ADDR) {
         Ok(ip) => match ip.parse::<IpAddr>() {
             Ok(ip) => SocketAddr::new(ip, port).to_string(),
             Err(_) => format!("{ip}:{port}"),

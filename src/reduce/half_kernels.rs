@@ -19,8 +19,8 @@
 //! stabilised in Rust 1.89, after psyne's minimum Rust version (1.80). The AVX2 kernels already
 //! run at memory speed on large buffers (`results/half-kernels/`).
 
+use super::op::{combine_f32, ReduceOp};
 use crate::dtype::DType;
-use crate::reduce::ReduceOp;
 use std::sync::OnceLock;
 
 /// Which of the two 16-bit float formats a buffer holds.
@@ -75,52 +75,6 @@ impl Impl {
     }
 }
 
-/// The f32 step of every op on half types: the one definition that
-/// [`Element::combine`](crate::dtype::Element::combine) for `f16`/`bf16` and every kernel here
-/// follow. It pins down what IEEE 754 and Rust leave open, so that every implementation agrees
-/// to the bit whatever the compiler does with the operands:
-///
-/// - sum and product: when `x` is NaN the result is `x` (a compiler may swap the operands of `+`,
-///   and `NaN + NaN` gives whichever the hardware sees first);
-/// - min and max: spelled out rather than `f32::min`, which may return either zero for
-///   `min(-0.0, 0.0)`: when `y` is not strictly smaller (larger) the result is `x`, unless `x` is
-///   NaN, then it is `y`;
-/// - bitwise ops (refused for floats before any data moves) leave `x`.
-#[inline(always)]
-pub(crate) fn combine_f32(op: ReduceOp, x: f32, y: f32) -> f32 {
-    match op {
-        ReduceOp::Sum | ReduceOp::Avg => {
-            if x.is_nan() {
-                x
-            } else {
-                x + y
-            }
-        }
-        ReduceOp::Prod => {
-            if x.is_nan() {
-                x
-            } else {
-                x * y
-            }
-        }
-        ReduceOp::Min => {
-            if y < x || x.is_nan() {
-                y
-            } else {
-                x
-            }
-        }
-        ReduceOp::Max => {
-            if y > x || x.is_nan() {
-                y
-            } else {
-                x
-            }
-        }
-        ReduceOp::BAnd | ReduceOp::BOr | ReduceOp::BXor => x,
-    }
-}
-
 // The ops as const-generic tags, so that each kernel is one monomorphic loop.
 const SUM: u8 = ReduceOp::Sum as u8;
 const PROD: u8 = ReduceOp::Prod as u8;
@@ -166,8 +120,7 @@ unsafe fn run(imp: Impl, kind: Half, op: ReduceOp, dst: &mut [u16], src: &[u16])
 
 /// Plain Rust: blocks converted to f32, combined, converted back.
 mod portable {
-    use super::{combine_f32, Half, MAX, MIN, PROD, SUM};
-    use crate::reduce::ReduceOp;
+    use super::{combine_f32, Half, ReduceOp, MAX, MIN, PROD, SUM};
     use half::f16;
     use half::slice::HalfFloatSliceExt;
 
@@ -265,8 +218,7 @@ mod portable {
 /// AVX2 + F16C, 16 elements a step.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Half, MAX, MIN, PROD, SUM};
-    use crate::reduce::ReduceOp;
+    use super::{Half, ReduceOp, MAX, MIN, PROD, SUM};
     use std::arch::x86_64::*;
 
     /// Elements per step.

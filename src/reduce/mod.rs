@@ -5,71 +5,11 @@ use crate::error::{Error, Result};
 use half::{bf16, f16};
 
 pub(crate) mod half_kernels;
+pub(crate) mod op;
 
-/// How values from different ranks are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ReduceOp {
-    /// Sum (integers wrap on overflow).
-    Sum = 1,
-    /// Product (integers wrap on overflow).
-    Prod,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
-    /// Mean over the ranks: a sum divided by the world size at the end (integers truncate).
-    Avg,
-    /// Bitwise and (integer types only).
-    BAnd,
-    /// Bitwise or (integer types only).
-    BOr,
-    /// Bitwise exclusive or (integer types only).
-    BXor,
-}
+pub use op::ReduceOp;
 
 impl ReduceOp {
-    /// Every op, in tag order.
-    pub const ALL: [ReduceOp; 8] = [
-        ReduceOp::Sum,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::Avg,
-        ReduceOp::BAnd,
-        ReduceOp::BOr,
-        ReduceOp::BXor,
-    ];
-
-    /// The lower-case name (`sum`, `band`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Min => "min",
-            ReduceOp::Max => "max",
-            ReduceOp::Avg => "avg",
-            ReduceOp::BAnd => "band",
-            ReduceOp::BOr => "bor",
-            ReduceOp::BXor => "bxor",
-        }
-    }
-
-    /// Parses a name as printed by [`ReduceOp::name`].
-    pub fn parse(name: &str) -> Option<ReduceOp> {
-        ReduceOp::ALL.into_iter().find(|o| o.name() == name)
-    }
-
-    /// The op with wire tag `tag`, if any.
-    pub fn from_tag(tag: u8) -> Option<ReduceOp> {
-        ReduceOp::ALL.into_iter().find(|o| *o as u8 == tag)
-    }
-
-    /// True for the bitwise ops.
-    pub fn is_bitwise(self) -> bool {
-        matches!(self, ReduceOp::BAnd | ReduceOp::BOr | ReduceOp::BXor)
-    }
-
     /// Refuses combinations that have no meaning, before any data moves.
     pub fn check(self, dtype: DType) -> Result<()> {
         if self.is_bitwise() && dtype.is_float() {
@@ -80,12 +20,6 @@ impl ReduceOp {
             )));
         }
         Ok(())
-    }
-}
-
-impl std::fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -1,7 +1,8 @@
 //! Schedules: pure functions from (collective, algorithm, rank, world size, count) to the steps a
 //! rank takes. No I/O, no clocks. Hierarchical schedules ([`build_hier`]) also take which ranks
-//! share a host ([`Hosts`]). The executor runs them over real links; [`simulate`] runs all
-//! ranks of one in memory, which is how they are tested against the sequential oracle.
+//! share a host ([`Hosts`]). The executor runs them over real links; `simulate` (feature
+//! `testing`) runs all ranks of one in memory, which is how they are tested against the
+//! sequential oracle.
 //!
 //! # The model
 //!
@@ -32,6 +33,7 @@ mod chunks;
 mod confirm;
 mod hier;
 mod hosts;
+#[cfg(any(test, feature = "testing"))]
 pub mod simulate;
 
 pub use algo::{Algo, Collective, Layout};

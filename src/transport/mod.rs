@@ -4,7 +4,7 @@
 //! # The transport table
 //!
 //! Transports are chosen per peer, as data, in the spirit of NCCL's `ncclTransports` table
-//! (`src/transport.cc`, `selectTransport`). Forming a group ([`table::connect_links`]) is:
+//! (`src/transport.cc`, `selectTransport`). Forming a group ([`form::connect_links`]) is:
 //!
 //! 1. **Exchange addresses.** Every rank listens, publishes where it is (address, host, host key,
 //!    whether it allows shared memory) and reads everyone's in one request
@@ -37,6 +37,7 @@
 //! [`TransportTunables`], and passed down; nothing here reads the environment per link or on a
 //! hot path. [`TransportPolicy`] (`PSY_TRANSPORT`) narrows which transports may be used.
 
+pub mod form;
 mod host;
 pub mod pairs;
 pub mod rdma;
@@ -226,7 +227,7 @@ impl TransportPolicy {
 
     /// The policy from `PSY_TRANSPORT` (auto when unset).
     pub fn from_env() -> crate::Result<TransportPolicy> {
-        match std::env::var(crate::contract::TRANSPORT) {
+        match std::env::var(crate::names::TRANSPORT) {
             Ok(v) => TransportPolicy::parse(&v),
             Err(_) => Ok(TransportPolicy::Auto),
         }
@@ -278,7 +279,7 @@ impl TransportTunables {
     /// Reads every variable through `get` (the environment in production, a map in tests).
     /// Only a malformed `PSY_TRANSPORT` or `PSY_CONNECT` is an error here.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TransportTunables> {
-        let policy = match get(crate::contract::TRANSPORT) {
+        let policy = match get(crate::names::TRANSPORT) {
             Some(v) => TransportPolicy::parse(&v)?,
             None => TransportPolicy::Auto,
         };

@@ -1,7 +1,7 @@
 //! The transport table: per peer, the first transport that can connect the pair carries its link
 //! (in the spirit of NCCL's `ncclTransports` and `selectTransport`).
 //!
-//! Forming a group's links ([`connect_links`]) after the addresses are exchanged
+//! Forming a group's links ([`super::form::connect_links`]) after the addresses are exchanged
 //! ([`crate::transport::tcp::exchange_addresses`]):
 //!
 //! 1. every entry of [`TABLE`] takes its collective first step ([`Transport::prepare`]), which
@@ -22,8 +22,6 @@
 use crate::auth::Secret;
 use crate::bootstrap::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::pairs::{Arrived, Connector, PairSetup};
-use crate::transport::tcp::Exchanged;
 use crate::transport::{rdma, shm, tcp};
 use crate::transport::{Link, PeerInfo, TransportKind, TransportPolicy, TransportTunables};
 use std::net::TcpStream;
@@ -136,85 +134,12 @@ impl Formation<'_> {
     }
 }
 
-/// The links of a formed group and where each peer lives, with the transport that carries it.
-pub struct Wired {
-    /// The link to each peer, by rank (`None` for this rank, and for pairs not connected yet).
-    pub links: Vec<Option<Box<dyn Link>>>,
-    /// Every rank's [`PeerInfo`], `transport` set from its link, or to the transport chosen for
-    /// a pair not connected yet.
-    pub peers: Vec<PeerInfo>,
-    /// What connects the group's other pairs when they are first needed.
-    pub connector: Connector,
-}
-
-/// Chooses, for each peer, the first transport of [`TABLE`] that can connect the pair, and
-/// connects the pairs that connect now: every pair, or (lazily) those whose transport cannot
-/// connect later. Every rank of the group calls this.
-pub fn connect_links(wiring: &Wiring<'_>, exchanged: Exchanged) -> Result<Wired> {
-    let Exchanged {
-        listener,
-        mut peers,
-    } = exchanged;
-    let f = Formation {
-        store: wiring.store,
-        rank: wiring.rank,
-        peers: &peers,
-        prefix: wiring.prefix,
-        job_id: wiring.job_id,
-        deadline: wiring.deadline,
-        tunables: wiring.tunables,
-    };
-    let mut table: Vec<Box<dyn Transport>> = TABLE.iter().map(|entry| entry()).collect();
-    for transport in &mut table {
-        transport.prepare(&f)?;
-    }
-    let chosen = choose(&mut table, &f)?;
-    let setup = PairSetup {
-        rank: wiring.rank,
-        peers: peers.clone(),
-        prefix: wiring.prefix.to_string(),
-        job_id: wiring.job_id.to_string(),
-        tunables: wiring.tunables.clone(),
-        chosen: chosen.clone(),
-        later: table.iter().map(|t| t.connects_later()).collect(),
-        timeout: wiring.timeout,
-    };
-    // `PSY_CONNECT`: which pairs wait until a call first needs them.
-    let lazy = wiring.tunables.connect.lazy_for(f.size());
-    let now: Vec<usize> = (0..f.size())
-        .filter(|&p| p != f.rank && !(lazy && setup.connects_later(p)))
-        .collect();
-    let connector = Connector::start(listener, setup, wiring.secret.clone())?;
-    let mut links: Vec<Option<Box<dyn Link>>> = (0..f.size()).map(|_| None).collect();
-    let mut streams: Vec<Pair> = Vec::new();
-    for (peer, arrived) in connector.connect(&now, wiring.deadline, &|_| None)? {
-        match arrived {
-            Arrived::Link(link) => links[peer] = Some(link),
-            Arrived::Stream(stream) => streams.push((peer, stream)),
-            Arrived::Failed(e) => return Err(e),
-        }
-    }
-    streams.sort_by_key(|(peer, _)| *peer);
-    for (peer, link) in upgrade(&mut table, &f, streams, &chosen)? {
-        links[peer] = Some(link);
-    }
-    for (peer, info) in peers.iter_mut().enumerate() {
-        info.transport = match (&links[peer], chosen[peer]) {
-            (Some(link), _) => link.transport(),
-            (None, Some(i)) => table[i].kind(),
-            (None, None) => TransportKind::Local,
-        };
-    }
-    Ok(Wired {
-        links,
-        peers,
-        connector,
-    })
-}
-
 /// For each peer, the index in the table of the first transport that can connect it (`None` for
 /// this rank).
-fn choose(table: &mut [Box<dyn Transport>], f: &Formation<'_>) -> Result<Vec<Option<usize>>> {
+pub(crate) fn choose(
+    table: &mut [Box<dyn Transport>],
+    f: &Formation<'_>,
+) -> Result<Vec<Option<usize>>> {
     let mut chosen = vec![None; f.size()];
     for (peer, choice) in chosen.iter_mut().enumerate() {
         if peer == f.rank {

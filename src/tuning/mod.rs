@@ -100,7 +100,7 @@ pub fn default_tuning_paths(get: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf
 /// `PSY_TUNING=off`, else the first of [`default_tuning_paths`] that exists. A file that exists
 /// but does not parse is an error naming its line, wherever it was found.
 pub fn tuning_file_with(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TuningFile>> {
-    let path = match get(crate::contract::TUNING) {
+    let path = match get(crate::names::TUNING) {
         Some(v) if NO_FILE.contains(&v.trim()) => return Ok(None),
         Some(v) => PathBuf::from(v),
         None => match default_tuning_paths(get).into_iter().find(|p| p.is_file()) {
@@ -153,7 +153,7 @@ impl Tuning {
     /// The policy `get`'s environment sets: `PSY_ALGO`'s overrides and the tuning file
     /// ([`tuning_file_with`]).
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Tuning> {
-        let mut t = match get(crate::contract::ALGO) {
+        let mut t = match get(crate::names::ALGO) {
             Some(spec) => Tuning::parse(&spec)?,
             None => Tuning::default(),
         };

@@ -24,6 +24,7 @@
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective};
 use crate::transport::shm::board::SLOT_DATA;
+use crate::units::{parse_size, show_size};
 use std::fmt;
 use std::mem::discriminant;
 use std::path::Path;
@@ -305,31 +306,6 @@ fn parse_rule(line: &str) -> std::result::Result<Rule, String> {
     Ok(Rule { coll, up_to, algo })
 }
 
-/// Parses `4096`, `64K`, `2M`, `1G` (powers of 1024) or `max`.
-pub fn parse_size(text: &str) -> Option<u64> {
-    if text.eq_ignore_ascii_case("max") {
-        return Some(u64::MAX);
-    }
-    let (digits, shift) = match text.char_indices().last()? {
-        (i, 'K' | 'k') => (&text[..i], 10),
-        (i, 'M' | 'm') => (&text[..i], 20),
-        (i, 'G' | 'g') => (&text[..i], 30),
-        _ => (text, 0),
-    };
-    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
-/// Writes `bytes` as the file does: `max`, or the largest exact suffix.
-pub fn show_size(bytes: u64) -> String {
-    match bytes {
-        u64::MAX => "max".into(),
-        b if b > 0 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
-        b if b > 0 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
-        b if b > 0 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
-        b => b.to_string(),
-    }
-}
-
 impl fmt::Display for Rules {
     /// The file's text, which [`Rules::parse`] reads back to the same rules.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -461,23 +437,5 @@ allgather 1M hier
         }
         let e = Rules::load(Path::new("/nonexistent/psyne-tuning")).unwrap_err();
         assert!(e.message().contains("psybench tune"), "{e}");
-    }
-
-    #[test]
-    fn sizes_parse_and_show_alike() {
-        for (text, bytes) in [
-            ("8", 8),
-            ("4K", 4096),
-            ("3M", 3 << 20),
-            ("2G", 2 << 30),
-            ("max", u64::MAX),
-        ] {
-            assert_eq!(parse_size(text), Some(bytes));
-            assert_eq!(show_size(bytes), text);
-        }
-        assert_eq!(show_size(1500), "1500");
-        assert_eq!(parse_size("1.5K"), None);
-        assert_eq!(parse_size(""), None);
-        assert_eq!(parse_size("99999999999G"), None);
     }
 }

@@ -133,9 +133,9 @@ pub fn try_with_options<R: Send + 'static>(
             let tuning = tuning.clone();
             std::thread::spawn(move || {
                 let mut opts = GroupOptions::local(rank, size, prefix);
-                opts.timeout = timeout;
-                opts.tuning = tuning;
-                opts.transport.policy = match wiring {
+                opts.tunables.timeout = timeout;
+                opts.tunables.tuning = tuning;
+                opts.tunables.transport.policy = match wiring {
                     Wiring::Tcp => TransportPolicy::Tcp,
                     Wiring::AutoHosts => TransportPolicy::Auto,
                     Wiring::Rdma => TransportPolicy::Rdma,
@@ -146,7 +146,7 @@ pub fn try_with_options<R: Send + 'static>(
                 }
                 tweak(&mut opts);
                 let store: Arc<dyn psyne::Store> = store;
-                f(Group::from_shared_store(store, opts))
+                f(Group::builder(opts).shared_store(store).build())
             })
         })
         .collect();

@@ -522,19 +522,7 @@ fn run_epoch(
             }
         }
         if let (Some(g), true) = (group, local_sgd) {
-            at.since_sync += 1;
-            let last = epoch == cfg.epochs && step + 1 == steps;
-            if at.since_sync == cfg.sync_every || last {
-                let t = Instant::now();
-                g.all_reduce(params, ReduceOp::Avg).ctx(|| {
-                    format!(
-                        "averaging the parameters (local SGD) in epoch {epoch}, step {}",
-                        step + 1
-                    )
-                })?;
-                blocked += t.elapsed();
-                at.since_sync = 0;
-            }
+            blocked += average_if_due(cfg, g, params, at, steps)?;
         }
         let took = start.elapsed();
         let mine = &mut at.mine;
@@ -550,6 +538,41 @@ fn run_epoch(
     let mut mine = at.mine;
     mine.test_samples = span.len() as f64;
     mine.test_correct = model::evaluate(&shape, params, test, span, &mut w.scratch).correct as f64;
+    gather_counters(group, mine, epoch)
+}
+
+/// Local SGD: counts the step just taken and, every `sync_every` steps and after the last one,
+/// averages the parameters over the group; returns the time that took.
+fn average_if_due(
+    cfg: &Config,
+    g: &Group,
+    params: &mut [f32],
+    at: &mut Position,
+    steps: usize,
+) -> Result<Duration, Error> {
+    let (epoch, step) = (at.epoch, at.step);
+    at.since_sync += 1;
+    let last = epoch == cfg.epochs && step + 1 == steps;
+    if at.since_sync != cfg.sync_every && !last {
+        return Ok(Duration::ZERO);
+    }
+    let t = Instant::now();
+    g.all_reduce(params, ReduceOp::Avg).ctx(|| {
+        format!(
+            "averaging the parameters (local SGD) in epoch {epoch}, step {}",
+            step + 1
+        )
+    })?;
+    at.since_sync = 0;
+    Ok(t.elapsed())
+}
+
+/// Every rank's counters of an epoch, in rank order.
+fn gather_counters(
+    group: Option<&Group>,
+    mine: Counters,
+    epoch: usize,
+) -> Result<Vec<Counters>, Error> {
     let all = match group {
         Some(g) => g
             .all_gather(&mine.to_array())
@@ -642,8 +665,8 @@ mod tests {
                 let (store, f, prefix) = (store.clone(), f.clone(), prefix.clone());
                 std::thread::spawn(move || {
                     let mut opts = GroupOptions::local(rank, size, prefix);
-                    opts.transport.policy = TransportPolicy::Tcp;
-                    f(Group::from_store(&*store, opts).unwrap())
+                    opts.tunables.transport.policy = TransportPolicy::Tcp;
+                    f(Group::builder(opts).store(&*store).build().unwrap())
                 })
             })
             .collect();

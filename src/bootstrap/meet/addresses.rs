@@ -1,7 +1,7 @@
 //! Where rank 0's store listens and which addresses it tells the other ranks.
 
-use crate::contract;
 use crate::error::{Error, ErrorKind, Result};
+use crate::names;
 use std::net::Ipv4Addr;
 
 /// The address to bind the store to and the addresses to publish, in the order to try them:
@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 /// non-loopback IPv4 address of this host, and loopback last when `all_here` is unknown (a
 /// service that cannot say where the ranks run).
 pub fn for_store(all_here: Option<bool>) -> Result<(String, Vec<String>)> {
-    if let Ok(addr) = std::env::var(contract::ADDR) {
+    if let Ok(addr) = std::env::var(names::ADDR) {
         return Ok(("0.0.0.0".into(), vec![addr]));
     }
     if all_here == Some(true) {

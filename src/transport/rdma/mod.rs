@@ -35,6 +35,7 @@ pub mod probe;
 pub mod qp_state;
 pub mod reg_cache;
 pub mod select;
+pub mod status;
 #[cfg(feature = "rdma")]
 pub mod verbs;
 

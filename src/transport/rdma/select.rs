@@ -182,7 +182,7 @@ fn connect_pairs(f: &Formation<'_>, _: &RdmaConfig, _: Vec<Pair>) -> Result<Conn
     // Without the feature no rank offers RDMA, so no pair can choose it.
     Err(Error::new(
         ErrorKind::Bootstrap,
-        format!("rank {}: {}", f.rank, super::probe::FEATURE_OFF),
+        format!("rank {}: {}", f.rank, super::status::FEATURE_OFF),
     ))
 }
 

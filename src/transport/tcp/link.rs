@@ -35,7 +35,7 @@ pub const MIN_SEND_BUFFER: usize = 64 << 10;
 /// The value of [`SEND_BUFFER_VAR`] in bytes (a `K`/`M` suffix allowed), clamped; `None` when
 /// unset or unreadable.
 pub fn parse_send_buffer(text: Option<&str>) -> Option<usize> {
-    let bytes = crate::tuning::rules::parse_size(text?.trim())?;
+    let bytes = crate::units::parse_size(text?.trim())?;
     Some((bytes.min(64 << 20) as usize).max(MIN_SEND_BUFFER))
 }
 

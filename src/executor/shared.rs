@@ -18,10 +18,10 @@
 //! created), every rank gets an ordinary private buffer instead and the all-reduce goes through
 //! the transports; [`SharedBuf::is_shared`] tells which.
 
+use super::stray;
+use super::{Call, Engine, Links};
 use crate::dtype::Element;
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::stray;
-use crate::executor::{Call, Engine, Links};
 use crate::reduce::{reduce_slice, ReduceOp};
 use crate::schedule::chunk_span;
 use crate::transport::shm::arrival::{Arrival, Waited};

@@ -56,6 +56,12 @@ pub(crate) mod wait;
 pub use auth::Secret;
 pub use bootstrap::{MemoryStore, Store, TcpStore};
 pub use comm::Communicator;
+
+/// What most programs use, in one import: `use psyne::prelude::*;` brings the [`Communicator`]
+/// trait (whose methods are the collectives) into scope with the types its calls take.
+pub mod prelude {
+    pub use crate::{Communicator, Element, Group, ReduceOp, Work};
+}
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use group::{Group, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};

@@ -23,7 +23,7 @@
 //! was interrupted.
 
 use psyne::contract::Tunables;
-use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
+use psyne::{Algo, Communicator, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;

@@ -59,7 +59,9 @@
 //!   `mpirun --mca op ^avx`) for results that agree with psyne's.
 //! - A collective of zero elements in total returns at once without calling MPI (every rank
 //!   passes the same total, so every rank skips it alike; Open MPI refuses some such calls).
-//! - Every call blocks the calling thread; there are no deadlines.
+//! - Every call blocks the calling thread; there are no deadlines. The `_async` forms
+//!   ([`Communicator::all_reduce_async`], ...) have no background engine to run on: each runs
+//!   at once, in the call that issues it, and returns a finished [`crate::Work`].
 //! - [`init`] initializes MPI with `MPI_THREAD_FUNNELED` ([`init_with`] chooses): [`MpiComm`] is
 //!   neither `Send` nor `Sync`, so only the thread that initialized it uses it. Other threads (a
 //!   native group's) may exist.
@@ -76,6 +78,7 @@ pub use native::native_group;
 use crate::comm::Communicator;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
+use crate::group::Work;
 use crate::reduce::ReduceOp;
 use crate::schedule::chunk_span;
 use ::mpi::collective::SystemOperation;
@@ -702,6 +705,16 @@ impl Communicator for MpiComm {
             typed::send::<W>(&self.world, cast::<T, W>(buf)?, dst);
         });
         Ok(())
+    }
+
+    /// Runs `f` at once, on this thread: this backend has no background engine, so its `_async`
+    /// forms return a finished [`Work`].
+    fn submit<R, F>(&self, _what: &str, f: F) -> Work<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Self) -> Result<R> + Send + 'static,
+    {
+        Work::ready(f(self))
     }
 
     fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {

@@ -30,7 +30,7 @@ pub(crate) fn check_peer(rank: usize, size: usize, peer: usize, what: &str) -> R
 /// A backend implements the required core: the in-place and `_into` forms, which allocate
 /// nothing, and [`Communicator::submit`], how it runs a call in the background. The out-of-place
 /// forms (returning a `Vec`) and the non-blocking `_async` forms are provided on top of them, so
-/// [`Group`], the MPI backend ([`crate::mpi::MpiComm`]) and any wrapper of either get them all.
+/// [`Group`], the MPI backend (`psyne::mpi::MpiComm`, feature `mpi`) and any wrapper of either get them all.
 /// Bring the trait in scope to call them: `use psyne::Communicator;` (or `use psyne::prelude::*`).
 ///
 /// Every collective must be called by every rank of the group, in the same order, with matching

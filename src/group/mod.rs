@@ -417,8 +417,8 @@ impl Group {
     }
 }
 
-/// The collectives of the native engine: each runs in its turn ([`Group::sequenced`]) on the
-/// typed operations of [`ops`]; the out-of-place and `_async` forms are the trait's.
+/// The collectives of the native engine: each runs in its turn on the group's typed operations;
+/// the out-of-place and `_async` forms are the trait's.
 impl Communicator for Group {
     fn backend(&self) -> &'static str {
         "native"
@@ -503,7 +503,8 @@ impl Communicator for Group {
         self.sequenced("recv", |c| ops::recv(c, buf, src))
     }
 
-    /// Runs `f` on the group's worker thread, in the order calls were issued.
+    /// Runs `f` on the group's worker thread, in the order calls were issued (see
+    /// [`Group::submit_borrowed`] for calls on the caller's memory).
     fn submit<R, F>(&self, what: &str, f: F) -> Work<R>
     where
         R: Send + 'static,

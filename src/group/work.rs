@@ -128,6 +128,28 @@ impl<T> Work<T> {
         }
     }
 
+    /// Blocks until the operation finishes or `limit` passes: true once it has finished (then
+    /// [`Work::wait`] returns at once), as [`Work::test`] says. How a binding waits in slices,
+    /// checking for signals between them.
+    pub fn wait_for(&self, limit: std::time::Duration) -> bool {
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        let deadline = std::time::Instant::now() + limit;
+        while !slot.released {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            slot = match self.shared.done.wait_timeout(slot, deadline - now) {
+                Ok(s) => s.0,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        true
+    }
+
     /// True once the operation has finished (successfully or not); `wait` then returns at once.
     /// A blocking call issued after this one returns only after this is true.
     pub fn test(&self) -> bool {

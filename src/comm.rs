@@ -25,6 +25,66 @@ pub(crate) fn check_peer(rank: usize, size: usize, peer: usize, what: &str) -> R
     Ok(())
 }
 
+/// Refuses a root outside the group; `what` names the call. Shared by every backend.
+pub(crate) fn check_root(size: usize, what: &str, root: usize) -> Result<()> {
+    if root >= size {
+        return Err(crate::Error::invalid(format!(
+            "{what}: root {root} is out of range; the group has ranks 0..{size}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a buffer `name` of call `what` that holds `got` elements instead of `want`.
+pub(crate) fn check_len(what: &str, name: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(crate::Error::invalid(format!(
+            "{what}: `{name}` holds {got} elements but must hold {want} (chunks are the even \
+             split of the total count, the first ones one longer)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses an all-gather whose `local` is not this rank's chunk of `out`.
+pub(crate) fn check_all_gather(rank: usize, size: usize, local: usize, out: usize) -> Result<()> {
+    let mine = crate::schedule::chunk_span(out, size, rank).len();
+    if local != mine {
+        return Err(crate::Error::invalid(format!(
+            "all_gather_into: rank {rank} passed {local} elements but an output of {out} elements \
+             over {size} ranks gives it {mine} (chunks split as evenly as possible, the first \
+             ones larger)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a reduce-scatter whose `out` is not this rank's chunk of `input`.
+pub(crate) fn check_reduce_scatter(
+    rank: usize,
+    size: usize,
+    input: usize,
+    out: usize,
+) -> Result<()> {
+    let mine = crate::schedule::chunk_span(input, size, rank).len();
+    if out != mine {
+        return Err(crate::Error::invalid(format!(
+            "reduce_scatter_into: rank {rank} gets {mine} of the {input} input elements but its \
+             output holds {out}"
+        )));
+    }
+    Ok(())
+}
+
+/// Divides a sum by the group's `size` where `op` is [`ReduceOp::Avg`].
+pub(crate) fn finish_avg<T: Element>(op: ReduceOp, size: usize, buf: &mut [T]) {
+    if op == ReduceOp::Avg {
+        for x in buf {
+            *x = x.div_count(size);
+        }
+    }
+}
+
 /// The collectives of a group of ranks: the one declaration of every collective psyne has.
 ///
 /// A backend implements the required core: the in-place and `_into` forms, which allocate

@@ -6,7 +6,8 @@
 //! ones ([`Algo::Hier`]) for groups spread over several hosts with several ranks on some.
 //!
 //! ```
-//! use psyne::{Algo, ReduceOp};
+//! use psyne::prelude::*; // the Communicator trait (the collectives), ReduceOp, ...
+//! use psyne::Algo;
 //!
 //! let group = psyne::init()?; // reads the psyrun environment; alone it is a world of 1
 //! let mut grads = vec![1.0f32; 1 << 20];

@@ -75,7 +75,9 @@ mod raw;
 pub use crate::contract::announced_world_size_with as launcher_world_size_with;
 pub use native::native_group;
 
-use crate::comm::Communicator;
+use crate::comm::{
+    check_all_gather, check_len, check_reduce_scatter, check_root, finish_avg, Communicator,
+};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::Work;
@@ -201,12 +203,7 @@ impl MpiComm {
     }
 
     fn check_root(&self, what: &str, root: usize) -> Result<::mpi::Rank> {
-        if root >= self.size {
-            return Err(Error::invalid(format!(
-                "{what}: root {root} is out of range; the group has ranks 0..{}",
-                self.size
-            )));
-        }
+        check_root(self.size, what, root)?;
         layout::to_count(root, what)
     }
 
@@ -254,14 +251,6 @@ fn system_op(op: ReduceOp) -> SystemOperation {
         ReduceOp::BAnd => SystemOperation::bitwise_and(),
         ReduceOp::BOr => SystemOperation::bitwise_or(),
         ReduceOp::BXor => SystemOperation::bitwise_xor(),
-    }
-}
-
-fn finish_avg<T: Element>(op: ReduceOp, size: usize, buf: &mut [T]) {
-    if op == ReduceOp::Avg {
-        for x in buf {
-            *x = x.div_count(size);
-        }
     }
 }
 
@@ -509,16 +498,6 @@ mod typed {
     }
 }
 
-fn check_len(what: &str, name: &str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(Error::invalid(format!(
-            "{what}: `{name}` holds {got} elements but must hold {want} (chunks are the even \
-             split of the total count, the first ones one longer)"
-        )));
-    }
-    Ok(())
-}
-
 impl Communicator for MpiComm {
     fn backend(&self) -> &'static str {
         "mpi"
@@ -574,18 +553,7 @@ impl Communicator for MpiComm {
     }
 
     fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
-        let mine = chunk_span(out.len(), self.size, self.rank);
-        if local.len() != mine.len() {
-            return Err(Error::invalid(format!(
-                "all_gather_into: rank {} passed {} elements but an output of {} elements over \
-                 {} ranks gives it {} (chunks split as evenly as possible, the first ones larger)",
-                self.rank,
-                local.len(),
-                out.len(),
-                self.size,
-                mine.len()
-            )));
-        }
+        check_all_gather(self.rank, self.size, local.len(), out.len())?;
         if out.is_empty() {
             return Ok(());
         }
@@ -601,17 +569,7 @@ impl Communicator for MpiComm {
         op: ReduceOp,
     ) -> Result<()> {
         check_reduction::<T>("reduce_scatter", op)?;
-        let mine = chunk_span(input.len(), self.size, self.rank);
-        if out.len() != mine.len() {
-            return Err(Error::invalid(format!(
-                "reduce_scatter_into: rank {} gets {} of the {} input elements but its output \
-                 holds {}",
-                self.rank,
-                mine.len(),
-                input.len(),
-                out.len()
-            )));
-        }
+        check_reduce_scatter(self.rank, self.size, input.len(), out.len())?;
         layout::to_count(input.len(), "reduce_scatter")?;
         if input.is_empty() {
             return Ok(());

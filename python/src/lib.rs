@@ -761,43 +761,45 @@ fn store_err(what: &str, e: PyErr) -> psyne::Error {
     psyne::Error::new(kind, format!("the Python store's {what} failed: {e}"))
 }
 
+impl PyStore {
+    /// Runs `f` on the adapter with the GIL held; its error is psyne's, naming method `what`.
+    fn call<R>(
+        &self,
+        what: &str,
+        f: impl FnOnce(Python<'_>, &Py<PyAny>) -> PyResult<R>,
+    ) -> psyne::Result<R> {
+        Python::attach(|py| f(py, &self.adapter)).map_err(|e| store_err(what, e))
+    }
+}
+
 impl Store for PyStore {
     fn set(&self, key: &str, value: &[u8]) -> psyne::Result<()> {
-        Python::attach(|py| {
-            self.adapter
-                .call_method1(py, "set", (key, PyBytes::new(py, value)))
+        self.call("set", |py, a| {
+            a.call_method1(py, "set", (key, PyBytes::new(py, value)))
                 .map(drop)
         })
-        .map_err(|e| store_err("set", e))
     }
 
     fn get(&self, key: &str, deadline: Instant) -> psyne::Result<Vec<u8>> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        Python::attach(|py| {
-            let v = self
-                .adapter
-                .call_method1(py, "get", (key, left.as_secs_f64()))?;
-            v.extract::<Vec<u8>>(py)
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        self.call("get", |py, a| {
+            a.call_method1(py, "get", (key, left))?.extract(py)
         })
-        .map_err(|e| store_err("get", e))
     }
 
     fn add(&self, key: &str, delta: i64) -> psyne::Result<i64> {
-        Python::attach(|py| {
-            self.adapter
-                .call_method1(py, "add", (key, delta))?
-                .extract::<i64>(py)
+        self.call("add", |py, a| {
+            a.call_method1(py, "add", (key, delta))?.extract(py)
         })
-        .map_err(|e| store_err("add", e))
     }
 
     fn set_once(&self, key: &str, value: &[u8]) -> psyne::Result<Vec<u8>> {
-        Python::attach(|py| {
-            self.adapter
-                .call_method1(py, "set_once", (key, PyBytes::new(py, value)))?
-                .extract::<Vec<u8>>(py)
+        self.call("set_once", |py, a| {
+            a.call_method1(py, "set_once", (key, PyBytes::new(py, value)))?
+                .extract(py)
         })
-        .map_err(|e| store_err("set_once", e))
     }
 
     /// A Python store has no connection psyne can watch: the key just keeps `value`.

@@ -5,6 +5,7 @@
 //! target/release/psyrun -n 4 target/release/examples/allreduce [ELEMENTS]
 //! ```
 
+use psyne::Communicator;
 use psyne::ReduceOp;
 use std::process::ExitCode;
 use std::time::Instant;

@@ -17,6 +17,7 @@
 mod common;
 
 use common::{agree, arg, even_split, exit_code, finish, random_bits, ranks, verdict};
+use psyne::Communicator;
 use psyne::ReduceOp;
 use std::error::Error;
 use std::process::ExitCode;

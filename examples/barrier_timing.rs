@@ -19,6 +19,7 @@
 mod common;
 
 use common::{agree, checked_arg, exit_code, finish, ranks, verdict};
+use psyne::Communicator;
 use psyne::{Collective, ReduceOp};
 use std::error::Error;
 use std::process::ExitCode;

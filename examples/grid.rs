@@ -14,6 +14,7 @@
 mod common;
 
 use common::{agree, arg, exit_code, finish, ranks, small_int, verdict};
+use psyne::Communicator;
 use psyne::ReduceOp;
 use std::error::Error;
 use std::process::ExitCode;

@@ -18,6 +18,7 @@
 mod common;
 
 use common::{checked_arg, even_split, exit_code, finish, ranks, small_int, verdict};
+use psyne::Communicator;
 use psyne::ReduceOp;
 use std::error::Error;
 use std::process::ExitCode;

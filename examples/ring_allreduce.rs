@@ -23,6 +23,7 @@
 mod common;
 
 use common::{agree, arg, even_split, exit_code, finish, ranks, small_int, verdict};
+use psyne::Communicator;
 use psyne::{Group, ReduceOp};
 use std::error::Error;
 use std::process::ExitCode;

@@ -16,6 +16,7 @@
 mod common;
 
 use common::{agree, arg, even_split, exit_code, finish, ranks, uniform, verdict};
+use psyne::Communicator;
 use psyne::ReduceOp;
 use std::error::Error;
 use std::process::ExitCode;

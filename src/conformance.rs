@@ -350,9 +350,13 @@ fn check_send_recv<T: Element, C: Communicator>(
     Ok(())
 }
 
-/// The non-blocking forms of the native [`Group`], against the oracle: several calls in flight at
+/// The non-blocking forms of any [`Communicator`], against the oracle: several calls in flight at
 /// once, interleaved with a blocking one, each result checked.
-pub fn check_async(group: &Group, counts: &[usize], seed: u64) -> Result<Vec<Mismatch>> {
+pub fn check_async<C: Communicator>(
+    group: &C,
+    counts: &[usize],
+    seed: u64,
+) -> Result<Vec<Mismatch>> {
     let (rank, size) = (group.rank(), group.size());
     let mut bad = Vec::new();
     for &n in counts {

@@ -6,7 +6,8 @@
 //! ones ([`Algo::Hier`]) for groups spread over several hosts with several ranks on some.
 //!
 //! ```
-//! use psyne::{Algo, ReduceOp};
+//! use psyne::prelude::*; // the Communicator trait (the collectives), ReduceOp, ...
+//! use psyne::Algo;
 //!
 //! let group = psyne::init()?; // reads the psyrun environment; alone it is a world of 1
 //! let mut grads = vec![1.0f32; 1 << 20];
@@ -88,6 +89,12 @@ mod structure_tests;
 pub use auth::Secret;
 pub use bootstrap::{MemoryStore, Store, TcpStore};
 pub use comm::Communicator;
+
+/// What most programs use, in one import: `use psyne::prelude::*;` brings the [`Communicator`]
+/// trait (whose methods are the collectives) into scope with the types its calls take.
+pub mod prelude {
+    pub use crate::{Communicator, Element, Group, ReduceOp, Work};
+}
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use group::{Group, GroupBuilder, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};

@@ -6,6 +6,7 @@ mod common;
 use common::Wiring;
 use psyne::conformance;
 use psyne::tuning::Tuning;
+use psyne::Communicator;
 use std::time::Duration;
 
 fn check_world(size: usize, wiring: Wiring) {

@@ -4,6 +4,7 @@
 mod common;
 
 use common::Wiring;
+use psyne::Communicator;
 use psyne::{Algo, ErrorKind, ReduceOp};
 use std::time::{Duration, Instant};
 

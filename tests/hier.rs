@@ -8,6 +8,7 @@ mod common;
 
 use common::Wiring;
 use psyne::tuning::Tuning;
+use psyne::Communicator;
 use psyne::{conformance, oracle, Algo, Collective, ErrorKind, Group, ReduceOp, Result};
 use std::time::Duration;
 

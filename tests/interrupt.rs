@@ -7,6 +7,7 @@
 mod common;
 
 use common::Wiring;
+use psyne::Communicator;
 use psyne::{Algo, ErrorKind, ReduceOp};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

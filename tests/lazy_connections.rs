@@ -6,6 +6,7 @@ mod common;
 
 use common::Wiring;
 use psyne::tuning::Tuning;
+use psyne::Communicator;
 use psyne::{conformance, ConnectPolicy, ErrorKind, GroupOptions, ReduceOp};
 use std::time::Duration;
 

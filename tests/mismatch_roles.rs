@@ -7,6 +7,7 @@
 mod common;
 
 use common::Wiring;
+use psyne::Communicator;
 use psyne::{ErrorKind, Group, ReduceOp};
 use std::time::Duration;
 

@@ -6,6 +6,7 @@
 mod common;
 
 use common::Wiring;
+use psyne::Communicator;
 use psyne::{ErrorKind, Group, ReduceOp};
 use std::sync::mpsc;
 use std::sync::Mutex;

@@ -3,6 +3,7 @@
 
 mod common;
 
+use psyne::Communicator;
 use psyne::{oracle, ReduceOp};
 use std::time::Duration;
 

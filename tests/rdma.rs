@@ -8,6 +8,7 @@ mod common;
 use common::Wiring;
 use psyne::conformance;
 use psyne::internal::{availability, Availability};
+use psyne::Communicator;
 use psyne::RdmaConfig;
 use psyne::ReduceOp;
 use std::time::{Duration, Instant};

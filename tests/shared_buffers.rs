@@ -5,6 +5,7 @@
 mod common;
 
 use common::Wiring;
+use psyne::Communicator;
 use psyne::{conformance, oracle, Element, ErrorKind, Group, ReduceOp};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 mod common;
 
 use common::Wiring;
+use psyne::Communicator;
 use psyne::{ReduceOp, Result};
 use std::time::Duration;
 

@@ -5,6 +5,7 @@
 //! threads.
 
 use psyne::internal::StoreServer;
+use psyne::Communicator;
 use psyne::{Group, GroupOptions, MemoryStore, ReduceOp, Secret, Store, TcpStore, TransportPolicy};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};

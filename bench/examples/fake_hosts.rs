@@ -15,6 +15,7 @@
 //! flat and hierarchical alternating; the medians of the slowest rank are printed.
 
 use psyne::tuning::Tuning;
+use psyne::Communicator;
 use psyne::TransportPolicy;
 use psyne::{Algo, Collective, Group, GroupOptions, ReduceOp, Result};
 use psyne::{MemoryStore, Store};

@@ -9,6 +9,7 @@
 // leaves unused is not dead code for the others.
 #![allow(dead_code)]
 
+use psyne::Communicator;
 use psyne::{Group, ReduceOp};
 use std::error::Error;
 use std::ops::Range;

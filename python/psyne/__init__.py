@@ -63,9 +63,8 @@ __all__ = [
     *_errors.__all__,
 ]
 
-# Call codes shared with python/src/lib.rs.
-_ALL_REDUCE, _BROADCAST, _REDUCE, _ALL_GATHER, _REDUCE_SCATTER = 1, 2, 3, 4, 5
-_SCATTER, _GATHER, _ALL_TO_ALL, _BARRIER, _SEND, _RECV = 6, 7, 8, 9, 10, 11
+_CALL = dict(_native.CALLS)  # a call's name -> its code in python/src/lib.rs's table
+_Call = _native.Call  # Call(code, dtype, a=(addr, len), b=(addr, len), op=sum, root=0, count=0)
 
 _TAG = dict(_native.DTYPE_TAGS)  # psyne's dtype name -> wire tag
 _OP_TAGS = dict(_native.OP_TAGS)
@@ -96,7 +95,7 @@ try:  # bfloat16 exists in NumPy only through ml_dtypes (which torch and jax use
 except ImportError:  # pragma: no cover - depends on the environment
     pass
 _DTYPE_TAG = {dt: _TAG[name] for dt, name in DTYPES.items()}
-_NO_OP = _OP_TAGS["sum"]
+_BARRIER_CALL = _Call(_CALL["barrier"], _TAG["u8"])
 
 ArrayLike = Any  # a NumPy array, or any object with the buffer protocol or __dlpack__
 
@@ -263,15 +262,15 @@ class Group:
 
     # -- the collectives: each builds (code, buffers, args) and runs it blocking or queued --------
 
-    def _go(self, blocking: bool, result: Any, keep: Any, *call: Any) -> Any:
+    def _go(self, blocking: bool, result: Any, keep: Any, call: Any) -> Any:
         if blocking:
-            self._n.run(*call)
+            self._n.run(call)
             return result
-        return Request(self._n.submit(*call, keep), result, keep)
+        return Request(self._n.submit(call, keep), result, keep)
 
     def _all_reduce(self, x: ArrayLike, op: str, blocking: bool) -> Any:
         a, p, n, t = _check(x, "all_reduce", True)
-        return self._go(blocking, a, a, _ALL_REDUCE, t, p, n, 0, 0, _op(op), 0, 0)
+        return self._go(blocking, a, a, _Call(_CALL["all_reduce"], t, (p, n), op=_op(op)))
 
     def all_reduce(self, x: ArrayLike, op: str = "sum") -> np.ndarray:
         """In place: every rank's ``x`` becomes the element-wise reduction of all ranks' ``x``
@@ -285,7 +284,7 @@ class Group:
     def _broadcast(self, x: ArrayLike, root: int, blocking: bool) -> Any:
         a, p, n, t = _check(x, "broadcast", True)
         _root(root, self.size, "broadcast")
-        return self._go(blocking, a, a, _BROADCAST, t, p, n, 0, 0, _NO_OP, root, 0)
+        return self._go(blocking, a, a, _Call(_CALL["broadcast"], t, (p, n), root=root))
 
     def broadcast(self, x: ArrayLike, root: int = 0) -> np.ndarray:
         """In place: every rank's ``x`` becomes ``root``'s. Returns ``x``."""
@@ -298,7 +297,7 @@ class Group:
     def _reduce(self, x: ArrayLike, op: str, root: int, blocking: bool) -> Any:
         a, p, n, t = _check(x, "reduce", True)
         _root(root, self.size, "reduce")
-        return self._go(blocking, a, a, _REDUCE, t, p, n, 0, 0, _op(op), root, 0)
+        return self._go(blocking, a, a, _Call(_CALL["reduce"], t, (p, n), op=_op(op), root=root))
 
     def reduce(self, x: ArrayLike, op: str = "sum", root: int = 0) -> np.ndarray:
         """In place on ``root``: its ``x`` becomes the reduction of all ranks' ``x``; the other
@@ -322,7 +321,7 @@ class Group:
                 f"{self._n.chunk_len(m)} (the even split), not {n}"
             )
         _distinct(a, o, "all_gather")
-        return self._go(blocking, o, (a, o), _ALL_GATHER, t, p, n, q, m, _NO_OP, 0, 0)
+        return self._go(blocking, o, (a, o), _Call(_CALL["all_gather"], t, (p, n), (q, m)))
 
     def all_gather(self, x: ArrayLike, out: Optional[ArrayLike] = None) -> np.ndarray:
         """Every rank gets all ranks' ``x`` in rank order: by default a new array of shape
@@ -343,7 +342,7 @@ class Group:
         if m != want:
             raise ValueError(f"reduce_scatter: out must have this rank's chunk of {n}: {want} elements, not {m}")
         _distinct(a, o, "reduce_scatter")
-        return self._go(blocking, o, (a, o), _REDUCE_SCATTER, t, p, n, q, m, _op(op), 0, 0)
+        return self._go(blocking, o, (a, o), _Call(_CALL["reduce_scatter"], t, (p, n), (q, m), _op(op)))
 
     def reduce_scatter(self, x: ArrayLike, op: str = "sum", out: Optional[ArrayLike] = None) -> np.ndarray:
         """Reduces all ranks' ``x`` (same size everywhere) and gives rank ``i`` chunk ``i`` of the
@@ -380,7 +379,7 @@ class Group:
             raise ValueError(f"scatter: out must have this rank's chunk of {count}: {want} elements, not {m}")
         if n:
             _distinct(a, o, "scatter")
-        return self._go(blocking, o, (a, o), _SCATTER, t, p, n, q, m, _NO_OP, root, count)
+        return self._go(blocking, o, (a, o), _Call(_CALL["scatter"], t, (p, n), (q, m), root=root, count=count))
 
     def scatter(
         self,
@@ -425,7 +424,7 @@ class Group:
             result: Optional[np.ndarray] = o
         else:
             o, q, m, result = a[:0], 0, 0, None
-        return self._go(blocking, result, (a, o), _GATHER, t, p, n, q, m, _NO_OP, root, count)
+        return self._go(blocking, result, (a, o), _Call(_CALL["gather"], t, (p, n), (q, m), root=root, count=count))
 
     def gather(
         self,
@@ -457,7 +456,7 @@ class Group:
         if m != want:
             raise ValueError(f"all_to_all: out must have size x this rank's chunk = {want} elements, not {m}")
         _distinct(a, o, "all_to_all")
-        return self._go(blocking, o, (a, o), _ALL_TO_ALL, t, p, n, q, m, _NO_OP, 0, 0)
+        return self._go(blocking, o, (a, o), _Call(_CALL["all_to_all"], t, (p, n), (q, m)))
 
     def all_to_all(self, x: ArrayLike, out: Optional[ArrayLike] = None) -> np.ndarray:
         """Chunk ``j`` of this rank's ``x`` (an even split into ``size`` chunks) goes to rank
@@ -471,16 +470,16 @@ class Group:
 
     def barrier(self) -> None:
         """Returns once every rank has called it."""
-        self._n.run(_BARRIER, _TAG["u8"], 0, 0, 0, 0, _NO_OP, 0, 0)
+        self._n.run(_BARRIER_CALL)
 
     def barrier_async(self) -> Request:
         """Non-blocking :meth:`barrier`."""
-        return self._go(False, None, None, _BARRIER, _TAG["u8"], 0, 0, 0, 0, _NO_OP, 0, 0)
+        return self._go(False, None, None, _BARRIER_CALL)
 
     def _send(self, x: ArrayLike, dst: int, blocking: bool) -> Any:
         a, p, n, t = _check(x, "send", False)
         _peer(dst, self, "send")
-        return self._go(blocking, None, a, _SEND, t, p, n, 0, 0, _NO_OP, dst, 0)
+        return self._go(blocking, None, a, _Call(_CALL["send"], t, (p, n), root=dst))
 
     def send(self, x: ArrayLike, dst: int) -> None:
         """Sends ``x`` to rank ``dst``, which calls :meth:`recv` with an array of the same size and
@@ -494,7 +493,7 @@ class Group:
     def _recv(self, x: ArrayLike, src: int, blocking: bool) -> Any:
         a, p, n, t = _check(x, "recv", True)
         _peer(src, self, "recv")
-        return self._go(blocking, a, a, _RECV, t, p, n, 0, 0, _NO_OP, src, 0)
+        return self._go(blocking, a, a, _Call(_CALL["recv"], t, (p, n), root=src))
 
     def recv(self, x: ArrayLike, src: int) -> np.ndarray:
         """Receives into ``x`` the next message rank ``src`` sent to this rank. Returns ``x``."""

@@ -46,8 +46,9 @@ __all__ = ["ProcessGroupPsyne", "create_process_group", "BACKEND"]
 #: The backend's name, for ``init_process_group``.
 BACKEND = "psyne"
 
-_ALL_REDUCE, _BROADCAST, _REDUCE, _ALL_GATHER, _REDUCE_SCATTER = 1, 2, 3, 4, 5
-_SCATTER, _GATHER, _ALL_TO_ALL, _BARRIER, _SEND, _RECV = 6, 7, 8, 9, 10, 11
+_CALL = dict(_native.CALLS)  # a call's name -> its code in python/src/lib.rs's table
+_Call = _native.Call  # Call(code, dtype, a=(addr, len), b=(addr, len), op=sum, root=0, count=0)
+_ALL_REDUCE = _CALL["all_reduce"]
 
 _TAG = dict(_native.DTYPE_TAGS)
 _DTYPES = {
@@ -204,9 +205,6 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         """The psyne group underneath (NumPy API)."""
         return self._group
 
-    def _run(self, code: int, tag: int, a: int, na: int, b: int, nb: int, op: int, root: int, count: int) -> None:
-        self._n.run(code, tag, a, na, b, nb, op, root, count)
-
     def _root(self, root: int, what: str) -> int:
         if not 0 <= root < self.size():
             raise ValueError(f"psyne {what}: root {root} is not a rank of this group of {self.size()}")
@@ -222,7 +220,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             tag = _DTYPES.get(t.dtype)
             if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                 _buf(t, "all_reduce")  # raises the precise error
-            run(_ALL_REDUCE, tag, t.data_ptr(), t.numel(), 0, 0, op, 0, 0)
+            run(_Call(_ALL_REDUCE, tag, (t.data_ptr(), t.numel()), (0, 0), op))
         if opts is not None and not opts.asyncOp:
             return _SYNC_DONE  # dist.all_reduce(async_op=False) only waits on it: one shared Work
         return _Done(tensors)
@@ -234,7 +232,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         root = self._root(opts.rootRank, "broadcast")
         for t in tensors:
             a, n, tag = _buf(t, "broadcast")
-            self._n.run(_BROADCAST, tag, a, n, 0, 0, _SUM, root, 0)
+            self._n.run(_Call(_CALL["broadcast"], tag, (a, n), root=root))
         return _Done(tensors)
 
     def reduce(self, tensors: List[torch.Tensor], opts: Any) -> dist.Work:
@@ -242,7 +240,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         op = _op(opts)
         for t in tensors:
             a, n, tag = _buf(t, "reduce")
-            self._n.run(_REDUCE, tag, a, n, 0, 0, op, root, 0)
+            self._n.run(_Call(_CALL["reduce"], tag, (a, n), op=op, root=root))
         return _Done(tensors)
 
     def _all_gather_into(self, out: torch.Tensor, inp: torch.Tensor) -> None:
@@ -251,7 +249,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         _same(tag, otag, "all_gather")
         if m != n * self.size():
             raise ValueError(f"psyne all_gather: the output has {m} elements, not size x input = {n * self.size()}")
-        self._n.run(_ALL_GATHER, tag, a, n, b, m, _SUM, 0, 0)
+        self._n.run(_Call(_CALL["all_gather"], tag, (a, n), (b, m)))
 
     def allgather(
         self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any = None
@@ -285,7 +283,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         _same(tag, otag, "reduce_scatter")
         if n != m * self.size():
             raise ValueError(f"psyne reduce_scatter: the input has {n} elements, not size x output = {m * self.size()}")
-        self._n.run(_REDUCE_SCATTER, tag, a, n, b, m, op, 0, 0)
+        self._n.run(_Call(_CALL["reduce_scatter"], tag, (a, n), (b, m), op))
 
     def reduce_scatter(
         self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]], opts: Any
@@ -328,7 +326,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         _same(tag, otag, "all_to_all")
         if m != n:
             raise ValueError(f"psyne all_to_all_single: input ({n}) and output ({m}) sizes differ")
-        self._n.run(_ALL_TO_ALL, tag, a, n, b, m, _SUM, 0, 0)
+        self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
         return _Done([output])
 
     def alltoall(
@@ -348,7 +346,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         a, n, tag = _buf(inp, "all_to_all")
         b, m, otag = _buf(out, "all_to_all output")
         _same(tag, otag, "all_to_all")
-        self._n.run(_ALL_TO_ALL, tag, a, n, b, m, _SUM, 0, 0)
+        self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
         if not direct:
             _split_into(out, output_tensors)
         return _Done(output_tensors)
@@ -358,13 +356,13 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         a, n, tag = _buf(inp, "gather")
         count = n * self.size()
         if self.rank() != root:
-            self._n.run(_GATHER, tag, a, n, 0, 0, _SUM, root, count)
+            self._n.run(_Call(_CALL["gather"], tag, (a, n), root=root, count=count))
             return
         b, m, otag = _buf(out, "gather output")
         _same(tag, otag, "gather")
         if m != count:
             raise ValueError(f"psyne gather: the output holds {m} elements, not size x input = {count}")
-        self._n.run(_GATHER, tag, a, n, b, m, _SUM, root, count)
+        self._n.run(_Call(_CALL["gather"], tag, (a, n), (b, m), root=root, count=count))
 
     def gather(
         self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any
@@ -402,9 +400,9 @@ class ProcessGroupPsyne(dist.ProcessGroup):
                 _same(tag, itag, "scatter")
                 if n != count:
                     raise ValueError(f"psyne scatter: the inputs hold {n} elements, not size x output = {count}")
-                self._n.run(_SCATTER, tag, a, n, b, m, _SUM, root, count)
+                self._n.run(_Call(_CALL["scatter"], tag, (a, n), (b, m), root=root, count=count))
             else:
-                self._n.run(_SCATTER, tag, 0, 0, b, m, _SUM, root, count)
+                self._n.run(_Call(_CALL["scatter"], tag, (0, 0), (b, m), root=root, count=count))
         return _Done(output_tensors)
 
     # The single-tensor forms under the names torch >= 2.15 calls (older ones call the names above).
@@ -451,7 +449,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         return self.gather_single(output, input, opts)
 
     def barrier(self, opts: Any = None) -> dist.Work:
-        self._n.run(_BARRIER, _TAG["u8"], 0, 0, 0, 0, _SUM, 0, 0)
+        self._n.run(_Call(_CALL["barrier"], _TAG["u8"]))
         return _Done([])
 
     def _peer(self, peer: int, what: str) -> int:
@@ -463,14 +461,14 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         dst = self._peer(dstRank, "send")
         for t in tensors:
             a, n, dt = _buf(t, "send")
-            self._n.run(_SEND, dt, a, n, 0, 0, _SUM, dst, 0)
+            self._n.run(_Call(_CALL["send"], dt, (a, n), root=dst))
         return _Done(tensors)
 
     def recv(self, tensors: List[torch.Tensor], srcRank: int, tag: int = 0) -> dist.Work:
         src = self._peer(srcRank, "recv")
         for t in tensors:
             a, n, dt = _buf(t, "recv")
-            self._n.run(_RECV, dt, a, n, 0, 0, _SUM, src, 0)
+            self._n.run(_Call(_CALL["recv"], dt, (a, n), root=src))
         return _Done(tensors)
 
 

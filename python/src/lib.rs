@@ -6,9 +6,11 @@
 //! runs psyne's collective on them with the GIL released, and turns psyne's errors into the
 //! exception classes of `psyne._errors`, one per [`psyne::ErrorKind`].
 //!
-//! Non-blocking calls run on one worker thread per group (shared by its `with_algo` views), in the
-//! order they were issued; a blocking call first waits (GIL released) for the calls issued before
-//! it, so every rank issues the group's calls to psyne in program order, as psyne requires. As in
+//! Non-blocking calls run on psyne's worker thread of the group (shared by its `with_algo` views),
+//! in the order they were issued, on the caller's arrays ([`psyne::Group::submit_borrowed`]) and
+//! with psyne's [`psyne::Work`] as their handle; a blocking call first waits (GIL released) for
+//! the calls issued before it, so every rank issues the group's calls to psyne in program order,
+//! as psyne requires. The calls are named by one table, [`CALLS`], exported to Python. As in
 //! psyne, the calls in flight on a group (queued, running, or blocking) all come from one Python
 //! thread: a call from another thread meanwhile raises `psyne.UsageError` naming both threads
 //! (two threads' calls would be ordered differently on different ranks). A process forked after
@@ -23,7 +25,7 @@
 //! was interrupted.
 
 use psyne::Tunables;
-use psyne::{Algo, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
+use psyne::{Algo, Communicator, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -31,7 +33,7 @@ use std::cell::Cell;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The Python exception class, in `psyne._errors`, of each kind of psyne error.
@@ -103,10 +105,57 @@ impl Buf {
     }
 }
 
-/// One call, as the Python half describes it.
+/// The calls the Python half makes: their codes, named in [`CALLS`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Code {
+    AllReduce = 1,
+    Broadcast,
+    Reduce,
+    AllGather,
+    ReduceScatter,
+    Scatter,
+    Gather,
+    AllToAll,
+    Barrier,
+    Send,
+    Recv,
+}
+
+/// The one table of the calls: exported as `_native.CALLS` (name, code), from which
+/// psyne/__init__.py and psyne/torch.py take their codes.
+const CALLS: [(&str, Code); 11] = [
+    ("all_reduce", Code::AllReduce),
+    ("broadcast", Code::Broadcast),
+    ("reduce", Code::Reduce),
+    ("all_gather", Code::AllGather),
+    ("reduce_scatter", Code::ReduceScatter),
+    ("scatter", Code::Scatter),
+    ("gather", Code::Gather),
+    ("all_to_all", Code::AllToAll),
+    ("barrier", Code::Barrier),
+    ("send", Code::Send),
+    ("recv", Code::Recv),
+];
+
+impl Code {
+    fn of(tag: u8) -> PyResult<(Code, &'static str)> {
+        CALLS
+            .iter()
+            .find(|(_, c)| *c as u8 == tag)
+            .map(|&(name, c)| (c, name))
+            .ok_or_else(|| PyValueError::new_err(format!("unknown call code {tag}")))
+    }
+}
+
+/// One call, as the Python half describes it: `Call(code, dtype, a=(addr, len), b=(addr, len),
+/// op=sum, root=0, count=0)`, with the codes of `CALLS`, `DTYPE_TAGS` and `OP_TAGS`. `a` is the
+/// input (or the in-place buffer), `b` the output; `root` is also the peer of a send or receive.
+#[pyclass(module = "psyne._native", frozen)]
 #[derive(Clone, Copy)]
 struct Call {
-    code: u8,
+    code: Code,
+    name: &'static str,
     dtype: DType,
     a: Buf,
     b: Buf,
@@ -115,47 +164,38 @@ struct Call {
     count: usize,
 }
 
+#[pymethods]
 impl Call {
-    /// The call the Python half describes, ready to move to the thread that runs it.
-    fn parse(
+    #[new]
+    #[pyo3(signature = (code, dtype, a=(0, 0), b=(0, 0), op=None, root=0, count=0))]
+    fn new(
         code: u8,
         dtype: u8,
-        (a_addr, a_len): (usize, usize),
-        (b_addr, b_len): (usize, usize),
-        op: u8,
+        a: (usize, usize),
+        b: (usize, usize),
+        op: Option<u8>,
         root: usize,
         count: usize,
-    ) -> PyResult<SendCall> {
-        Ok(SendCall(Call {
+    ) -> PyResult<Call> {
+        let (code, name) = Code::of(code)?;
+        Ok(Call {
             code,
+            name,
             dtype: dtype_of(dtype)?,
             a: Buf {
-                addr: a_addr,
-                len: a_len,
+                addr: a.0,
+                len: a.1,
             },
             b: Buf {
-                addr: b_addr,
-                len: b_len,
+                addr: b.0,
+                len: b.1,
             },
-            op: op_of(op)?,
+            op: op.map_or(Ok(ReduceOp::Sum), op_of)?,
             root,
             count,
-        }))
+        })
     }
 }
-
-// Codes shared with psyne/__init__.py (`_C_*`).
-const ALL_REDUCE: u8 = 1;
-const BROADCAST: u8 = 2;
-const REDUCE: u8 = 3;
-const ALL_GATHER: u8 = 4;
-const REDUCE_SCATTER: u8 = 5;
-const SCATTER: u8 = 6;
-const GATHER: u8 = 7;
-const ALL_TO_ALL: u8 = 8;
-const BARRIER: u8 = 9;
-const SEND: u8 = 10;
-const RECV: u8 = 11;
 
 /// Runs `call` with elements of type `T`.
 ///
@@ -166,18 +206,17 @@ unsafe fn run_typed<T: Element>(g: &Group, c: &Call) -> psyne::Result<()> {
     // SAFETY: (for every `get`/`get_mut` below) the function's contract.
     unsafe {
         match c.code {
-            ALL_REDUCE => g.all_reduce(c.a.get_mut::<T>(), c.op),
-            BROADCAST => g.broadcast(c.a.get_mut::<T>(), c.root),
-            REDUCE => g.reduce(c.a.get_mut::<T>(), c.op, c.root),
-            ALL_GATHER => g.all_gather_into(c.a.get::<T>(), c.b.get_mut::<T>()),
-            REDUCE_SCATTER => g.reduce_scatter_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.op),
-            SCATTER => g.scatter_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.count, c.root),
-            GATHER => g.gather_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.count, c.root),
-            ALL_TO_ALL => g.all_to_all_into(c.a.get::<T>(), c.b.get_mut::<T>()),
-            BARRIER => g.barrier(),
-            SEND => g.send(c.a.get::<T>(), c.root),
-            RECV => g.recv(c.a.get_mut::<T>(), c.root),
-            other => Err(psyne::Error::invalid(format!("unknown call code {other}"))),
+            Code::AllReduce => g.all_reduce(c.a.get_mut::<T>(), c.op),
+            Code::Broadcast => g.broadcast(c.a.get_mut::<T>(), c.root),
+            Code::Reduce => g.reduce(c.a.get_mut::<T>(), c.op, c.root),
+            Code::AllGather => g.all_gather_into(c.a.get::<T>(), c.b.get_mut::<T>()),
+            Code::ReduceScatter => g.reduce_scatter_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.op),
+            Code::Scatter => g.scatter_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.count, c.root),
+            Code::Gather => g.gather_into(c.a.get::<T>(), c.b.get_mut::<T>(), c.count, c.root),
+            Code::AllToAll => g.all_to_all_into(c.a.get::<T>(), c.b.get_mut::<T>()),
+            Code::Barrier => g.barrier(),
+            Code::Send => g.send(c.a.get::<T>(), c.root),
+            Code::Recv => g.recv(c.a.get_mut::<T>(), c.root),
         }
     }
 }
@@ -315,31 +354,16 @@ fn type_name(py: Python<'_>, e: &PyErr) -> String {
         .unwrap_or_else(|_| "an exception".into())
 }
 
-/// A finished-or-not call: its result once the worker has run it.
-#[derive(Default)]
-struct Outcome {
-    result: Mutex<Option<psyne::Result<()>>>,
-    done: Condvar,
-}
-
-impl Outcome {
-    fn finish(&self, r: psyne::Result<()>) {
-        *lock(&self.result) = Some(r);
-        self.done.notify_all();
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
-/// The worker thread of a group's non-blocking calls, and the calls in flight on the group: how
-/// many (queued, running, or blocking) and which Python thread issued them.
+/// The calls in flight on a group: how many (queued on psyne's worker, running, or blocking)
+/// and which Python thread issued them. psyne refuses a second thread too, but names threads as
+/// Rust sees them; this names them as Python does, and lets a blocking call wait for the calls
+/// before it giving way to signals.
 #[derive(Default)]
-struct Queue {
-    sender: Mutex<Option<mpsc::Sender<Job>>>,
+struct Calls {
     state: Mutex<InFlight>,
     drained: Condvar,
 }
@@ -376,7 +400,7 @@ fn python_thread(py: Python<'_>) -> String {
     name
 }
 
-impl Queue {
+impl Calls {
     /// Counts one more call in flight from this thread (`what`), or refuses it if another
     /// thread has calls in flight. With `drain`, first waits (GIL released) until this thread's
     /// earlier calls have finished: a blocking call runs after them; that wait gives way to a
@@ -444,41 +468,13 @@ impl Queue {
             self.drained.notify_all();
         }
     }
-
-    /// Queues `job` (entered already with [`Queue::enter`]; it must [`Queue::leave`] when it
-    /// has run).
-    fn submit(&self, job: Job) -> Result<(), String> {
-        let mut sender = lock(&self.sender);
-        if sender.is_none() {
-            let (tx, rx) = mpsc::channel::<Job>();
-            std::thread::Builder::new()
-                .name("psyne-py-worker".into())
-                .spawn(move || {
-                    for job in rx {
-                        job();
-                    }
-                })
-                .map_err(|e| {
-                    self.leave();
-                    format!("starting the worker thread: {e}")
-                })?;
-            *sender = Some(tx);
-        }
-        let Some(tx) = sender.as_ref() else {
-            self.leave();
-            return Err("the worker thread is not running".to_string());
-        };
-        tx.send(job).map_err(|_| {
-            self.leave();
-            "the worker thread has stopped".to_string()
-        })
-    }
 }
 
-/// Leaves the queue when a blocking call ends, however it ends.
-struct Entered<'a>(&'a Queue);
+/// Counts a call out of the calls in flight when it ends, however it ends (a non-blocking call's
+/// job that never runs included).
+struct Entered(Arc<Calls>);
 
-impl Drop for Entered<'_> {
+impl Drop for Entered {
     fn drop(&mut self) {
         self.0.leave();
     }
@@ -488,7 +484,7 @@ impl Drop for Entered<'_> {
 #[pyclass(module = "psyne._native", frozen)]
 struct NativeGroup {
     group: Group,
-    queue: Arc<Queue>,
+    calls: Arc<Calls>,
     interrupts: Arc<Interrupts>,
 }
 
@@ -498,7 +494,7 @@ impl NativeGroup {
         group.set_interrupt_check(interrupts.psyne_check());
         NativeGroup {
             group,
-            queue: Arc::default(),
+            calls: Arc::default(),
             interrupts,
         }
     }
@@ -518,12 +514,6 @@ fn dtype_of(tag: u8) -> PyResult<DType> {
 fn op_of(tag: u8) -> PyResult<ReduceOp> {
     ReduceOp::from_tag(tag).ok_or_else(|| PyValueError::new_err(format!("unknown op tag {tag}")))
 }
-
-/// What makes raw addresses movable into the closure that runs without the GIL.
-struct SendCall(Call);
-// SAFETY: the addresses stay valid for the call (the Python caller holds the arrays; the
-// worker's job holds references to them), and only the thread running the call touches them.
-unsafe impl Send for SendCall {}
 
 #[pymethods]
 impl NativeGroup {
@@ -564,7 +554,7 @@ impl NativeGroup {
             .ok_or_else(|| PyValueError::new_err(format!("unknown algorithm {name:?}")))?;
         Ok(NativeGroup {
             group: self.group.with_algo(algo),
-            queue: self.queue.clone(),
+            calls: self.calls.clone(),
             interrupts: self.interrupts.clone(),
         })
     }
@@ -573,10 +563,10 @@ impl NativeGroup {
     fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
         not_in_a_call()?;
         self.group.check_process().map_err(to_py)?;
-        if !self.queue.enter(py, "split", Some(&self.interrupts))? {
+        if !self.calls.enter(py, "split", Some(&self.interrupts))? {
             return Err(NativeGroup::interrupted(py, &self.group, &self.interrupts));
         }
-        let entered = Entered(&self.queue);
+        let entered = Entered(self.calls.clone());
         let group = self.group.clone();
         let r = py.detach(move || group.split(color, key));
         drop(entered);
@@ -608,119 +598,83 @@ impl NativeGroup {
     }
 
     /// Runs one collective on raw buffers, blocking, GIL released. Called by psyne/__init__.py
-    /// only, which checks the buffers first.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &self,
-        py: Python<'_>,
-        code: u8,
-        dtype: u8,
-        a_addr: usize,
-        a_len: usize,
-        b_addr: usize,
-        b_len: usize,
-        op: u8,
-        root: usize,
-        count: usize,
-    ) -> PyResult<()> {
-        let call = Call::parse(
-            code,
-            dtype,
-            (a_addr, a_len),
-            (b_addr, b_len),
-            op,
-            root,
-            count,
-        )?;
-        let group = &self.group;
-        group.check_process().map_err(to_py)?;
-        let interrupts = &*self.interrupts;
-        if interrupts.hit.load(Ordering::SeqCst) {
-            return Err(interrupts.refusal());
-        }
-        not_in_a_call()?;
-        if !self.queue.enter(py, "a call", Some(interrupts))? {
-            // Interrupted while waiting for the calls issued before it.
-            return Err(NativeGroup::interrupted(py, group, interrupts));
-        }
-        let entered = Entered(&self.queue);
+    /// and psyne/torch.py only, which check the buffers first.
+    fn run(&self, py: Python<'_>, call: &Call) -> PyResult<()> {
+        let call = *call;
+        let entered = self.enter(py, "a call", true)?;
+        let (group, interrupts) = (&self.group, &*self.interrupts);
         let r = py.detach(move || {
-            let call = call;
             let _in_call = InCall::enter();
-            // SAFETY: psyne/__init__.py checked the buffers (contiguous, aligned, of this dtype
+            // SAFETY: the Python half checked the buffers (contiguous, aligned, of this dtype
             // and length, not overlapping) and holds them until this returns.
-            unsafe { run(group, &call.0) }
+            unsafe { run(group, &call) }
         });
         drop(entered);
         r.map_err(|e| interrupts.raise(e))
     }
 
-    /// The non-blocking form of [`NativeGroup::run`]: queues the call and returns its handle.
-    /// `keep` (the arrays) is held until the call has finished.
-    #[allow(clippy::too_many_arguments)]
-    fn submit(
-        &self,
-        py: Python<'_>,
-        code: u8,
-        dtype: u8,
-        a_addr: usize,
-        a_len: usize,
-        b_addr: usize,
-        b_len: usize,
-        op: u8,
-        root: usize,
-        count: usize,
-        keep: Py<PyAny>,
-    ) -> PyResult<NativeWork> {
-        let call = Call::parse(
-            code,
-            dtype,
-            (a_addr, a_len),
-            (b_addr, b_len),
-            op,
-            root,
-            count,
-        )?;
-        self.group.check_process().map_err(to_py)?;
-        if self.interrupts.hit.load(Ordering::SeqCst) {
-            return Err(self.interrupts.refusal());
-        }
-        self.queue.enter(py, "a non-blocking call", None)?;
-        let outcome = Arc::new(Outcome::default());
-        let done = outcome.clone();
-        let group = self.group.clone();
+    /// The non-blocking form of [`NativeGroup::run`]: issues the call to psyne's worker and
+    /// returns its handle. `keep` (the arrays) is held until the call has finished.
+    fn submit(&self, py: Python<'_>, call: &Call, keep: Py<PyAny>) -> PyResult<NativeWork> {
+        let call = *call;
+        let entered = self.enter(py, "a non-blocking call", false)?;
         let interrupts = self.interrupts.clone();
-        let queue = self.queue.clone();
-        self.queue
-            .submit(Box::new(move || {
-                let call = call;
-                let r = if interrupts.hit.load(Ordering::SeqCst) {
-                    // Issued before the interrupt, run after: refused like a later call.
-                    Err(interrupts.refused())
-                } else {
-                    // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
-                    unsafe { run(&group, &call.0) }
-                };
-                Python::attach(move |_py| drop(keep));
-                // Left before the result shows: whoever sees it may call again at once, from
-                // any thread.
-                queue.leave();
-                done.finish(r);
-            }))
-            .map_err(PyRuntimeError::new_err)?;
+        let job = move |group: &Group| {
+            let r = if interrupts.hit.load(Ordering::SeqCst) {
+                // Issued before the interrupt, run after: refused like a later call.
+                Err(interrupts.refused())
+            } else {
+                // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
+                unsafe { run(group, &call) }
+            };
+            Python::attach(move |_py| drop(keep));
+            // Left before the result shows: whoever sees it may call again at once, from
+            // any thread.
+            drop(entered);
+            r
+        };
+        // SAFETY: the job borrows the caller's arrays through raw addresses; `keep`, which the
+        // job holds until it has run, keeps them alive, and the Python half does not touch them
+        // until the request has finished.
+        let work = unsafe { self.group.submit_borrowed(call.name, job) };
         Ok(NativeWork {
-            outcome,
+            work: Mutex::new(Some(work)),
+            result: OnceLock::new(),
             group: self.group.clone(),
             interrupts: self.interrupts.clone(),
         })
     }
 }
 
-/// The handle of a non-blocking call.
+impl NativeGroup {
+    /// Counts a call (`what`) in flight, after the checks every call makes first: the process,
+    /// the group not interrupted, not from a signal handler of a waiting call (blocking calls),
+    /// one thread at a time; a blocking call first waits for the calls issued before it.
+    fn enter(&self, py: Python<'_>, what: &str, blocking: bool) -> PyResult<Entered> {
+        self.group.check_process().map_err(to_py)?;
+        let interrupts = &*self.interrupts;
+        if interrupts.hit.load(Ordering::SeqCst) {
+            return Err(interrupts.refusal());
+        }
+        if blocking {
+            not_in_a_call()?;
+        }
+        let drain = blocking.then_some(interrupts);
+        if !self.calls.enter(py, what, drain)? {
+            // Interrupted while waiting for the calls issued before it.
+            return Err(NativeGroup::interrupted(py, &self.group, interrupts));
+        }
+        Ok(Entered(self.calls.clone()))
+    }
+}
+
+/// The handle of a non-blocking call: psyne's [`psyne::Work`], and its result once taken.
 #[pyclass(module = "psyne._native", frozen)]
 struct NativeWork {
-    outcome: Arc<Outcome>,
-    /// The group it runs on (also to refuse waiting in a process forked since: no worker would
+    work: Mutex<Option<psyne::Work<()>>>,
+    /// The result, kept: `wait` may be called again.
+    result: OnceLock<psyne::Result<()>>,
+    /// The group it runs on (to refuse waiting in a process forked since: no worker would
     /// finish the call), and how that group's waits give way to a signal.
     group: Group,
     interrupts: Arc<Interrupts>,
@@ -733,11 +687,26 @@ enum Waited {
     Interrupted,
 }
 
+impl NativeWork {
+    /// Waits up to `limit` for the call (GIL released by the caller); its result once finished.
+    fn finished(&self, limit: Duration) -> Option<psyne::Result<()>> {
+        if let Some(r) = self.result.get() {
+            return Some(r.clone());
+        }
+        let mut work = lock(&self.work);
+        if let Some(w) = work.take_if(|w| w.wait_for(limit)) {
+            let _ = self.result.set(w.wait());
+        }
+        drop(work);
+        self.result.get().cloned()
+    }
+}
+
 #[pymethods]
 impl NativeWork {
     /// True once the call has finished (successfully or not).
     fn test(&self) -> bool {
-        lock(&self.outcome.result).is_some()
+        self.result.get().is_some() || lock(&self.work).as_ref().map_or(true, |w| w.test())
     }
 
     /// Waits (GIL released) until the call finishes or `timeout` seconds pass. Returns True when
@@ -747,34 +716,21 @@ impl NativeWork {
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         self.group.check_process().map_err(to_py)?;
-        let (outcome, interrupts) = (&self.outcome, &*self.interrupts);
+        let interrupts = &*self.interrupts;
         let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
-        let r = py.detach(|| {
-            let mut slot = lock(&outcome.result);
-            loop {
-                if let Some(r) = slot.as_ref() {
-                    return Waited::Finished(r.clone());
-                }
-                let mut slice = psyne::INTERRUPT_CHECK_EVERY;
-                if let Some(d) = deadline {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Waited::TimedOut;
-                    }
-                    slice = slice.min(d - now);
-                }
-                slot = outcome
-                    .done
-                    .wait_timeout(slot, slice)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-                if slot.is_none() {
-                    drop(slot);
-                    if interrupts.check(true).is_some() {
-                        return Waited::Interrupted;
-                    }
-                    slot = lock(&outcome.result);
-                }
+        let r = py.detach(|| loop {
+            let mut slice = psyne::INTERRUPT_CHECK_EVERY;
+            if let Some(d) = deadline {
+                slice = slice.min(d.saturating_duration_since(Instant::now()));
+            }
+            if let Some(r) = self.finished(slice) {
+                return Waited::Finished(r);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Waited::TimedOut;
+            }
+            if interrupts.check(true).is_some() {
+                return Waited::Interrupted;
             }
         });
         match r {
@@ -805,43 +761,45 @@ fn store_err(what: &str, e: PyErr) -> psyne::Error {
     psyne::Error::new(kind, format!("the Python store's {what} failed: {e}"))
 }
 
+impl PyStore {
+    /// Runs `f` on the adapter with the GIL held; its error is psyne's, naming method `what`.
+    fn call<R>(
+        &self,
+        what: &str,
+        f: impl FnOnce(Python<'_>, &Py<PyAny>) -> PyResult<R>,
+    ) -> psyne::Result<R> {
+        Python::attach(|py| f(py, &self.adapter)).map_err(|e| store_err(what, e))
+    }
+}
+
 impl Store for PyStore {
     fn set(&self, key: &str, value: &[u8]) -> psyne::Result<()> {
-        Python::attach(|py| {
-            self.adapter
-                .call_method1(py, "set", (key, PyBytes::new(py, value)))
+        self.call("set", |py, a| {
+            a.call_method1(py, "set", (key, PyBytes::new(py, value)))
                 .map(drop)
         })
-        .map_err(|e| store_err("set", e))
     }
 
     fn get(&self, key: &str, deadline: Instant) -> psyne::Result<Vec<u8>> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        Python::attach(|py| {
-            let v = self
-                .adapter
-                .call_method1(py, "get", (key, left.as_secs_f64()))?;
-            v.extract::<Vec<u8>>(py)
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        self.call("get", |py, a| {
+            a.call_method1(py, "get", (key, left))?.extract(py)
         })
-        .map_err(|e| store_err("get", e))
     }
 
     fn add(&self, key: &str, delta: i64) -> psyne::Result<i64> {
-        Python::attach(|py| {
-            self.adapter
-                .call_method1(py, "add", (key, delta))?
-                .extract::<i64>(py)
+        self.call("add", |py, a| {
+            a.call_method1(py, "add", (key, delta))?.extract(py)
         })
-        .map_err(|e| store_err("add", e))
     }
 
     fn set_once(&self, key: &str, value: &[u8]) -> psyne::Result<Vec<u8>> {
-        Python::attach(|py| {
-            self.adapter
-                .call_method1(py, "set_once", (key, PyBytes::new(py, value)))?
-                .extract::<Vec<u8>>(py)
+        self.call("set_once", |py, a| {
+            a.call_method1(py, "set_once", (key, PyBytes::new(py, value)))?
+                .extract(py)
         })
-        .map_err(|e| store_err("set_once", e))
     }
 
     /// A Python store has no connection psyne can watch: the key just keeps `value`.
@@ -948,6 +906,9 @@ fn generate_secret() -> PyResult<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeGroup>()?;
     m.add_class::<NativeWork>()?;
+    m.add_class::<Call>()?;
+    let calls: Vec<(&str, u8)> = CALLS.iter().map(|&(name, c)| (name, c as u8)).collect();
+    m.add("CALLS", calls)?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(alone, m)?)?;
     m.add_function(wrap_pyfunction!(restart_count, m)?)?;

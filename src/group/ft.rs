@@ -36,6 +36,7 @@
 
 use super::{Group, GroupOptions};
 use crate::bootstrap::Store;
+use crate::comm::Communicator;
 use crate::error::{Error, ErrorKind, Result};
 use std::time::{Duration, Instant};
 

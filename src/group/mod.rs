@@ -14,6 +14,7 @@ pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
 pub use build::{GroupBuilder, GroupOptions};
 pub use work::Work;
 
+use crate::comm::Communicator;
 use crate::dtype::Element;
 use crate::error::Result;
 use crate::reduce::ReduceOp;
@@ -44,16 +45,6 @@ pub struct Group {
 }
 
 impl Group {
-    /// This rank, `0..size()`.
-    pub fn rank(&self) -> usize {
-        self.core.rank
-    }
-
-    /// The number of ranks.
-    pub fn size(&self) -> usize {
-        self.core.size
-    }
-
     /// The host name of `rank`, as it reported it.
     pub fn host_of(&self, rank: usize) -> Option<String> {
         self.core.host_of(rank)
@@ -150,51 +141,17 @@ impl Group {
     }
 
     /// Runs `f` in this call's turn, if this process may call the group ([`owner`]). `what`
-    /// names the call in errors.
+    /// names the call in errors. A call made by a submitted job on the worker thread runs in
+    /// that job's turn ([`Communicator::submit`]).
     fn sequenced<R>(&self, what: &str, f: impl FnOnce(&Core) -> Result<R>) -> Result<R> {
+        if work::in_job_of(&self.core) {
+            return f(&self.core);
+        }
         self.core.birth.check(what)?;
         let ticket = self.core.gate.take(what)?;
         self.core.gate.wait_turn(ticket);
         let _turn = Turn(&self.core.gate);
         f(&self.core)
-    }
-
-    /// Queues `f` to run in its turn on the worker thread, if this process may call the group
-    /// ([`owner`]). `what` names the call in errors.
-    pub(super) fn spawn<R: Send + 'static>(
-        &self,
-        what: &str,
-        f: impl FnOnce(&Core) -> Result<R> + Send + 'static,
-    ) -> Work<R> {
-        if let Err(e) = self.core.birth.check(what) {
-            return Work::ready(Err(e));
-        }
-        let ticket = match self.core.gate.take(what) {
-            Ok(ticket) => ticket,
-            Err(e) => return Work::ready(Err(e)),
-        };
-        let (handle, completer) = work::pending();
-        let core = self.core.clone();
-        let submitted = self.worker.submit(Box::new(move || {
-            core.gate.wait_turn(ticket);
-            // Stored while the turn is held, so a later blocking call finds it done ...
-            let published = {
-                let _turn = Turn(&core.gate);
-                completer.publish(f(&core))
-            };
-            // ... and handed out after the turn is served: whoever sees the result may call
-            // again at once, from any thread ([`owner::Claim`]).
-            published.release();
-        }));
-        match submitted {
-            Ok(()) => handle,
-            Err(e) => {
-                // The job never runs: serve its ticket so later calls are not stuck behind it.
-                self.core.gate.wait_turn(ticket);
-                self.core.gate.done();
-                Work::ready(Err(e))
-            }
-        }
     }
 
     /// A buffer of `len` elements in memory every rank of this host can map, for
@@ -252,54 +209,42 @@ impl Group {
             None => Err(crate::Error::invalid("a shared buffer lost its mapping")),
         })
     }
+}
 
-    /// Every rank's `buf` becomes the element-wise reduction of all ranks' buffers.
-    pub fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+/// The collectives of the native engine: each runs in its turn on the group's typed operations;
+/// the out-of-place and `_async` forms are the trait's.
+impl Communicator for Group {
+    fn backend(&self) -> &'static str {
+        "native"
+    }
+
+    fn rank(&self) -> usize {
+        self.core.rank
+    }
+
+    fn size(&self) -> usize {
+        self.core.size
+    }
+
+    fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         self.sequenced("all_reduce", |c| ops::all_reduce(c, self.algo, buf, op))
     }
 
-    /// Copies `root`'s `buf` into every other rank's `buf` (all of the same length).
-    pub fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
+    fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
         self.sequenced("broadcast", |c| ops::broadcast(c, self.algo, buf, root))
     }
 
-    /// `root`'s `buf` becomes the reduction of all ranks' buffers; other ranks' buffers are left
-    /// as they were.
-    pub fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
+    fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
         self.sequenced("reduce", |c| ops::reduce(c, self.algo, buf, op, root))
     }
 
-    /// Every rank gets the concatenation of all ranks' `local` (all of the same length), in rank
-    /// order.
-    pub fn all_gather<T: Element>(&self, local: &[T]) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); local.len() * self.size()];
-        self.sequenced("all_gather", |c| {
-            ops::all_gather_into(c, self.algo, local, &mut out)
-        })?;
-        Ok(out)
-    }
-
-    /// All-gather into `out`, whose length is the total: rank `i` contributes chunk `i` of `out`
-    /// split as evenly as possible (the first `out.len() % size` chunks one longer), so lengths may
-    /// differ by one between ranks.
-    pub fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
+    fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
         self.sequenced("all_gather_into", |c| {
             ops::all_gather_into(c, self.algo, local, out)
         })
     }
 
-    /// Reduces all ranks' `input` and gives each rank its chunk of the result (chunk `i` of an even
-    /// split, as in [`Group::all_gather_into`]).
-    pub fn reduce_scatter<T: Element>(&self, input: &[T], op: ReduceOp) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); self.chunk_len(input.len())];
-        self.sequenced("reduce_scatter", |c| {
-            ops::reduce_scatter_into(c, self.algo, input, &mut out, op)
-        })?;
-        Ok(out)
-    }
-
-    /// [`Group::reduce_scatter`] into a caller's buffer of the right length.
-    pub fn reduce_scatter_into<T: Element>(
+    fn reduce_scatter_into<T: Element>(
         &self,
         input: &[T],
         out: &mut [T],
@@ -310,16 +255,7 @@ impl Group {
         })
     }
 
-    /// Splits `root`'s `input` of `count` elements into chunks (an even split) and gives rank `i`
-    /// chunk `i`. Every rank passes the same `count`; non-roots may pass an empty `input`.
-    pub fn scatter<T: Element>(&self, input: &[T], count: usize, root: usize) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); self.chunk_len(count)];
-        self.scatter_into(input, &mut out, count, root)?;
-        Ok(out)
-    }
-
-    /// [`Group::scatter`] into a caller's buffer of this rank's chunk length.
-    pub fn scatter_into<T: Element>(
+    fn scatter_into<T: Element>(
         &self,
         input: &[T],
         out: &mut [T],
@@ -331,16 +267,7 @@ impl Group {
         })
     }
 
-    /// The inverse of [`Group::scatter`]: rank `i` passes chunk `i` of a total of `count`
-    /// elements; `root` gets all of them in rank order, the others an empty vector.
-    pub fn gather<T: Element>(&self, local: &[T], count: usize, root: usize) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); if self.rank() == root { count } else { 0 }];
-        self.gather_into(local, &mut out, count, root)?;
-        Ok(out)
-    }
-
-    /// [`Group::gather`] into a caller's buffer: `count` elements on the root, ignored elsewhere.
-    pub fn gather_into<T: Element>(
+    fn gather_into<T: Element>(
         &self,
         local: &[T],
         out: &mut [T],
@@ -352,40 +279,31 @@ impl Group {
         })
     }
 
-    /// Chunk `j` of this rank's `input` (an even split into `size` chunks) goes to rank `j`; the
-    /// result is the chunks this rank receives, in the order of the ranks that sent them
-    /// (`size` blocks of this rank's chunk length).
-    pub fn all_to_all<T: Element>(&self, input: &[T]) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); self.size() * self.chunk_len(input.len())];
-        self.all_to_all_into(input, &mut out)?;
-        Ok(out)
-    }
-
-    /// [`Group::all_to_all`] into a caller's buffer of `size` × this rank's chunk length.
-    pub fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
+    fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
         self.sequenced("all_to_all_into", |c| {
             ops::all_to_all_into(c, self.algo, input, out)
         })
     }
 
-    /// This rank's chunk length when `count` elements are split evenly over the group.
-    pub fn chunk_len(&self, count: usize) -> usize {
-        crate::schedule::chunk_span(count, self.size(), self.rank()).len()
-    }
-
-    /// Returns once every rank has called it.
-    pub fn barrier(&self) -> Result<()> {
+    fn barrier(&self) -> Result<()> {
         self.sequenced("barrier", |c| ops::barrier(c, self.algo))
     }
 
-    /// Sends `buf` to rank `dst`, which must call [`Group::recv`] with a buffer of the same length
-    /// and type. Messages between two ranks arrive in the order they were sent.
-    pub fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
+    fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
         self.sequenced("send", |c| ops::send(c, buf, dst))
     }
 
-    /// Receives into `buf` the next message rank `src` sent to this rank.
-    pub fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
+    fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
         self.sequenced("recv", |c| ops::recv(c, buf, src))
+    }
+
+    /// Runs `f` on the group's worker thread, in the order calls were issued (see
+    /// [`Group::submit_borrowed`] for calls on the caller's memory).
+    fn submit<R, F>(&self, what: &str, f: F) -> Work<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Self) -> Result<R> + Send + 'static,
+    {
+        self.spawn(what, f)
     }
 }

@@ -1,115 +1,114 @@
-//! The non-blocking form of every collective: it takes owned buffers, runs in its turn on the
-//! group's worker thread, and returns a [`Work`] handle that gives the result back (`wait`,
-//! `test`, or `.await`). Calls keep the order in which they were issued, blocking ones included.
+//! How a [`Group`] runs calls in the background: a call is issued (its turn taken) on the
+//! caller's thread, and its job runs in that turn on the group's worker thread, handing its result
+//! to a [`Work`]. Every `_async` form of [`crate::Communicator`] is one such job; so is a call on
+//! the caller's own memory ([`Group::submit_borrowed`]).
 
-use super::{ops, Group, Work};
-use crate::dtype::Element;
-use crate::reduce::ReduceOp;
+use super::core::Turn;
+use super::{work, Group, Work};
+use crate::error::Result;
+
+/// A job on the group it runs on, lifetime-erased by [`Group::submit_borrowed`]'s caller.
+type Job<'a, R> = Box<dyn FnOnce(&Group) -> Result<R> + Send + 'a>;
 
 impl Group {
-    /// Non-blocking [`Group::all_reduce`]: the handle gives the buffer back when done.
-    pub fn all_reduce_async<T: Element>(&self, mut buf: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
-        let algo = self.algo;
-        self.spawn("all_reduce_async", move |c| {
-            ops::all_reduce(c, algo, &mut buf, op).map(|_| buf)
-        })
+    /// Issues a call now and runs `f` in its turn on the worker thread, if this process may call
+    /// the group ([`super::owner`]). `what` names the call in errors. The calls `f` makes on the
+    /// group it is handed (any handle of this group, on that thread) run in this call's turn.
+    pub(super) fn spawn<R, F>(&self, what: &str, f: F) -> Work<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Group) -> Result<R> + Send + 'static,
+    {
+        if let Err(e) = self.core.birth.check(what) {
+            return Work::ready(Err(e));
+        }
+        let ticket = match self.core.gate.take(what) {
+            Ok(ticket) => ticket,
+            Err(e) => return Work::ready(Err(e)),
+        };
+        let (handle, completer) = work::pending();
+        let group = self.clone();
+        let submitted = self.worker.submit(Box::new(move || {
+            let core = group.core.clone();
+            core.gate.wait_turn(ticket);
+            // Stored while the turn is held, so a later blocking call finds it done ...
+            let published = {
+                let _turn = Turn(&core.gate);
+                let _job = work::InJob::enter(&core);
+                completer.publish(f(&group))
+            };
+            drop(group);
+            // ... and handed out after the turn is served: whoever sees the result may call
+            // again at once, from any thread ([`super::owner::Claim`]).
+            published.release();
+        }));
+        match submitted {
+            Ok(()) => handle,
+            Err(e) => {
+                // The job never runs: serve its ticket so later calls are not stuck behind it.
+                self.core.gate.wait_turn(ticket);
+                self.core.gate.done();
+                Work::ready(Err(e))
+            }
+        }
     }
 
-    /// Non-blocking [`Group::broadcast`].
-    pub fn broadcast_async<T: Element>(&self, mut buf: Vec<T>, root: usize) -> Work<Vec<T>> {
-        let algo = self.algo;
-        self.spawn("broadcast_async", move |c| {
-            ops::broadcast(c, algo, &mut buf, root).map(|_| buf)
-        })
+    /// [`crate::Communicator::submit`] of a job that borrows: `f` may use memory of the caller
+    /// (slices into its buffers, as a language binding hands over), and the call runs in its
+    /// turn on the worker thread as every `_async` form does. `what` names the call in errors.
+    ///
+    /// # Safety
+    ///
+    /// Everything `f` borrows must stay valid, and must not be used by anyone else, until the
+    /// returned [`Work`] has finished ([`Work::wait`] returned, or [`Work::test`] or
+    /// [`Work::wait_for`] said `true`); dropping the `Work` earlier does not stop the call. The
+    /// job may run at once or later, on another thread.
+    pub unsafe fn submit_borrowed<'a, R, F>(&self, what: &str, f: F) -> Work<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Group) -> Result<R> + Send + 'a,
+    {
+        let job: Job<'a, R> = Box::new(f);
+        // SAFETY: only the lifetime changes; the caller keeps what `f` borrows alive until the
+        // work has finished (the function's contract), and the job is dropped by then.
+        let job: Job<'static, R> =
+            unsafe { std::mem::transmute::<Job<'a, R>, Job<'static, R>>(job) };
+        self.spawn(what, job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Communicator, Group, ReduceOp};
+
+    #[test]
+    fn a_borrowed_submission_runs_on_the_callers_memory_in_issue_order() {
+        let g = Group::alone();
+        let mut mine = vec![1.0f32, 2.0];
+        let first = g.all_reduce_async(vec![3i32], ReduceOp::Sum);
+        // SAFETY: `mine` is not touched until the work has finished (waited below).
+        let work = unsafe {
+            g.submit_borrowed("borrowed", |g| {
+                // A job's own calls run in its turn, not behind it.
+                g.all_reduce(&mut mine, ReduceOp::Max)?;
+                g.barrier()?;
+                mine[0] = 7.0;
+                Ok(g.rank())
+            })
+        };
+        assert_eq!(work.wait().unwrap(), 0);
+        assert_eq!(first.wait().unwrap(), vec![3]);
+        assert_eq!(mine, vec![7.0, 2.0]);
+        // The worker's job is over: a blocking call from here takes its turn as usual.
+        g.barrier().unwrap();
     }
 
-    /// Non-blocking [`Group::reduce`]: the handle gives the buffer back (the result on `root`).
-    pub fn reduce_async<T: Element>(
-        &self,
-        mut buf: Vec<T>,
-        op: ReduceOp,
-        root: usize,
-    ) -> Work<Vec<T>> {
-        let algo = self.algo;
-        self.spawn("reduce_async", move |c| {
-            ops::reduce(c, algo, &mut buf, op, root).map(|_| buf)
-        })
-    }
-
-    /// Non-blocking [`Group::all_gather`].
-    pub fn all_gather_async<T: Element>(&self, local: Vec<T>) -> Work<Vec<T>> {
-        let (algo, size) = (self.algo, self.size());
-        self.spawn("all_gather_async", move |c| {
-            let mut out = vec![T::zeroed(); local.len() * size];
-            ops::all_gather_into(c, algo, &local, &mut out).map(|_| out)
-        })
-    }
-
-    /// Non-blocking [`Group::reduce_scatter`].
-    pub fn reduce_scatter_async<T: Element>(&self, input: Vec<T>, op: ReduceOp) -> Work<Vec<T>> {
-        let algo = self.algo;
-        let out_len = self.chunk_len(input.len());
-        self.spawn("reduce_scatter_async", move |c| {
-            let mut out = vec![T::zeroed(); out_len];
-            ops::reduce_scatter_into(c, algo, &input, &mut out, op).map(|_| out)
-        })
-    }
-
-    /// Non-blocking [`Group::scatter`].
-    pub fn scatter_async<T: Element>(
-        &self,
-        input: Vec<T>,
-        count: usize,
-        root: usize,
-    ) -> Work<Vec<T>> {
-        let algo = self.algo;
-        let out_len = self.chunk_len(count);
-        self.spawn("scatter_async", move |c| {
-            let mut out = vec![T::zeroed(); out_len];
-            ops::scatter_into(c, algo, &input, &mut out, count, root).map(|_| out)
-        })
-    }
-
-    /// Non-blocking [`Group::gather`].
-    pub fn gather_async<T: Element>(
-        &self,
-        local: Vec<T>,
-        count: usize,
-        root: usize,
-    ) -> Work<Vec<T>> {
-        let algo = self.algo;
-        let out_len = if self.rank() == root { count } else { 0 };
-        self.spawn("gather_async", move |c| {
-            let mut out = vec![T::zeroed(); out_len];
-            ops::gather_into(c, algo, &local, &mut out, count, root).map(|_| out)
-        })
-    }
-
-    /// Non-blocking [`Group::all_to_all`].
-    pub fn all_to_all_async<T: Element>(&self, input: Vec<T>) -> Work<Vec<T>> {
-        let algo = self.algo;
-        let out_len = self.size() * self.chunk_len(input.len());
-        self.spawn("all_to_all_async", move |c| {
-            let mut out = vec![T::zeroed(); out_len];
-            ops::all_to_all_into(c, algo, &input, &mut out).map(|_| out)
-        })
-    }
-
-    /// Non-blocking [`Group::barrier`].
-    pub fn barrier_async(&self) -> Work<()> {
-        let algo = self.algo;
-        self.spawn("barrier_async", move |c| ops::barrier(c, algo))
-    }
-
-    /// Non-blocking [`Group::send`]: the handle gives the buffer back once it is sent.
-    pub fn send_async<T: Element>(&self, buf: Vec<T>, dst: usize) -> Work<Vec<T>> {
-        self.spawn("send_async", move |c| ops::send(c, &buf, dst).map(|_| buf))
-    }
-
-    /// Non-blocking [`Group::recv`]: the handle gives the buffer back holding the message.
-    pub fn recv_async<T: Element>(&self, mut buf: Vec<T>, src: usize) -> Work<Vec<T>> {
-        self.spawn("recv_async", move |c| {
-            ops::recv(c, &mut buf, src).map(|_| buf)
-        })
+    #[test]
+    fn wait_for_says_whether_the_work_has_finished() {
+        let g = Group::alone();
+        let w = g.barrier_async();
+        assert!(w.wait_for(std::time::Duration::from_secs(60)));
+        assert!(w.test());
+        w.wait().unwrap();
     }
 }

@@ -2,32 +2,15 @@
 //! and copy results out. Each takes the core and an optional forced algorithm.
 
 use super::core::{CollCall, Core};
+use crate::comm::{check_all_gather, check_len, check_reduce_scatter, check_root, finish_avg};
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::executor::WorkView;
 use crate::reduce::ReduceOp;
 use crate::schedule::{chunk_span, Algo, Collective};
 
 fn bytes<T: Element>(v: &[T]) -> usize {
     std::mem::size_of_val(v)
-}
-
-fn check_root(core: &Core, what: &str, root: usize) -> Result<()> {
-    if root >= core.size {
-        return Err(Error::invalid(format!(
-            "{what}: root {root} is out of range; the group has ranks 0..{}",
-            core.size
-        )));
-    }
-    Ok(())
-}
-
-fn finish_avg<T: Element>(core: &Core, op: ReduceOp, out: &mut [T]) {
-    if op == ReduceOp::Avg {
-        for x in out {
-            *x = x.div_count(core.size);
-        }
-    }
 }
 
 /// The call of `coll` with `algo` and `op` on `count` elements of `T`.
@@ -99,7 +82,7 @@ pub(crate) fn all_reduce<T: Element>(
     let coll = Collective::AllReduce;
     let algo = core.algo_for(coll, algo, bytes(buf))?;
     run(core, coll, algo, Some(op), buf.len(), buf)?;
-    finish_avg(core, op, buf);
+    finish_avg(op, core.size, buf);
     Ok(())
 }
 
@@ -109,7 +92,7 @@ pub(crate) fn broadcast<T: Element>(
     buf: &mut [T],
     root: usize,
 ) -> Result<()> {
-    check_root(core, "broadcast", root)?;
+    check_root(core.size, "broadcast", root)?;
     let coll = Collective::Broadcast { root };
     let algo = core.algo_for(coll, algo, bytes(buf))?;
     run(core, coll, algo, None, buf.len(), buf)
@@ -123,12 +106,12 @@ pub(crate) fn reduce<T: Element>(
     root: usize,
 ) -> Result<()> {
     check_op::<T>(op)?;
-    check_root(core, "reduce", root)?;
+    check_root(core.size, "reduce", root)?;
     let coll = Collective::Reduce { root };
     let algo = core.algo_for(coll, algo, bytes(buf))?;
     if core.rank == root {
         run(core, coll, algo, Some(op), buf.len(), buf)?;
-        finish_avg(core, op, buf);
+        finish_avg(op, core.size, buf);
         Ok(())
     } else {
         // Non-roots keep their buffer: a leaf of the tree only sends it; a rank that reduces
@@ -151,12 +134,7 @@ pub(crate) fn all_gather_into<T: Element>(
     out: &mut [T],
 ) -> Result<()> {
     let mine = chunk_span(out.len(), core.size, core.rank);
-    if local.len() != mine.len() {
-        return Err(Error::invalid(format!(
-            "all_gather_into: rank {} passed {} elements but an output of {} elements over {} ranks gives it {} (chunks split as evenly as possible, the first ones larger)",
-            core.rank, local.len(), out.len(), core.size, mine.len()
-        )));
-    }
+    check_all_gather(core.rank, core.size, local.len(), out.len())?;
     let coll = Collective::AllGather;
     // The largest chunk's bytes, the same on every rank (which must choose the same algorithm).
     let largest = chunk_span(out.len(), core.size, 0).len() * std::mem::size_of::<T>();
@@ -182,22 +160,14 @@ pub(crate) fn reduce_scatter_into<T: Element>(
 ) -> Result<()> {
     check_op::<T>(op)?;
     let mine = chunk_span(input.len(), core.size, core.rank);
-    if out.len() != mine.len() {
-        return Err(Error::invalid(format!(
-            "reduce_scatter_into: rank {} gets {} of the {} input elements but its output holds {}",
-            core.rank,
-            mine.len(),
-            input.len(),
-            out.len()
-        )));
-    }
+    check_reduce_scatter(core.rank, core.size, input.len(), out.len())?;
     let coll = Collective::ReduceScatter;
     let algo = core.algo_for(coll, algo, bytes(input))?;
     // Where this rank only reduces into its own chunk (the ring of 2), it does so in `out`.
     out.copy_from_slice(&input[mine.clone()]);
     let call = (coll, algo, Some(op));
     if run_direct(core, call, input.len(), input, 0, out, mine.start)? {
-        finish_avg(core, op, out);
+        finish_avg(op, core.size, out);
         return Ok(());
     }
     core.with_work(input.len(), |work| {
@@ -206,16 +176,7 @@ pub(crate) fn reduce_scatter_into<T: Element>(
         out.copy_from_slice(&work[mine]);
         Ok(())
     })?;
-    finish_avg(core, op, out);
-    Ok(())
-}
-
-fn check_len(what: &str, name: &str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(Error::invalid(format!(
-            "{what}: `{name}` holds {got} elements but must hold {want} (chunks are the even split of the total count, the first ones one longer)"
-        )));
-    }
+    finish_avg(op, core.size, out);
     Ok(())
 }
 
@@ -227,7 +188,7 @@ pub(crate) fn scatter_into<T: Element>(
     count: usize,
     root: usize,
 ) -> Result<()> {
-    check_root(core, "scatter", root)?;
+    check_root(core.size, "scatter", root)?;
     if core.rank == root {
         check_len("scatter on the root", "input", input.len(), count)?;
     }
@@ -267,7 +228,7 @@ pub(crate) fn gather_into<T: Element>(
     count: usize,
     root: usize,
 ) -> Result<()> {
-    check_root(core, "gather", root)?;
+    check_root(core.size, "gather", root)?;
     let mine = chunk_span(count, core.size, core.rank);
     check_len("gather", "local", local.len(), mine.len())?;
     let coll = Collective::Gather { root };

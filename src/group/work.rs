@@ -1,5 +1,6 @@
 //! Handles of non-blocking operations, and the worker thread that runs them in issue order.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::mpsc;
@@ -98,8 +99,9 @@ impl<T> Published<T> {
 }
 
 impl<T> Work<T> {
-    /// A work that is already finished.
-    pub(crate) fn ready(result: Result<T>) -> Work<T> {
+    /// A work that is already finished with `result`: what a backend with no background engine
+    /// returns from [`crate::Communicator::submit`].
+    pub fn ready(result: Result<T>) -> Work<T> {
         let (w, c) = pending();
         c.complete(result);
         w
@@ -124,6 +126,28 @@ impl<T> Work<T> {
                 Err(p) => p.into_inner(),
             };
         }
+    }
+
+    /// Blocks until the operation finishes or `limit` passes: true once it has finished (then
+    /// [`Work::wait`] returns at once), as [`Work::test`] says. How a binding waits in slices,
+    /// checking for signals between them.
+    pub fn wait_for(&self, limit: std::time::Duration) -> bool {
+        let mut slot = match self.shared.slot.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        let deadline = std::time::Instant::now() + limit;
+        while !slot.released {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            slot = match self.shared.done.wait_timeout(slot, deadline - now) {
+                Ok(s) => s.0,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        true
     }
 
     /// True once the operation has finished (successfully or not); `wait` then returns at once.
@@ -213,4 +237,31 @@ impl Worker {
             )),
         }
     }
+}
+
+thread_local! {
+    /// The group (its core's address) whose job this thread is running, 0 if none.
+    static IN_JOB: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks this thread as running a job of the group at `core`, in that job's turn, until dropped:
+/// the calls the job makes on the group run in its turn instead of queueing behind it.
+pub(crate) struct InJob(usize);
+
+impl InJob {
+    pub(crate) fn enter<T>(core: &Arc<T>) -> InJob {
+        InJob(IN_JOB.with(|j| j.replace(Arc::as_ptr(core) as *const () as usize)))
+    }
+}
+
+impl Drop for InJob {
+    fn drop(&mut self) {
+        IN_JOB.with(|j| j.set(self.0));
+    }
+}
+
+/// Whether this thread is running a job of the group at `core` ([`InJob`]).
+#[inline]
+pub(crate) fn in_job_of<T>(core: &Arc<T>) -> bool {
+    IN_JOB.with(|j| j.get() == Arc::as_ptr(core) as *const () as usize)
 }

@@ -59,7 +59,9 @@
 //!   `mpirun --mca op ^avx`) for results that agree with psyne's.
 //! - A collective of zero elements in total returns at once without calling MPI (every rank
 //!   passes the same total, so every rank skips it alike; Open MPI refuses some such calls).
-//! - Every call blocks the calling thread; there are no deadlines.
+//! - Every call blocks the calling thread; there are no deadlines. The `_async` forms
+//!   ([`Communicator::all_reduce_async`], ...) have no background engine to run on: each runs
+//!   at once, in the call that issues it, and returns a finished [`crate::Work`].
 //! - [`init`] initializes MPI with `MPI_THREAD_FUNNELED` ([`init_with`] chooses): [`MpiComm`] is
 //!   neither `Send` nor `Sync`, so only the thread that initialized it uses it. Other threads (a
 //!   native group's) may exist.
@@ -73,9 +75,12 @@ mod raw;
 pub use crate::launch::announced_world_size_with as launcher_world_size_with;
 pub use native::native_group;
 
-use crate::comm::Communicator;
+use crate::comm::{
+    check_all_gather, check_len, check_reduce_scatter, check_root, finish_avg, Communicator,
+};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
+use crate::group::Work;
 use crate::reduce::ReduceOp;
 use crate::schedule::chunk_span;
 use ::mpi::collective::SystemOperation;
@@ -198,12 +203,7 @@ impl MpiComm {
     }
 
     fn check_root(&self, what: &str, root: usize) -> Result<::mpi::Rank> {
-        if root >= self.size {
-            return Err(Error::invalid(format!(
-                "{what}: root {root} is out of range; the group has ranks 0..{}",
-                self.size
-            )));
-        }
+        check_root(self.size, what, root)?;
         layout::to_count(root, what)
     }
 
@@ -251,14 +251,6 @@ fn system_op(op: ReduceOp) -> SystemOperation {
         ReduceOp::BAnd => SystemOperation::bitwise_and(),
         ReduceOp::BOr => SystemOperation::bitwise_or(),
         ReduceOp::BXor => SystemOperation::bitwise_xor(),
-    }
-}
-
-fn finish_avg<T: Element>(op: ReduceOp, size: usize, buf: &mut [T]) {
-    if op == ReduceOp::Avg {
-        for x in buf {
-            *x = x.div_count(size);
-        }
     }
 }
 
@@ -506,16 +498,6 @@ mod typed {
     }
 }
 
-fn check_len(what: &str, name: &str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(Error::invalid(format!(
-            "{what}: `{name}` holds {got} elements but must hold {want} (chunks are the even \
-             split of the total count, the first ones one longer)"
-        )));
-    }
-    Ok(())
-}
-
 impl Communicator for MpiComm {
     fn backend(&self) -> &'static str {
         "mpi"
@@ -571,18 +553,7 @@ impl Communicator for MpiComm {
     }
 
     fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
-        let mine = chunk_span(out.len(), self.size, self.rank);
-        if local.len() != mine.len() {
-            return Err(Error::invalid(format!(
-                "all_gather_into: rank {} passed {} elements but an output of {} elements over \
-                 {} ranks gives it {} (chunks split as evenly as possible, the first ones larger)",
-                self.rank,
-                local.len(),
-                out.len(),
-                self.size,
-                mine.len()
-            )));
-        }
+        check_all_gather(self.rank, self.size, local.len(), out.len())?;
         if out.is_empty() {
             return Ok(());
         }
@@ -598,17 +569,7 @@ impl Communicator for MpiComm {
         op: ReduceOp,
     ) -> Result<()> {
         check_reduction::<T>("reduce_scatter", op)?;
-        let mine = chunk_span(input.len(), self.size, self.rank);
-        if out.len() != mine.len() {
-            return Err(Error::invalid(format!(
-                "reduce_scatter_into: rank {} gets {} of the {} input elements but its output \
-                 holds {}",
-                self.rank,
-                mine.len(),
-                input.len(),
-                out.len()
-            )));
-        }
+        check_reduce_scatter(self.rank, self.size, input.len(), out.len())?;
         layout::to_count(input.len(), "reduce_scatter")?;
         if input.is_empty() {
             return Ok(());
@@ -702,6 +663,16 @@ impl Communicator for MpiComm {
             typed::send::<W>(&self.world, cast::<T, W>(buf)?, dst);
         });
         Ok(())
+    }
+
+    /// Runs `f` at once, on this thread: this backend has no background engine, so its `_async`
+    /// forms return a finished [`Work`].
+    fn submit<R, F>(&self, _what: &str, f: F) -> Work<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Self) -> Result<R> + Send + 'static,
+    {
+        Work::ready(f(self))
     }
 
     fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {

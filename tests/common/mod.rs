@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use psyne::tuning::Tuning;
+use psyne::Communicator;
 use psyne::MemoryStore;
 use psyne::TransportPolicy;
 use psyne::{Group, GroupOptions};

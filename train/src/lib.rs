@@ -34,6 +34,7 @@ pub mod trainer;
 
 pub use args::{Args, Config};
 
+use psyne::Communicator;
 use std::time::Instant;
 
 /// What can go wrong.

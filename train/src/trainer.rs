@@ -9,6 +9,7 @@ use crate::model::{self, Scratch, Shape, BACKWARD_ORDER};
 use crate::rng::Rng;
 use crate::{Context, Error};
 use psyne::schedule::chunk_span;
+use psyne::Communicator;
 use psyne::{Group, ReduceOp, Work};
 use std::fmt;
 use std::time::{Duration, Instant};

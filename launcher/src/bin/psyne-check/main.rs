@@ -37,7 +37,7 @@
 mod shrink;
 
 use psyne::conformance::{self, Mismatch};
-use psyne::ReduceOp;
+use psyne::{Communicator, ReduceOp};
 use std::process::ExitCode;
 
 /// Which implementation of the collectives to check.
@@ -434,7 +434,6 @@ mod mpi_backends {
 mod mpi_backends {
     use super::*;
     use psyne::mpi::MpiComm;
-    use psyne::Communicator;
     use psyne::{bf16, f16, DType, ErrorKind};
 
     pub fn run(args: &Args) -> ExitCode {

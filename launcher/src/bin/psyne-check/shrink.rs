@@ -14,6 +14,7 @@
 //! Each survivor prints `rank R: shrunk to S ranks as rank R2: ...` with the conformance verdict;
 //! the victims print `rank R: killing itself ...` first.
 
+use psyne::Communicator;
 use psyne::{conformance, Group, ReduceOp};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

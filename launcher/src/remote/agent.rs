@@ -1,5 +1,5 @@
 //! The agent: `psyrun --agent`, which psyrun starts on every host of a multi-host job (over SSH,
-//! or as a local child) and talks to over the agent's stdin and stdout ([`super::wire`]).
+//! or as a local child) and talks to over the agent's stdin and stdout ([`super::protocol`]).
 //!
 //! It says hello (version, host name, cores, a free port), receives its host's part of the job,
 //! checks it (programs found, directories present, bindings planned on this host with hwloc)
@@ -15,8 +15,8 @@
 //! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
 
 use super::agent_mpi::AgentMpi;
+use super::protocol::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use super::relay::{ReachOrder, Relay};
-use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
 use crate::pmi::SilenceCheck;

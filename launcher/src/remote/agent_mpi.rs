@@ -3,7 +3,7 @@
 //! through the job's store ([`StoreExchange`]). Aborts go to psyrun as [`FromAgent::Aborted`].
 
 use super::agent::Out;
-use super::wire::{FromAgent, JobSpec};
+use super::protocol::{FromAgent, JobSpec};
 use crate::pmi::{
     self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Served,
     SilenceCheck, StoreExchange,

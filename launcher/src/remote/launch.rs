@@ -14,7 +14,7 @@
 use super::lines::{Frame, Outputs};
 use super::link::{AgentLink, HostEvent, LinkEvent};
 use super::preflight::{Preflight, PreflightSettings, Reached};
-use super::wire::{FromAgent, JobSpec, MpiSpec, RankSpec, ToAgent};
+use super::protocol::{FromAgent, JobSpec, MpiSpec, RankSpec, ToAgent};
 use crate::args::Launch;
 use crate::hosts::{self, HostList};
 use crate::job::{self, JobInfo};

@@ -6,7 +6,7 @@
 //! to say for [`HEARTBEAT`], and reports the link closed (with why) exactly once.
 
 use super::agent::HEARTBEAT;
-use super::wire::{FrameReader, FromAgent, ToAgent};
+use super::protocol::{FrameReader, FromAgent, ToAgent};
 use crate::spawn::helper_thread;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -4,9 +4,9 @@
 
 use super::agent::AGENT_FLAG;
 use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent, Route};
+use super::protocol::{FromAgent, RelayRoute, ToAgent};
 use super::ssh::{self, SshSettings};
 use super::tree;
-use super::wire::{FromAgent, RelayRoute, ToAgent};
 use crate::hosts::{Host, HostList};
 use crate::quote::{command_line, shell_quote};
 use std::ffi::OsString;

@@ -11,9 +11,9 @@
 
 use super::agent::Out;
 use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent, Route};
+use super::protocol::{FromAgent, RelayHost, RelayRoute, ToAgent};
 use super::ssh;
 use super::tree;
-use super::wire::{FromAgent, RelayHost, RelayRoute, ToAgent};
 use crate::spawn::helper_thread;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -11,8 +11,8 @@
 
 use super::agent::HEARTBEAT;
 use super::link::{AgentLink, HostEvent, Route, IDLE_POLL};
+use super::protocol::{FrameReader, ToAgent};
 use super::ssh_config::{HostKeyPolicy, SshConfig};
-use super::wire::{FrameReader, ToAgent};
 use crate::hosts::Host;
 use crate::spawn::helper_thread;
 use ssh2::{CheckResult, KnownHostFileKind, Session};

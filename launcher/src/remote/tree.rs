@@ -8,14 +8,14 @@
 //! are 32 hosts reached by psyrun, each reaching 31: two levels.
 //!
 //! Messages to a host below go down as [`ToAgent::Relay`] and
-//! what it says comes up wrapped ([`super::wire`]); heartbeats are per hop, so a relay that is
+//! what it says comes up wrapped ([`super::protocol`]); heartbeats are per hop, so a relay that is
 //! lost makes psyrun report its whole subtree lost, and the hosts below it, hearing nothing from
 //! their relay, stop their ranks themselves.
 
 use super::agent::{path_bytes, path_from};
+use super::protocol::{RelayHost, ToAgent};
 use super::ssh::SshTarget;
 use super::ssh_config::HostKeyPolicy;
-use super::wire::{RelayHost, ToAgent};
 use std::time::Duration;
 
 /// The width when `--tree-width` is not given: up to this many hosts psyrun reaches every host

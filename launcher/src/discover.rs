@@ -5,12 +5,12 @@
 //! [`PreflightSettings`] that [`crate::remote::preflight`] uses.
 
 use crate::args::{Launch, RemoteArgs};
+use crate::error::Error;
 use crate::hosts::{self, HostList, HostsError};
 use crate::remote::preflight::is_local_name;
 use crate::remote::ssh::SshSettings;
 use crate::remote::ssh_config::SshConfig;
 use crate::remote::{LauncherKind, PreflightSettings};
-use crate::Error;
 use std::path::PathBuf;
 
 /// The hosts of a multi-host job and how to reach them, or `None` for a job on this machine

@@ -23,6 +23,7 @@
 //! | [`dry_run`] | the one `--dry-run` formatter, for jobs here and on several hosts |
 //! | [`spawn`] | starting a rank (a `vfork`-style clone, bound, in its own process group known to the watchdog before it runs) and watching its output and end; signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
+//! | [`termination`] | how a rank ended (exit code, signal), and signal names |
 //! | [`supervise`] | waiting for ranks, signals and deadlines; stopping the job (SIGTERM, grace, SIGKILL) |
 //! | [`restart`] | `--max-restarts`: running a failed job again, each attempt a new generation |
 //! | [`remote`] | jobs on several hosts: SSH, the agent, its protocol, the preflight |
@@ -56,6 +57,7 @@ pub mod remote;
 pub mod restart;
 pub mod spawn;
 pub mod supervise;
+pub mod termination;
 pub mod textfile;
 pub mod watchdog;
 
@@ -66,7 +68,8 @@ pub use local::run_plan;
 pub use output::OUTPUT_DRAIN;
 pub use plan::{describe_cpus, prepare, x_values, JobPlan, RankPlan};
 pub use quote::shell_quote;
-pub use supervise::{Cause, Outcome, RankReport, Termination};
+pub use supervise::{Cause, Outcome, RankReport};
+pub use termination::Termination;
 
 use output::Console;
 use remote::PreflightSettings;
@@ -81,7 +84,7 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if args.get(1).map(OsString::as_os_str) == Some(OsStr::new(remote::agent::AGENT_FLAG)) {
+    if args.get(1).map(OsString::as_os_str) == Some(OsStr::new(remote::constants::AGENT_FLAG)) {
         return remote::agent::main();
     }
     let launch = match Launch::parse_from(args) {

@@ -5,9 +5,10 @@
 
 use crate::args::{EnvVar, Launch};
 use crate::binding::{self, RankBinding};
+use crate::error::Error;
 use crate::placement::{self, HostSlots, Placement};
 use crate::pmi::{self, Served};
-use crate::{job, program, Error};
+use crate::{job, program};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

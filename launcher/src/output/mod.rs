@@ -12,8 +12,7 @@ pub mod console;
 
 pub use console::{Console, WriterId, STALL};
 
-use crate::args::Launch;
-use crate::Error;
+use crate::error::Error;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -154,23 +153,37 @@ pub struct Look {
     pub show: bool,
 }
 
-impl Look {
-    /// The look of rank `rank`, which runs on `host`, under `launch`.
-    pub fn of(launch: &Launch, host: &str, rank: usize) -> Look {
+/// How every rank's lines look, for the whole job: built from the command line
+/// (`--tag-output`, `--timestamp-output`, `--ranks`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LookPlan {
+    /// Prefix lines with `[host][rank] `.
+    pub tag: bool,
+    /// Stamp lines with the time they were read.
+    pub timestamp: bool,
+    /// Show only these ranks' lines (sorted, no duplicates); all if `None`.
+    pub show: Option<Vec<usize>>,
+}
+
+impl LookPlan {
+    /// The look of rank `rank`, which runs on `host`.
+    pub fn look(&self, host: &str, rank: usize) -> Look {
         Look {
-            prefix: if launch.tag_output {
+            prefix: if self.tag {
                 format!("[{host}][{rank}] ")
             } else {
                 String::new()
             },
-            timestamp: launch.timestamp_output,
-            show: launch
-                .show_ranks
+            timestamp: self.timestamp,
+            show: self
+                .show
                 .as_ref()
-                .map_or(true, |s| s.contains(rank)),
+                .map_or(true, |s| s.binary_search(&rank).is_ok()),
         }
     }
+}
 
+impl Look {
     /// A sink for one of the rank's streams with this look, and its `--output-dir` file if any.
     pub fn sink(&self, console: &Arc<Console>, stream: Stream, file: Option<RankFile>) -> Sink {
         Sink::new(console.clone(), stream, self.clone(), file)

@@ -2,14 +2,14 @@
 //! decided here where the programs are, and one service per interface whose job-wide rounds go
 //! through the job's store ([`StoreExchange`]). Aborts go to psyrun as [`FromAgent::Aborted`].
 
-use super::agent::Out;
+use super::agent_out::Out;
 use super::protocol::{FromAgent, JobSpec};
+use crate::error::Error;
 use crate::pmi::{
     self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Served,
     SilenceCheck, StoreExchange,
 };
 use crate::spawn::RankCommand;
-use crate::Error;
 use psyne::Secret;
 use std::ffi::OsStr;
 use std::sync::Arc;

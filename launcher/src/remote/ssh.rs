@@ -9,7 +9,7 @@
 //! terminal sshd does not signal the command when the connection drops; the agent therefore
 //! watches its stdin and heartbeat and stops its ranks itself (see [`super::agent`]).
 
-use super::agent::HEARTBEAT;
+use super::constants::HEARTBEAT;
 use super::link::{AgentLink, HostEvent, Route, IDLE_POLL};
 use super::protocol::{FrameReader, ToAgent};
 use super::ssh_config::{HostKeyPolicy, SshConfig};
@@ -269,7 +269,7 @@ pub fn agent_command(remote_psyrun: &Path) -> String {
     format!(
         "exec {} {}",
         crate::quote::shell_quote(remote_psyrun.as_os_str()),
-        super::agent::AGENT_FLAG
+        super::constants::AGENT_FLAG
     )
 }
 

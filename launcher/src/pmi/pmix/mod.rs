@@ -86,17 +86,18 @@ pub mod fence;
 pub mod ffi;
 pub mod info;
 pub mod server;
+pub mod shared;
 pub mod upcalls;
 
 use super::{Exchange, HostService, JobMap, RankAccess, Reporter};
 use ffi::{Proc, ServerApi};
+use shared::Shared;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use upcalls::Shared;
 
 /// The PMIx service of one host of a job; stopped on drop.
 pub struct PmixService {

@@ -62,6 +62,7 @@ mod conn;
 mod kvs;
 pub mod leftovers;
 pub mod mapping;
+mod round;
 mod server;
 pub mod wire;
 

@@ -1,9 +1,9 @@
 //! The service's one thread: poll(2) over the wake-up socket and every rank's socket, the
 //! barrier across hosts, deadlines.
 
-use super::barrier::Barrier;
 use super::conn::{Conn, Read1, State};
 use super::kvs::Kvs;
+use super::round::Barrier;
 use super::wire::{self, Framing, Message};
 use crate::pmi::{Exchange, JobMap, Report, Reporter};
 use std::io::Read;

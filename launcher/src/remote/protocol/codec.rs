@@ -89,6 +89,14 @@ impl<'a> Dec<'a> {
     }
 }
 
+/// Prepends the length to a body.
+pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
 /// One field's byte form: how a value of `T` is written, and read back (errors name the field).
 pub(crate) trait Codec<T> {
     /// Appends `v`.
@@ -383,7 +391,7 @@ macro_rules! message {
         impl $ty {
             /// The message as one frame.
             pub fn encode(&self) -> Vec<u8> {
-                $crate::remote::protocol::frame::frame(&self.body())
+                $crate::remote::protocol::codec::frame(&self.body())
             }
 
             /// The message's frame body (what a relayed message carries).

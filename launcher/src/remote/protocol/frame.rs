@@ -5,14 +5,6 @@ use super::codec::WireError;
 /// The largest frame accepted (a piece of a rank's output is at most [`crate::output::PIECE`]).
 pub const MAX_FRAME: usize = 16 << 20;
 
-/// Prepends the length to a body.
-pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 4);
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(body);
-    out
-}
-
 /// Splits a byte stream into frame bodies: feed it what was read, take whole frames out.
 #[derive(Debug, Default)]
 pub struct FrameReader {

@@ -45,6 +45,9 @@ use codec::{
     message, record, tagged, Bool, Bytes, Either, Flag, Int, List, Opt, Pair, Rec, Str, Stream,
 };
 pub use frame::{FrameReader, MAX_FRAME};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
 /// What an agent is told to do with the ranks it starts, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,9 +124,9 @@ pub enum Ended {
     Unknown(String),
 }
 
-impl From<crate::supervise::Termination> for Ended {
-    fn from(t: crate::supervise::Termination) -> Ended {
-        use crate::supervise::Termination as T;
+impl From<crate::termination::Termination> for Ended {
+    fn from(t: crate::termination::Termination) -> Ended {
+        use crate::termination::Termination as T;
         match t {
             T::Exited(c) => Ended::Exited(c),
             T::Signaled(s) => Ended::Signaled(s),
@@ -132,9 +135,9 @@ impl From<crate::supervise::Termination> for Ended {
     }
 }
 
-impl From<Ended> for crate::supervise::Termination {
-    fn from(e: Ended) -> crate::supervise::Termination {
-        use crate::supervise::Termination as T;
+impl From<Ended> for crate::termination::Termination {
+    fn from(e: Ended) -> crate::termination::Termination {
+        use crate::termination::Termination as T;
         match e {
             Ended::Exited(c) => T::Exited(c),
             Ended::Signaled(s) => T::Signaled(s),
@@ -335,6 +338,16 @@ pub enum FromAgent {
         /// Its agent's exit status, if known.
         status: Option<i32>,
     },
+}
+
+/// `path` as wire bytes.
+pub fn path_bytes(path: &Path) -> Vec<u8> {
+    path.as_os_str().as_bytes().to_vec()
+}
+
+/// Wire bytes as a path (the inverse of [`path_bytes`]).
+pub fn path_from(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsString::from_vec(bytes.to_vec()))
 }
 
 // The message table: every message and struct on the wire, its tag and its fields in wire

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The default `--grace`: seconds between SIGTERM and SIGKILL when psyrun stops ranks.
+#[cfg(test)]
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// The separator of MPMD programs on the command line.

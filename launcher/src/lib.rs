@@ -36,40 +36,47 @@
 //! nothing started), then [`run_plan`] starts and supervises it. `--dry-run` prints the plan
 //! ([`JobPlan::describe`]) instead of running it. A job on several hosts goes from
 //! [`host_list`] to [`remote::launch::run`].
+//!
+//! The public API is what psyrun's users call: [`cli_main`] (the binary), [`run`] and
+//! [`launch`] with [`Options`] and [`Launch`] (psybench), their results ([`Outcome`],
+//! [`Error`]), [`textfile`] (psybench reads its files with it) and [`pmi`] (the MPI services,
+//! tested on their own). Every other module is internal: `cargo doc --document-private-items`
+//! shows them. No module imports another that imports it back, directly or through others:
+//! shared constants live in leaves ([`remote::constants`], [`termination`]), and [`output`] is
+//! configured by a plan ([`output::LookPlan`]), never by the command line's structs.
 
-pub mod args;
-pub mod binding;
-pub mod discover;
-pub mod dry_run;
-pub mod error;
-pub mod exit;
-pub mod hosts;
-pub mod job;
-pub mod local;
-pub mod losses;
-pub mod output;
-pub mod placement;
-pub mod plan;
+mod args;
+mod binding;
+mod discover;
+mod dry_run;
+mod error;
+mod exit;
+mod hosts;
+mod job;
+mod local;
+mod losses;
+mod output;
+mod placement;
+mod plan;
 pub mod pmi;
-pub mod program;
-pub mod quote;
-pub mod remote;
-pub mod restart;
-pub mod spawn;
-pub mod supervise;
-pub mod termination;
+mod program;
+mod quote;
+mod remote;
+mod restart;
+mod spawn;
+mod supervise;
+mod termination;
 pub mod textfile;
-pub mod watchdog;
+mod watchdog;
 
 pub use args::{Launch, Options};
-pub use discover::host_list;
 pub use error::Error;
-pub use local::run_plan;
-pub use output::OUTPUT_DRAIN;
-pub use plan::{describe_cpus, prepare, x_values, JobPlan, RankPlan};
-pub use quote::shell_quote;
 pub use supervise::{Cause, Outcome, RankReport};
 pub use termination::Termination;
+
+use discover::host_list;
+use local::run_plan;
+use plan::prepare;
 
 use output::Console;
 use remote::PreflightSettings;

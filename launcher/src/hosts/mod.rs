@@ -46,8 +46,8 @@ pub mod hostfile;
 pub mod slurm;
 pub mod spec;
 
-pub use hostfile::{parse_hostfile, read_hostfile};
-pub use slurm::{compress_nodelist, expand_nodelist, from_slurm_env, parse_tasks_per_node};
+pub use hostfile::read_hostfile;
+pub use slurm::from_slurm_env;
 pub use spec::parse_host_spec;
 
 use crate::placement::{self, HostSlots, Placement};

@@ -10,7 +10,7 @@
 
 pub mod console;
 
-pub use console::{Console, WriterId, STALL};
+pub use console::{Console, WriterId};
 
 use crate::error::Error;
 use std::fs::File;
@@ -302,6 +302,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    use super::console::STALL;
     use super::*;
     use std::sync::Mutex;
 

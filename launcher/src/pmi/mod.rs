@@ -215,7 +215,7 @@ pub trait HostService: Send {
 mod elf;
 mod exchange;
 pub use exchange::StoreExchange;
-pub mod detect;
+mod detect;
 mod outer;
 pub use outer::outer_launcher_variable;
 mod serve;

@@ -81,13 +81,13 @@
 //! across hosts. libpmix keeps the host name it was started with for the process's life: a
 //! later job of the same process must run on the same host name (psyrun's and an agent's do).
 
-pub mod env;
-pub mod fence;
-pub mod ffi;
-pub mod info;
+mod env;
+mod fence;
+mod ffi;
+mod info;
 pub mod server;
-pub mod shared;
-pub mod upcalls;
+mod shared;
+mod upcalls;
 
 use super::{Exchange, HostService, JobMap, RankAccess, Reporter};
 use ffi::{Proc, ServerApi};

@@ -61,10 +61,10 @@ mod commands;
 mod conn;
 mod kvs;
 pub mod leftovers;
-pub mod mapping;
+mod mapping;
 mod round;
 mod server;
-pub mod wire;
+mod wire;
 
 use super::{Exchange, HostService, JobMap, RankAccess, Reporter};
 use server::{Control, Event, Server, Waker};

@@ -3,7 +3,7 @@
 //! Each message is one frame: a little-endian `u32` length, then that many bytes: a one-byte
 //! kind and the fields. Integers are little-endian, byte strings are a `u32` length and the
 //! bytes (program names, arguments and environment values are bytes, not text, so nothing is
-//! lost on the way), lists are a `u32` count and the items. A frame longer than [`MAX_FRAME`],
+//! lost on the way), lists are a `u32` count and the items. A frame longer than [`MAX_FRAME`](frame::MAX_FRAME),
 //! an unknown kind, or fields that do not fill the frame exactly are errors, never a panic.
 //!
 //! Every message and struct is declared once, in the table at the end of this file: its tag,
@@ -40,11 +40,10 @@ mod frame;
 #[cfg(test)]
 mod tests;
 
-pub use codec::WireError;
 use codec::{
     message, record, tagged, Bool, Bytes, Either, Flag, Int, List, Opt, Pair, Rec, Str, Stream,
 };
-pub use frame::{FrameReader, MAX_FRAME};
+pub use frame::FrameReader;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
 //! The message table, round trips and bad input.
+use super::frame::MAX_FRAME;
 use super::*;
 use proptest::prelude::*;
 

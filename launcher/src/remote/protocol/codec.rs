@@ -2,7 +2,7 @@
 //! the table into encode and decode (pure).
 //!
 //! A [`Codec`] is a value that knows one field's byte form and the words its errors use: an
-//! integer ([`Int`]), bytes ([`Bytes`], [`Str`]), a flag ([`Bool`], [`Flag`]), a list
+//! integer ([`Int`]), bytes ([`Bytes`], [`Str`]), a flag ([`Bool`]), a list
 //! ([`List`]), an optional value ([`Opt`]), a pair ([`Pair`]), either of two ([`Either`]), or a
 //! struct or enum of the table ([`Rec`], through [`Fields`]). The table declares each field
 //! once, with its codec; [`record!`] and [`tagged!`] write both directions from that line.
@@ -148,27 +148,38 @@ impl<T: Le> Codec<T> for Int<'_> {
     }
 }
 
-/// A boolean: one byte, 0 or 1 (anything else is an error).
-pub(crate) struct Bool(pub(crate) &'static str);
+/// A boolean: one byte, 1 for true. [`Bool::strict`] refuses anything but 0 and 1;
+/// [`Bool::lax`] reads any byte but 0 as true.
+pub(crate) struct Bool {
+    what: &'static str,
+    strict: bool,
+}
+
+impl Bool {
+    /// 0 or 1, anything else an error.
+    pub(crate) const fn strict(what: &'static str) -> Bool {
+        Bool { what, strict: true }
+    }
+
+    /// 0 false, anything else true.
+    pub(crate) const fn lax(what: &'static str) -> Bool {
+        Bool {
+            what,
+            strict: false,
+        }
+    }
+}
 
 impl Codec<bool> for Bool {
     fn put(&self, e: &mut Enc, v: &bool) {
         e.0.push(u8::from(*v));
     }
     fn get(&self, d: &mut Dec<'_>) -> Result<bool, WireError> {
-        d.bool(self.0)
-    }
-}
-
-/// A flag: one byte, 0 for false, anything else true.
-pub(crate) struct Flag(pub(crate) &'static str);
-
-impl Codec<bool> for Flag {
-    fn put(&self, e: &mut Enc, v: &bool) {
-        e.0.push(u8::from(*v));
-    }
-    fn get(&self, d: &mut Dec<'_>) -> Result<bool, WireError> {
-        Ok(d.u8(self.0)? != 0)
+        if self.strict {
+            d.bool(self.what)
+        } else {
+            Ok(d.u8(self.what)? != 0)
+        }
     }
 }
 

@@ -40,9 +40,7 @@ mod frame;
 #[cfg(test)]
 mod tests;
 
-use codec::{
-    message, record, tagged, Bool, Bytes, Either, Flag, Int, List, Opt, Pair, Rec, Str, Stream,
-};
+use codec::{message, record, tagged, Bool, Bytes, Either, Int, List, Opt, Pair, Rec, Str, Stream};
 pub use frame::FrameReader;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -383,7 +381,7 @@ tagged!(FromAgent, "the message kind", |k| format!("unknown message kind {k} fro
         rank: Int("the rank"),
         stream: Stream("the stream"),
         time_us: Int("the time"),
-        more: Flag("whether the line goes on"),
+        more: Bool::lax("whether the line goes on"),
         bytes: Bytes("the output"),
     },
     7 => Exited { rank: Int("the rank"), ended: Rec },
@@ -427,7 +425,7 @@ record!(BindingSpec {
     bind_to: Int("--bind-to"),
     map_by: Int("--map-by"),
     cpus_per_rank: Int("--cpus-per-rank"),
-    oversubscribe: Bool("--oversubscribe"),
+    oversubscribe: Bool::strict("--oversubscribe"),
 });
 
 record!(RankSpec {
@@ -458,7 +456,7 @@ record!(MpiSpec {
 record!(RelayHost {
     host: Int("a host's index"),
     name: Str("a host's name"),
-    local: Bool("whether the host is local"),
+    local: Bool::strict("whether the host is local"),
     address: Str("a host's address"),
     user: Str("a login"),
     port: Int("a port"),

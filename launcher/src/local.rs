@@ -9,10 +9,8 @@ use crate::job::{self, JobInfo};
 use crate::losses::{self, LossReports};
 use crate::output::{self, Console, LookPlan, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
-use crate::pmi::{
-    self, Alone as OneHost, Exchange, HostRanks, HostServing, Interface, JobMap, RankAccess,
-    SilenceCheck,
-};
+use crate::pmi::serve::{HostServing, SilenceCheck};
+use crate::pmi::{self, Alone as OneHost, Exchange, HostRanks, Interface, JobMap, RankAccess};
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
 use crate::watchdog::Watchdog;

@@ -144,7 +144,7 @@ impl CStrings {
 
 /// `NAME=VALUE` for psyrun's environment with `extra` on top (a later one of a name wins), in
 /// the order of first appearance. What an outer launcher told psyrun itself (a PMI socket, a
-/// PMIx server, an Open MPI or Slurm step's identity: [`crate::pmi::outer_launcher_variable`])
+/// PMIx server, an Open MPI or Slurm step's identity: [`crate::pmi::outer::outer_launcher_variable`])
 /// is not passed on: the ranks are psyrun's, and such a variable would make an MPI library
 /// join the outer job instead.
 fn environment(extra: &[(OsString, OsString)]) -> io::Result<CStrings> {
@@ -152,7 +152,7 @@ fn environment(extra: &[(OsString, OsString)]) -> io::Result<CStrings> {
     let mut out = CStrings::default();
     let mut inherited = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if crate::pmi::outer_launcher_variable(&k) && last_of(k.as_bytes()).is_none() {
+        if crate::pmi::outer::outer_launcher_variable(&k) && last_of(k.as_bytes()).is_none() {
             continue;
         }
         let value = last_of(k.as_bytes()).map_or(v.as_bytes(), |(_, v)| v.as_bytes());

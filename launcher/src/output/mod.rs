@@ -10,7 +10,7 @@
 
 pub mod console;
 
-pub use console::{Console, WriterId};
+pub use console::{Console, Stream, WriterId};
 
 use crate::error::Error;
 use std::fs::File;
@@ -26,34 +26,6 @@ pub const PIECE: usize = 64 * 1024;
 /// How long psyrun waits, once every rank has ended, for the ranks' output pipes to close (a
 /// process that left its rank's process group may still hold them open).
 pub const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
-
-/// Which of a rank's streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    /// Standard output.
-    Stdout = 0,
-    /// Standard error.
-    Stderr = 1,
-}
-
-impl Stream {
-    /// `stdout` or `stderr`, as used in `--output-dir` file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-
-    /// The stream numbered `n` (as the agents number them): 0 is stdout, anything else stderr.
-    pub fn from_number(n: u8) -> Stream {
-        if n == 0 {
-            Stream::Stdout
-        } else {
-            Stream::Stderr
-        }
-    }
-}
 
 /// Where one rank stream's lines go: the console, as its [`Look`] says, and its file if any.
 #[derive(Debug)]

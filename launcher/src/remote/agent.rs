@@ -24,7 +24,7 @@ use super::relay::{ReachOrder, Relay};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
 use crate::error::Error;
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
-use crate::pmi::SilenceCheck;
+use crate::pmi::serve::SilenceCheck;
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand, RankState};
 use crate::supervise::KILL_WAIT;
 use crate::watchdog::Watchdog;

@@ -5,10 +5,9 @@
 use super::agent_out::Out;
 use super::protocol::{FromAgent, JobSpec};
 use crate::error::Error;
-use crate::pmi::{
-    self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Served,
-    SilenceCheck, StoreExchange,
-};
+use crate::pmi::exchange::StoreExchange;
+use crate::pmi::serve::{self, HostServing, Served, SilenceCheck};
+use crate::pmi::{self, Exchange, HostRanks, Interface, JobMap, MpiChoice, RankAccess};
 use crate::spawn::RankCommand;
 use psyne::Secret;
 use std::ffi::OsStr;
@@ -41,7 +40,7 @@ impl AgentMpi {
             let s = match known {
                 Some((_, s)) => s.clone(),
                 None => {
-                    let s = pmi::choose(choice, &c.program, &c.args).map_err(Error::Usage)?;
+                    let s = serve::choose(choice, &c.program, &c.args).map_err(Error::Usage)?;
                     decided.push((c, s.clone()));
                     s
                 }

@@ -18,7 +18,7 @@ use super::agent_mpi::AgentMpi;
 use super::agent_out::Out;
 use super::constants::HEARTBEAT;
 use super::protocol::{
-    path_from, BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS,
+    path_from, BindingSpec, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS,
 };
 use super::relay::{ReachOrder, Relay};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
@@ -27,6 +27,7 @@ use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
 use crate::pmi::serve::SilenceCheck;
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand, RankState};
 use crate::supervise::KILL_WAIT;
+use crate::termination::Termination;
 use crate::watchdog::Watchdog;
 use crate::{exit, program};
 use std::ffi::OsString;
@@ -51,7 +52,7 @@ const RELAY_FINISH: Duration = Duration::from_secs(5);
 enum Input {
     Msg(ToAgent),
     Lost(String),
-    Exited { rank: u32, ended: Ended },
+    Exited { rank: u32, ended: Termination },
     Drained,
 }
 
@@ -425,7 +426,7 @@ impl Agent {
                         }
                         let _ = tx.send(Input::Exited {
                             rank,
-                            ended: termination.into(),
+                            ended: termination,
                         });
                         return;
                     }
@@ -488,7 +489,7 @@ impl Agent {
     }
 
     /// Rank `rank` ended: noted, and reported to psyrun.
-    fn on_exit(&mut self, rank: u32, ended: Ended) {
+    fn on_exit(&mut self, rank: u32, ended: Termination) {
         if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
             r.ended = true;
         }

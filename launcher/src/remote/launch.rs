@@ -728,7 +728,7 @@ impl Router {
             LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {
                 let _ = self.supervisor.send(Event::Exited {
                     rank: rank as usize,
-                    termination: ended.into(),
+                    termination: ended,
                 });
             }
             LinkEvent::Closed { why, .. } => {

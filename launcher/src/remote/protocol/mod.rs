@@ -40,6 +40,7 @@ mod frame;
 #[cfg(test)]
 mod tests;
 
+use crate::termination::Termination;
 use codec::{message, record, tagged, Bool, Bytes, Either, Int, List, Opt, Pair, Rec, Str, Stream};
 pub use frame::FrameReader;
 use std::ffi::OsString;
@@ -108,39 +109,6 @@ pub struct RankSpec {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// `--wdir`, if given.
     pub wdir: Option<Vec<u8>>,
-}
-
-/// How a rank ended, as an agent reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
-    /// Exit code.
-    Exited(i32),
-    /// Killed by this signal.
-    Signaled(i32),
-    /// Unknown; the text says why.
-    Unknown(String),
-}
-
-impl From<crate::termination::Termination> for Ended {
-    fn from(t: crate::termination::Termination) -> Ended {
-        use crate::termination::Termination as T;
-        match t {
-            T::Exited(c) => Ended::Exited(c),
-            T::Signaled(s) => Ended::Signaled(s),
-            T::Unknown(w) => Ended::Unknown(w),
-        }
-    }
-}
-
-impl From<Ended> for crate::termination::Termination {
-    fn from(e: Ended) -> crate::termination::Termination {
-        use crate::termination::Termination as T;
-        match e {
-            Ended::Exited(c) => T::Exited(c),
-            Ended::Signaled(s) => T::Signaled(s),
-            Ended::Unknown(w) => T::Unknown(w),
-        }
-    }
 }
 
 /// psyrun → agent.
@@ -299,7 +267,7 @@ pub enum FromAgent {
         /// The rank.
         rank: u32,
         /// How.
-        ended: Ended,
+        ended: Termination,
     },
     /// Everything is drained; the agent exits.
     Done,
@@ -405,7 +373,7 @@ tagged!(FromAgent, "the message kind", |k| format!("unknown message kind {k} fro
 message!(ToAgent, "psyrun");
 message!(FromAgent, "agent");
 
-tagged!(Ended, "how it ended", |k| format!("unknown ending {k}"), {
+tagged!(Termination, "how it ended", |k| format!("unknown ending {k}"), {
     0 => Exited(code: Int("the exit code")),
     1 => Signaled(signal: Int("the signal")),
     2 => Unknown(why: Str("the reason")),

@@ -136,9 +136,9 @@ fn from_agent() -> impl Strategy<Value = FromAgent> {
             FromAgent::Exited {
                 rank,
                 ended: match k {
-                    0 => Ended::Exited(v),
-                    1 => Ended::Signaled(v),
-                    _ => Ended::Unknown(why),
+                    0 => Termination::Exited(v),
+                    1 => Termination::Signaled(v),
+                    _ => Termination::Unknown(why),
                 },
             }
         }),
@@ -281,6 +281,11 @@ fn frames_keep_their_bytes() {
          0000000400000000000000010000007001000000010000006101000000010000004b01000000560102\
          0000002f640100000000050000000000000001000000010000006801000000040000000100000000000000"
     );
+    let exited = FromAgent::Exited {
+        rank: 3,
+        ended: Termination::Signaled(9),
+    };
+    assert_eq!(hex(exited.encode()), "0a00000007030000000109000000");
     assert_eq!(
         hex(reached.encode()),
         "150000000a0200000001050000006c6f63616c010100000078"

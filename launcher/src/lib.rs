@@ -31,10 +31,10 @@
 //! | [`exit`] | the exit-code table |
 //! | [`error`] | failures of psyrun itself |
 //!
-//! A launch runs in two steps: [`prepare`] turns the [`Launch`] into a [`JobPlan`] (programs
+//! A launch runs in two steps: [`prepare`] turns the [`Launch`] into a [`JobPlan`](plan::JobPlan) (programs
 //! found, `-x` values read, working directories checked, ranks placed and bindings planned;
 //! nothing started), then [`run_plan`] starts and supervises it. `--dry-run` prints the plan
-//! ([`JobPlan::describe`]) instead of running it. A job on several hosts goes from
+//! ([`JobPlan::describe`](plan::JobPlan::describe)) instead of running it. A job on several hosts goes from
 //! [`host_list`] to [`remote::launch::run`].
 //!
 //! The public API is what psyrun's users call: [`cli_main`] (the binary), [`run`] and

@@ -385,7 +385,7 @@ pub(crate) fn parse_entry(text: &str) -> Result<Entry, String> {
 }
 
 /// Parses an entry whose host may be a host list in Slurm's (and pdsh's, Flux's) syntax, as
-/// [`expand_nodelist`] reads it: `node[01-04,07]:2` stands for `node01:2`, `node02:2`, ...,
+/// [`slurm::expand_nodelist`] reads it: `node[01-04,07]:2` stands for `node01:2`, `node02:2`, ...,
 /// `rack[1-2]-n[1-2]` for four hosts. The user and the slot count apply to every host it names.
 /// An entry without brackets (or an IPv6 address in them) is one [`parse_entry`].
 pub(crate) fn parse_entries(text: &str) -> Result<Vec<Entry>, String> {

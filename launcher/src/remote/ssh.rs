@@ -335,7 +335,7 @@ struct Driver {
 }
 
 impl Driver {
-    /// The link's loop, then its end reported as [`LinkEvent::Closed`]: why it ended and the
+    /// The link's loop, then its end reported as [`LinkEvent::Closed`](super::link::LinkEvent::Closed): why it ended and the
     /// agent's exit status if known.
     fn run(mut self) {
         self.conn.session.set_blocking(false);

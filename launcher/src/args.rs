@@ -11,6 +11,7 @@
 
 use crate::binding::{BindTo, BindingRequest, MapBy};
 use crate::exit;
+use crate::output::LookPlan;
 use clap::Parser;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The default `--grace`: seconds between SIGTERM and SIGKILL when psyrun stops ranks.
+#[cfg(test)]
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// The separator of MPMD programs on the command line.
@@ -92,7 +94,7 @@ pub struct Cli {
     /// 32: flat up to 32 hosts, two levels up to 1,056. Over SSH the agents log in onward with
     /// the keys and known_hosts psyrun would use, at the same paths. Not used under Slurm (srun
     /// fans out itself).
-    #[arg(long, value_name = "K", default_value_t = crate::remote::tree::DEFAULT_WIDTH,
+    #[arg(long, value_name = "K", default_value_t = crate::remote::constants::DEFAULT_WIDTH,
         value_parser = parse_tree_width)]
     pub tree_width: usize,
 
@@ -253,7 +255,7 @@ impl Default for RemoteArgs {
             connect_timeout: None,
             remote_psyrun: None,
             heartbeat_timeout: Duration::from_secs(10),
-            tree_width: crate::remote::tree::DEFAULT_WIDTH,
+            tree_width: crate::remote::constants::DEFAULT_WIDTH,
             check: false,
         }
     }
@@ -488,6 +490,15 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// How the ranks' lines look on the console, as this command line asks.
+    pub fn look_plan(&self) -> LookPlan {
+        LookPlan {
+            tag: self.tag_output,
+            timestamp: self.timestamp_output,
+            show: self.show_ranks.as_ref().map(|r| r.0.clone()),
+        }
+    }
+
     /// The number of ranks of the whole job.
     pub fn world_size(&self) -> usize {
         self.apps.iter().map(|a| a.ranks).sum()
@@ -745,7 +756,7 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 /// `--tree-width`: a whole number of hosts, at least 2.
 fn parse_tree_width(text: &str) -> Result<usize, String> {
-    let min = crate::remote::tree::MIN_WIDTH;
+    let min = crate::remote::constants::MIN_WIDTH;
     match text.parse::<usize>() {
         Ok(k) if k >= min => Ok(k),
         _ => Err(format!(
@@ -767,7 +778,7 @@ mod tests {
     #[test]
     fn the_tree_width_is_a_number_of_at_least_two() {
         let l = parse("-n 2 true").unwrap();
-        assert_eq!(l.remote.tree_width, crate::remote::tree::DEFAULT_WIDTH);
+        assert_eq!(l.remote.tree_width, crate::remote::constants::DEFAULT_WIDTH);
         let l = parse("--tree-width 4 -n 2 true").unwrap();
         assert_eq!(l.remote.tree_width, 4);
         for bad in ["1", "0", "x"] {

@@ -5,12 +5,12 @@
 //! [`PreflightSettings`] that [`crate::remote::preflight`] uses.
 
 use crate::args::{Launch, RemoteArgs};
+use crate::error::Error;
 use crate::hosts::{self, HostList, HostsError};
 use crate::remote::preflight::is_local_name;
 use crate::remote::ssh::SshSettings;
 use crate::remote::ssh_config::SshConfig;
 use crate::remote::{LauncherKind, PreflightSettings};
-use crate::Error;
 use std::path::PathBuf;
 
 /// The hosts of a multi-host job and how to reach them, or `None` for a job on this machine
@@ -45,12 +45,12 @@ fn usage(e: HostsError) -> Error {
 fn named_hosts(r: &RemoteArgs) -> Result<HostList, Error> {
     let mut list = HostList::new();
     for spec in &r.hosts {
-        for h in hosts::parse_host_spec(spec).map_err(usage)?.iter() {
+        for h in hosts::spec::parse_host_spec(spec).map_err(usage)?.iter() {
             list.add(h.clone()).map_err(usage)?;
         }
     }
     if let Some(file) = &r.hostfile {
-        for h in hosts::read_hostfile(file).map_err(usage)?.iter() {
+        for h in hosts::hostfile::read_hostfile(file).map_err(usage)?.iter() {
             list.add(h.clone()).map_err(usage)?;
         }
     }
@@ -83,7 +83,7 @@ fn hosts_or_allocation(
     if !named.is_empty() || !matches!(launcher, LauncherKind::Auto | LauncherKind::Slurm) {
         return Ok((named, launcher));
     }
-    match hosts::from_slurm_env(&|k| std::env::var(k).ok()).map_err(usage)? {
+    match hosts::slurm::from_slurm_env(&|k| std::env::var(k).ok()).map_err(usage)? {
         Some(slurm) => Ok((slurm, LauncherKind::Slurm)),
         None if launcher == LauncherKind::Slurm => Err(Error::Usage(
             "--launcher slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is \

@@ -23,6 +23,7 @@
 //! | [`dry_run`] | the one `--dry-run` formatter, for jobs here and on several hosts |
 //! | [`spawn`] | starting a rank (a `vfork`-style clone, bound, in its own process group known to the watchdog before it runs) and watching its output and end; signalling groups |
 //! | [`output`] | forwarding each rank's stdout and stderr line by line, never interleaved |
+//! | [`termination`] | how a rank ended (exit code, signal), and signal names |
 //! | [`supervise`] | waiting for ranks, signals and deadlines; stopping the job (SIGTERM, grace, SIGKILL) |
 //! | [`restart`] | `--max-restarts`: running a failed job again, each attempt a new generation |
 //! | [`remote`] | jobs on several hosts: SSH, the agent, its protocol, the preflight |
@@ -30,43 +31,52 @@
 //! | [`exit`] | the exit-code table |
 //! | [`error`] | failures of psyrun itself |
 //!
-//! A launch runs in two steps: [`prepare`] turns the [`Launch`] into a [`JobPlan`] (programs
+//! A launch runs in two steps: [`prepare`] turns the [`Launch`] into a [`JobPlan`](plan::JobPlan) (programs
 //! found, `-x` values read, working directories checked, ranks placed and bindings planned;
 //! nothing started), then [`run_plan`] starts and supervises it. `--dry-run` prints the plan
-//! ([`JobPlan::describe`]) instead of running it. A job on several hosts goes from
+//! ([`JobPlan::describe`](plan::JobPlan::describe)) instead of running it. A job on several hosts goes from
 //! [`host_list`] to [`remote::launch::run`].
+//!
+//! The public API is what psyrun's users call: [`cli_main`] (the binary), [`run`] and
+//! [`launch`] with [`Options`] and [`Launch`] (psybench), their results ([`Outcome`],
+//! [`Error`]), [`textfile`] (psybench reads its files with it) and [`pmi`] (the MPI services,
+//! tested on their own). Every other module is internal: `cargo doc --document-private-items`
+//! shows them. No module imports another that imports it back, directly or through others:
+//! shared constants live in leaves ([`remote::constants`], [`termination`]), and [`output`] is
+//! configured by a plan ([`output::LookPlan`]), never by the command line's structs.
 
-pub mod args;
-pub mod binding;
-pub mod discover;
-pub mod dry_run;
-pub mod error;
-pub mod exit;
-pub mod hosts;
-pub mod job;
-pub mod local;
-pub mod losses;
-pub mod output;
-pub mod placement;
-pub mod plan;
+mod args;
+mod binding;
+mod discover;
+mod dry_run;
+mod error;
+mod exit;
+mod hosts;
+mod job;
+mod local;
+mod losses;
+mod output;
+mod placement;
+mod plan;
 pub mod pmi;
-pub mod program;
-pub mod quote;
-pub mod remote;
-pub mod restart;
-pub mod spawn;
-pub mod supervise;
+mod program;
+mod quote;
+mod remote;
+mod restart;
+mod spawn;
+mod supervise;
+mod termination;
 pub mod textfile;
-pub mod watchdog;
+mod watchdog;
 
 pub use args::{Launch, Options};
-pub use discover::host_list;
 pub use error::Error;
-pub use local::run_plan;
-pub use output::OUTPUT_DRAIN;
-pub use plan::{describe_cpus, prepare, x_values, JobPlan, RankPlan};
-pub use quote::shell_quote;
-pub use supervise::{Cause, Outcome, RankReport, Termination};
+pub use supervise::{Cause, Outcome, RankReport};
+pub use termination::Termination;
+
+use discover::host_list;
+use local::run_plan;
+use plan::prepare;
 
 use output::Console;
 use remote::PreflightSettings;
@@ -81,7 +91,7 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if args.get(1).map(OsString::as_os_str) == Some(OsStr::new(remote::agent::AGENT_FLAG)) {
+    if args.get(1).map(OsString::as_os_str) == Some(OsStr::new(remote::constants::AGENT_FLAG)) {
         return remote::agent::main();
     }
     let launch = match Launch::parse_from(args) {

@@ -4,18 +4,16 @@
 //! memory they left). A [`Watchdog`] kills the ranks' process groups if psyrun dies first.
 
 use crate::args::{Launch, OnFailure};
+use crate::error::Error;
 use crate::job::{self, JobInfo};
 use crate::losses::{self, LossReports};
-use crate::output::{self, Console, Look, RankFiles, Stream, OUTPUT_DRAIN};
+use crate::output::{self, Console, LookPlan, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
-use crate::pmi::{
-    self, Alone as OneHost, Exchange, HostRanks, HostServing, Interface, JobMap, RankAccess,
-    SilenceCheck,
-};
+use crate::pmi::serve::{HostServing, SilenceCheck};
+use crate::pmi::{self, Alone as OneHost, Exchange, HostRanks, Interface, JobMap, RankAccess};
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
 use crate::watchdog::Watchdog;
-use crate::Error;
 use psyne::contract::RankEnv;
 use psyne::internal::StoreServer;
 use psyne::Secret;
@@ -67,6 +65,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
     }
     let starter = Starter {
         launch,
+        looks: launch.look_plan(),
         plan,
         console: &console,
         events: events_tx,
@@ -192,6 +191,8 @@ impl Started {
 /// that the channels end with the ranks' threads.
 struct Starter<'a> {
     launch: &'a Launch,
+    /// How the ranks' lines look on the console.
+    looks: LookPlan,
     plan: &'a JobPlan,
     console: &'a Arc<Console>,
     /// Where each rank's end goes (the supervisor).
@@ -268,7 +269,7 @@ impl Starter<'_> {
         watchdog: Option<RawFd>,
         silence: Option<SilenceCheck>,
     ) -> Result<Watched, Error> {
-        let look = Look::of(self.launch, &self.plan.host, rank);
+        let look = self.looks.look(&self.plan.host, rank);
         let sinks = |stream: Stream| -> OutputSink {
             let (console, look, drained) =
                 (self.console.clone(), look.clone(), self.drained.clone());

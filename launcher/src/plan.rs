@@ -5,9 +5,10 @@
 
 use crate::args::{EnvVar, Launch};
 use crate::binding::{self, RankBinding};
+use crate::error::Error;
 use crate::placement::{self, HostSlots, Placement};
-use crate::pmi::{self, Served};
-use crate::{job, program, Error};
+use crate::pmi::serve::{self, Served};
+use crate::{job, program};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -89,7 +90,7 @@ pub fn prepare(launch: &Launch) -> Result<JobPlan, Error> {
         .apps
         .iter()
         .zip(&resolved)
-        .map(|(app, r)| pmi::choose(launch.mpi, &r.program, &app.args).map_err(Error::Usage))
+        .map(|(app, r)| serve::choose(launch.mpi, &r.program, &app.args).map_err(Error::Usage))
         .collect::<Result<Vec<_>, Error>>()?;
     let placements = placement::place(&[HostSlots::local(world)], world)?;
     let host = job::hostname();

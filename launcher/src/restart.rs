@@ -17,10 +17,10 @@
 //! failed in two ([`HostFailures`]), if the other hosts' slots still hold the job.
 
 use crate::args::Launch;
+use crate::error::Error;
 use crate::hosts::HostList;
 use crate::output::Console;
 use crate::supervise::{Cause, Outcome, STOP_SIGNALS};
-use crate::Error;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -274,7 +274,7 @@ pub fn summary(ends: &[AttemptEnd], max_restarts: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::supervise::Termination;
+    use crate::termination::Termination;
 
     fn failed(rank: usize) -> Cause {
         Cause::RankFailed {

@@ -26,9 +26,9 @@
 //! its first instruction, and so does everything it starts.
 
 use crate::binding::CpuSet;
+use crate::error::Error;
 use crate::output::Stream;
-use crate::supervise::Termination;
-use crate::Error;
+use crate::termination::Termination;
 use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::{self, Read};
@@ -144,7 +144,7 @@ impl CStrings {
 
 /// `NAME=VALUE` for psyrun's environment with `extra` on top (a later one of a name wins), in
 /// the order of first appearance. What an outer launcher told psyrun itself (a PMI socket, a
-/// PMIx server, an Open MPI or Slurm step's identity: [`crate::pmi::outer_launcher_variable`])
+/// PMIx server, an Open MPI or Slurm step's identity: [`crate::pmi::outer::outer_launcher_variable`])
 /// is not passed on: the ranks are psyrun's, and such a variable would make an MPI library
 /// join the outer job instead.
 fn environment(extra: &[(OsString, OsString)]) -> io::Result<CStrings> {
@@ -152,7 +152,7 @@ fn environment(extra: &[(OsString, OsString)]) -> io::Result<CStrings> {
     let mut out = CStrings::default();
     let mut inherited = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if crate::pmi::outer_launcher_variable(&k) && last_of(k.as_bytes()).is_none() {
+        if crate::pmi::outer::outer_launcher_variable(&k) && last_of(k.as_bytes()).is_none() {
             continue;
         }
         let value = last_of(k.as_bytes()).map_or(v.as_bytes(), |(_, v)| v.as_bytes());
@@ -563,36 +563,6 @@ pub fn signal_group(pgid: u32, signal: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// The conventional name of a signal number (`SIGKILL`), or `signal N` for others.
-pub fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGCHLD => "SIGCHLD",
-        libc::SIGCONT => "SIGCONT",
-        libc::SIGSTOP => "SIGSTOP",
-        libc::SIGTSTP => "SIGTSTP",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,12 +572,5 @@ mod tests {
         assert!(signal_group(0, 0).is_err());
         assert!(signal_group(1, 0).is_err());
         assert!(signal_group(u32::MAX, 0).is_err());
-    }
-
-    #[test]
-    fn signal_names() {
-        assert_eq!(signal_name(9), "SIGKILL");
-        assert_eq!(signal_name(15), "SIGTERM");
-        assert_eq!(signal_name(40), "signal 40");
     }
 }

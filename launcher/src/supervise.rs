@@ -23,9 +23,8 @@
 
 use crate::exit;
 use crate::output::Console;
-use crate::spawn::{signal_group, signal_name};
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use crate::spawn::signal_group;
+use crate::termination::{signal_name, Termination};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -38,54 +37,6 @@ pub const KILL_WAIT: Duration = Duration::from_secs(5);
 /// exit before psyrun has reaped the killed one. A death by signal within this window is the
 /// cause instead; one comes first in cause, whatever the order of the reports.
 pub const SETTLE: Duration = Duration::from_millis(100);
-
-/// How a rank ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Termination {
-    /// It exited with this code.
-    Exited(i32),
-    /// A signal killed it.
-    Signaled(i32),
-    /// Waiting for it failed; the text says why.
-    Unknown(String),
-}
-
-impl Termination {
-    /// From what `wait` returned.
-    pub fn from_status(status: ExitStatus) -> Termination {
-        match (status.code(), status.signal()) {
-            (Some(code), _) => Termination::Exited(code),
-            (None, Some(sig)) => Termination::Signaled(sig),
-            (None, None) => Termination::Unknown(format!("unrecognised wait status {status}")),
-        }
-    }
-
-    /// Exited with code 0.
-    pub fn is_success(&self) -> bool {
-        *self == Termination::Exited(0)
-    }
-
-    /// The exit code psyrun passes on for it: the code itself (its low 8 bits), 128 + a signal,
-    /// or [`exit::LAUNCH_FAILED`] when unknown.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Termination::Exited(code) => (code & 0xff) as u8,
-            Termination::Signaled(sig) => exit::for_signal(*sig),
-            Termination::Unknown(_) => exit::LAUNCH_FAILED,
-        }
-    }
-
-    /// `exited with code 3`, `killed by signal 9 (SIGKILL)`, ...
-    pub fn describe(&self) -> String {
-        match self {
-            Termination::Exited(code) => format!("exited with code {code}"),
-            Termination::Signaled(sig) => {
-                format!("killed by signal {sig} ({})", signal_name(*sig))
-            }
-            Termination::Unknown(why) => format!("ended in an unknown way ({why})"),
-        }
-    }
-}
 
 /// Why a job ended before all its ranks finished on their own.
 #[derive(Debug, Clone, PartialEq, Eq)]

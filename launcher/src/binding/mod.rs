@@ -23,7 +23,7 @@
 pub mod hwloc;
 pub mod topology;
 
-pub use topology::{Core, CpuSet, Pu, Topology, TopologyError};
+pub use topology::{Core, CpuSet, Topology};
 
 /// What `--bind-to` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

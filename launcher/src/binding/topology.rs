@@ -87,6 +87,7 @@ impl Topology {
     /// `cores_per_numa` cores, each core with `pus_per_core` hardware threads. CPU numbers go
     /// core by core when `smt_interleaved` is false (core 0 = CPUs 0,1), and as Linux usually
     /// numbers x86 machines when it is true (core 0 = CPUs 0 and `cores`).
+    #[cfg(test)]
     pub fn synthetic(
         packages: usize,
         numa_per_package: usize,
@@ -141,6 +142,7 @@ impl Topology {
     }
 
     /// Every CPU number, ascending.
+    #[cfg(test)]
     pub fn cpus(&self) -> CpuSet {
         CpuSet::from_iter(self.cores.iter().flat_map(|c| c.cpus.iter().copied()))
     }
@@ -163,11 +165,6 @@ impl CpuSet {
     /// The CPU numbers, ascending.
     pub fn cpus(&self) -> &[usize] {
         &self.0
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// The set as a kernel affinity mask: bit `c` of the words is CPU `c` (the layout

@@ -1,13 +1,13 @@
 //! Host lists: which machines a job may use and how many ranks each may take, read from `-H`,
 //! from a hostfile or from a Slurm allocation, and the placement of ranks on them. Everything
-//! here is pure (no I/O but [`read_hostfile`]), deterministic and independent of psyrun's command
+//! here is pure (no I/O but [`hostfile::read_hostfile`]), deterministic and independent of psyrun's command
 //! line; multi-host launch builds on it.
 //!
 //! | source | parser | example |
 //! |---|---|---|
-//! | `-H` / `--host` | [`parse_host_spec`] | `alice@a:4,b:4,[fe80::1]:2` |
-//! | `--hostfile` | [`parse_hostfile`] / [`read_hostfile`] | `node01 slots=8`, `node02:4` |
-//! | Slurm | [`from_slurm_env`] ([`expand_nodelist`], [`parse_tasks_per_node`]) | `node[01-04]`, `2(x3),1` |
+//! | `-H` / `--host` | [`spec::parse_host_spec`] | `alice@a:4,b:4,[fe80::1]:2` |
+//! | `--hostfile` | [`hostfile::parse_hostfile`] / [`hostfile::read_hostfile`] | `node01 slots=8`, `node02:4` |
+//! | Slurm | [`slurm::from_slurm_env`] ([`slurm::expand_nodelist`], [`slurm::parse_tasks_per_node`]) | `node[01-04]`, `2(x3),1` |
 //!
 //! ## One host entry
 //!
@@ -45,10 +45,6 @@
 pub mod hostfile;
 pub mod slurm;
 pub mod spec;
-
-pub use hostfile::{parse_hostfile, read_hostfile};
-pub use slurm::{compress_nodelist, expand_nodelist, from_slurm_env, parse_tasks_per_node};
-pub use spec::parse_host_spec;
 
 use crate::placement::{self, HostSlots, Placement};
 use std::collections::HashMap;
@@ -389,7 +385,7 @@ pub(crate) fn parse_entry(text: &str) -> Result<Entry, String> {
 }
 
 /// Parses an entry whose host may be a host list in Slurm's (and pdsh's, Flux's) syntax, as
-/// [`expand_nodelist`] reads it: `node[01-04,07]:2` stands for `node01:2`, `node02:2`, ...,
+/// [`slurm::expand_nodelist`] reads it: `node[01-04,07]:2` stands for `node01:2`, `node02:2`, ...,
 /// `rack[1-2]-n[1-2]` for four hosts. The user and the slot count apply to every host it names.
 /// An entry without brackets (or an IPv6 address in them) is one [`parse_entry`].
 pub(crate) fn parse_entries(text: &str) -> Result<Vec<Entry>, String> {

@@ -186,6 +186,7 @@ fn numbers(list: &str, inside: &str, room: usize) -> std::result::Result<Vec<Str
 /// same names in the same order: runs of consecutive names that share a prefix and end in
 /// numbers go into one bracket (`node01,node02,node03,node07` → `node[01-03,07]`). The names
 /// must be valid host names (no `[`, `]` or `,`).
+#[cfg(test)]
 pub fn compress_nodelist<S: AsRef<str>>(names: &[S]) -> String {
     /// A group of consecutive names `prefix` + number: its ranges (first digits, last number).
     struct Group<'a> {

@@ -9,7 +9,6 @@
 //! wants to write: its line is ended on the console there with a newline, and the rest of it,
 //! if it ever comes, starts a new line with its prefix again.
 
-use super::Stream;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -171,6 +170,34 @@ impl Console {
                 Ok((s, _)) => s,
                 Err(p) => p.into_inner().0,
             };
+        }
+    }
+}
+
+/// Which of a rank's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout = 0,
+    /// Standard error.
+    Stderr = 1,
+}
+
+impl Stream {
+    /// `stdout` or `stderr`, as used in `--output-dir` file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+
+    /// The stream numbered `n` (as the agents number them): 0 is stdout, anything else stderr.
+    pub fn from_number(n: u8) -> Stream {
+        if n == 0 {
+            Stream::Stdout
+        } else {
+            Stream::Stderr
         }
     }
 }

@@ -10,10 +10,9 @@
 
 pub mod console;
 
-pub use console::{Console, WriterId, STALL};
+pub use console::{Console, Stream, WriterId};
 
-use crate::args::Launch;
-use crate::Error;
+use crate::error::Error;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -27,34 +26,6 @@ pub const PIECE: usize = 64 * 1024;
 /// How long psyrun waits, once every rank has ended, for the ranks' output pipes to close (a
 /// process that left its rank's process group may still hold them open).
 pub const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
-
-/// Which of a rank's streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    /// Standard output.
-    Stdout = 0,
-    /// Standard error.
-    Stderr = 1,
-}
-
-impl Stream {
-    /// `stdout` or `stderr`, as used in `--output-dir` file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-
-    /// The stream numbered `n` (as the agents number them): 0 is stdout, anything else stderr.
-    pub fn from_number(n: u8) -> Stream {
-        if n == 0 {
-            Stream::Stdout
-        } else {
-            Stream::Stderr
-        }
-    }
-}
 
 /// Where one rank stream's lines go: the console, as its [`Look`] says, and its file if any.
 #[derive(Debug)]
@@ -154,23 +125,37 @@ pub struct Look {
     pub show: bool,
 }
 
-impl Look {
-    /// The look of rank `rank`, which runs on `host`, under `launch`.
-    pub fn of(launch: &Launch, host: &str, rank: usize) -> Look {
+/// How every rank's lines look, for the whole job: built from the command line
+/// (`--tag-output`, `--timestamp-output`, `--ranks`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LookPlan {
+    /// Prefix lines with `[host][rank] `.
+    pub tag: bool,
+    /// Stamp lines with the time they were read.
+    pub timestamp: bool,
+    /// Show only these ranks' lines (sorted, no duplicates); all if `None`.
+    pub show: Option<Vec<usize>>,
+}
+
+impl LookPlan {
+    /// The look of rank `rank`, which runs on `host`.
+    pub fn look(&self, host: &str, rank: usize) -> Look {
         Look {
-            prefix: if launch.tag_output {
+            prefix: if self.tag {
                 format!("[{host}][{rank}] ")
             } else {
                 String::new()
             },
-            timestamp: launch.timestamp_output,
-            show: launch
-                .show_ranks
+            timestamp: self.timestamp,
+            show: self
+                .show
                 .as_ref()
-                .map_or(true, |s| s.contains(rank)),
+                .map_or(true, |s| s.binary_search(&rank).is_ok()),
         }
     }
+}
 
+impl Look {
     /// A sink for one of the rank's streams with this look, and its `--output-dir` file if any.
     pub fn sink(&self, console: &Arc<Console>, stream: Stream, file: Option<RankFile>) -> Sink {
         Sink::new(console.clone(), stream, self.clone(), file)
@@ -289,6 +274,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    use super::console::STALL;
     use super::*;
     use std::sync::Mutex;
 

@@ -172,7 +172,7 @@ pub enum Report {
 pub type Reporter = Arc<dyn Fn(Report) + Send + Sync>;
 
 /// A [`Reporter`] that hands each abort (rank, code, message) to `abort` and drops the other
-/// reports (a [`HostServing`] records who spoke itself).
+/// reports (a [`serve::HostServing`] records who spoke itself).
 pub fn on_abort(abort: impl Fn(usize, i32, String) + Send + Sync + 'static) -> Reporter {
     Arc::new(move |r| {
         if let Report::Abort {
@@ -212,14 +212,11 @@ pub trait HostService: Send {
     }
 }
 
+mod detect;
 mod elf;
-mod exchange;
-pub use exchange::StoreExchange;
-pub mod detect;
-mod outer;
-pub use outer::outer_launcher_variable;
-mod serve;
-pub use serve::{choose, HostServing, Served, SilenceCheck, Spoken};
+pub(crate) mod exchange;
+pub(crate) mod outer;
+pub(crate) mod serve;
 
 /// Starts the service of `interface` for host `node` of `map`.
 fn start_service(

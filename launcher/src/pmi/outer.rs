@@ -11,7 +11,7 @@
 //! Settings users give their MPI through the environment (`OMPI_MCA_btl`, `MPIR_CVAR_*`,
 //! `I_MPI_*`, `FI_*`, `UCX_*`) are not launcher state and pass through as always.
 
-use crate::remote::preflight::SLURM_STEP_VARS;
+use crate::remote::constants::SLURM_STEP_VARS;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 

@@ -203,11 +203,6 @@ impl HostServing {
         Ok(HostServing { services, spoken })
     }
 
-    /// Which ranks have spoken to a service.
-    pub fn spoken(&self) -> Arc<Spoken> {
-        self.spoken.clone()
-    }
-
     /// For rank `rank` of a job of `world` ranks, running `program` served `served`: a check to
     /// run when it ends, which says whether it never spoke to its service. Only for a program
     /// found to be an MPI program in a job of several ranks, and not a psyne program (one built

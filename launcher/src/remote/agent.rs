@@ -1,5 +1,5 @@
 //! The agent: `psyrun --agent`, which psyrun starts on every host of a multi-host job (over SSH,
-//! or as a local child) and talks to over the agent's stdin and stdout ([`super::wire`]).
+//! or as a local child) and talks to over the agent's stdin and stdout ([`super::protocol`]).
 //!
 //! It says hello (version, host name, cores, a free port), receives its host's part of the job,
 //! checks it (programs found, directories present, bindings planned on this host with hwloc)
@@ -15,28 +15,31 @@
 //! launcher that is killed, or a host whose network goes away, leaves no orphans behind.
 
 use super::agent_mpi::AgentMpi;
+use super::agent_out::Out;
+use super::constants::HEARTBEAT;
+use super::protocol::{
+    path_from, BindingSpec, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS,
+};
 use super::relay::{ReachOrder, Relay};
-use super::wire::{BindingSpec, Ended, FrameReader, FromAgent, JobSpec, ToAgent, ALL_RANKS};
 use crate::binding::{self, BindTo, BindingRequest, MapBy};
+use crate::error::Error;
 use crate::output::{for_each_piece, Stream, OUTPUT_DRAIN};
-use crate::pmi::SilenceCheck;
+use crate::pmi::serve::SilenceCheck;
 use crate::spawn::{self, helper_thread, OutputSink, RankCommand, RankState};
 use crate::supervise::KILL_WAIT;
+use crate::termination::Termination;
 use crate::watchdog::Watchdog;
-use crate::{exit, program, Error};
+use crate::{exit, program};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
-
-/// How often each side says it is alive.
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Silence after which a link counts as lost, unless the job says otherwise.
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,36 +48,11 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10);
 /// drain, before it says Done itself.
 const RELAY_FINISH: Duration = Duration::from_secs(5);
 
-/// The hidden flag that makes psyrun an agent.
-pub const AGENT_FLAG: &str = "--agent";
-
-/// The agent's stdout, where frames go: one writer at a time, and once broken, broken for good.
-pub(crate) struct Out {
-    file: Mutex<File>,
-    broken: AtomicBool,
-}
-
-impl Out {
-    /// Writes one frame; false if the link is gone.
-    pub(crate) fn send(&self, msg: &FromAgent) -> bool {
-        if self.broken.load(Ordering::Relaxed) {
-            return false;
-        }
-        let frame = msg.encode();
-        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let ok = f.write_all(&frame).and_then(|()| f.flush()).is_ok();
-        if !ok {
-            self.broken.store(true, Ordering::Relaxed);
-        }
-        ok
-    }
-}
-
 /// What the agent's main loop reacts to.
 enum Input {
     Msg(ToAgent),
     Lost(String),
-    Exited { rank: u32, ended: Ended },
+    Exited { rank: u32, ended: Termination },
     Drained,
 }
 
@@ -93,10 +71,7 @@ pub fn main() -> u8 {
             return exit::LAUNCH_FAILED;
         }
     };
-    let out = Arc::new(Out {
-        file: Mutex::new(stdout),
-        broken: AtomicBool::new(false),
-    });
+    let out = Arc::new(Out::new(stdout));
     let hello = FromAgent::Hello {
         version: env!("CARGO_PKG_VERSION").to_string(),
         hostname: crate::job::hostname(),
@@ -451,7 +426,7 @@ impl Agent {
                         }
                         let _ = tx.send(Input::Exited {
                             rank,
-                            ended: termination.into(),
+                            ended: termination,
                         });
                         return;
                     }
@@ -514,7 +489,7 @@ impl Agent {
     }
 
     /// Rank `rank` ended: noted, and reported to psyrun.
-    fn on_exit(&mut self, rank: u32, ended: Ended) {
+    fn on_exit(&mut self, rank: u32, ended: Termination) {
         if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
             r.ended = true;
         }
@@ -614,16 +589,6 @@ pub fn binding_request(spec: BindingSpec) -> BindingRequest {
         report: false,
         oversubscribe: spec.oversubscribe,
     }
-}
-
-/// `path` as wire bytes.
-pub fn path_bytes(path: &Path) -> Vec<u8> {
-    path.as_os_str().as_bytes().to_vec()
-}
-
-/// Wire bytes as a path (the inverse of [`path_bytes`]).
-pub fn path_from(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(OsString::from_vec(bytes.to_vec()))
 }
 
 #[cfg(test)]

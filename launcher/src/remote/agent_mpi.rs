@@ -2,14 +2,13 @@
 //! decided here where the programs are, and one service per interface whose job-wide rounds go
 //! through the job's store ([`StoreExchange`]). Aborts go to psyrun as [`FromAgent::Aborted`].
 
-use super::agent::Out;
-use super::wire::{FromAgent, JobSpec};
-use crate::pmi::{
-    self, Exchange, HostRanks, HostServing, Interface, JobMap, MpiChoice, RankAccess, Served,
-    SilenceCheck, StoreExchange,
-};
+use super::agent_out::Out;
+use super::protocol::{FromAgent, JobSpec};
+use crate::error::Error;
+use crate::pmi::exchange::StoreExchange;
+use crate::pmi::serve::{self, HostServing, Served, SilenceCheck};
+use crate::pmi::{self, Exchange, HostRanks, Interface, JobMap, MpiChoice, RankAccess};
 use crate::spawn::RankCommand;
-use crate::Error;
 use psyne::Secret;
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -41,7 +40,7 @@ impl AgentMpi {
             let s = match known {
                 Some((_, s)) => s.clone(),
                 None => {
-                    let s = pmi::choose(choice, &c.program, &c.args).map_err(Error::Usage)?;
+                    let s = serve::choose(choice, &c.program, &c.args).map_err(Error::Usage)?;
                     decided.push((c, s.clone()));
                     s
                 }

@@ -14,15 +14,15 @@
 use super::lines::{Frame, Outputs};
 use super::link::{AgentLink, HostEvent, LinkEvent};
 use super::preflight::{Preflight, PreflightSettings, Reached};
-use super::wire::{FromAgent, JobSpec, MpiSpec, RankSpec, ToAgent};
+use super::protocol::{FromAgent, JobSpec, MpiSpec, RankSpec, ToAgent};
 use crate::args::Launch;
+use crate::error::Error;
 use crate::hosts::{self, HostList};
 use crate::job::{self, JobInfo};
 use crate::losses::LossReports;
 use crate::output::{open_output_files, Console, Look, OUTPUT_DRAIN};
 use crate::placement::Placement;
 use crate::supervise::{Cause, Event, Outcome, SignalWatch, Stopper, Supervisor};
-use crate::Error;
 use psyne::contract::RankEnv;
 use psyne::internal::StoreServer;
 use psyne::Secret;
@@ -141,7 +141,7 @@ fn wire_x_values(launch: &Launch) -> Result<Vec<WireEnv>, Error> {
         .apps
         .iter()
         .map(|app| {
-            crate::x_values(&app.env).map(|vars| {
+            crate::plan::x_values(&app.env).map(|vars| {
                 vars.into_iter()
                     .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
                     .collect()
@@ -535,8 +535,9 @@ impl RemoteJob<'_> {
     /// and the `--output-dir` files.
     fn outputs(&self) -> Result<Outputs, Error> {
         let world = self.launch.world_size();
+        let plan = self.launch.look_plan();
         let looks: Vec<Look> = (0..world)
-            .map(|r| Look::of(self.launch, &self.names[self.host_of[r]], r))
+            .map(|r| plan.look(&self.names[self.host_of[r]], r))
             .collect();
         let files = open_output_files(self.launch.output_dir.as_deref(), world)?;
         Ok(Outputs::new(
@@ -727,7 +728,7 @@ impl Router {
             LinkEvent::Frame(FromAgent::Exited { rank, ended }) => {
                 let _ = self.supervisor.send(Event::Exited {
                     rank: rank as usize,
-                    termination: ended.into(),
+                    termination: ended,
                 });
             }
             LinkEvent::Closed { why, .. } => {

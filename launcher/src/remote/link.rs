@@ -5,8 +5,8 @@
 //! and takes [`ToAgent`] messages through an [`AgentLink`]. It says Ping when it has had nothing
 //! to say for [`HEARTBEAT`], and reports the link closed (with why) exactly once.
 
-use super::agent::HEARTBEAT;
-use super::wire::{FrameReader, FromAgent, ToAgent};
+use super::constants::HEARTBEAT;
+use super::protocol::{FrameReader, FromAgent, ToAgent};
 use crate::spawn::helper_thread;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

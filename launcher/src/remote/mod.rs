@@ -9,22 +9,26 @@
 //! has checked its part ([`launch`]). The agent spawns and binds its ranks there, streams their
 //! output back (written whole on psyrun's console by [`lines`]), and reports how they end; psyrun's one [`crate::supervise::Supervisor`] decides
 //! for the whole job and stops ranks through the agents. Everything between psyrun and an agent
-//! is in [`wire`]; each link ([`link`]) watches a heartbeat in both directions, so a lost host
-//! fails the job (naming it) and a lost launcher makes every agent stop its ranks. Which hosts
+//! is in [`protocol`]; each link ([`link`]) watches a heartbeat in both directions, so a lost host
+//! fails the job (naming it) and a lost launcher makes every agent stop its ranks. The
+//! constants several of these share (the agent flag, the heartbeat, tree widths, Slurm's step
+//! variables) are in [`constants`]. Which hosts
 //! and how to reach them is decided before, in [`crate::discover`]; a dry run is listed by
 //! [`crate::dry_run`].
 
 pub mod agent;
 mod agent_mpi;
+mod agent_out;
+pub mod constants;
 pub mod launch;
 pub mod lines;
 pub mod link;
 pub mod preflight;
+pub mod protocol;
 pub mod relay;
 pub mod ssh;
 pub mod ssh_config;
 pub mod tree;
-pub mod wire;
 
 pub use preflight::{LauncherKind, PreflightSettings};
 

@@ -2,11 +2,11 @@
 //! parallel, each bounded by the connect timeout, each ending in the agent's hello or a reason.
 //! `psyrun --check` prints the verdicts; a launch goes on only if every host answered.
 
-use super::agent::AGENT_FLAG;
+use super::constants::{AGENT_FLAG, SLURM_STEP_VARS};
 use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent, Route};
+use super::protocol::{FromAgent, RelayRoute, ToAgent};
 use super::ssh::{self, SshSettings};
 use super::tree;
-use super::wire::{FromAgent, RelayRoute, ToAgent};
 use crate::hosts::{Host, HostList};
 use crate::quote::{command_line, shell_quote};
 use std::ffi::OsString;
@@ -171,39 +171,6 @@ pub fn srun_args(node: &str) -> Vec<String> {
     .chain([format!("--nodelist={node}")])
     .collect()
 }
-
-/// Variables slurmstepd sets for the agent's task that describe that one-task step, not the job:
-/// the agent runs its ranks without them. With them every rank says `SLURM_PROCID=0` of
-/// `SLURM_NTASKS=1`, and an Open MPI program (psyne's `mpi` feature) sees `SLURM_STEP_ID`,
-/// takes itself for a rank started by srun, and aborts in `MPI_Init` ("OMPI was not built with
-/// SLURM's PMI support"): seen with Open MPI 4.1.4 under Slurm 22.05.8.
-pub const SLURM_STEP_VARS: &[&str] = &[
-    "SLURM_STEP_ID",
-    "SLURM_STEPID",
-    "SLURM_PROCID",
-    "SLURM_LOCALID",
-    "SLURM_NODEID",
-    "SLURM_GTIDS",
-    "SLURM_TASK_PID",
-    "SLURM_STEP_NODELIST",
-    "SLURM_STEP_NUM_NODES",
-    "SLURM_STEP_NUM_TASKS",
-    "SLURM_STEP_TASKS_PER_NODE",
-    "SLURM_STEP_LAUNCHER_PORT",
-    "SLURM_STEP_RESV_PORTS",
-    "SLURM_STEP_GPUS",
-    "SLURM_SRUN_COMM_HOST",
-    "SLURM_SRUN_COMM_PORT",
-    "SLURM_LAUNCH_NODE_IPADDR",
-    "SLURM_DISTRIBUTION",
-    "SLURM_PRIO_PROCESS",
-    "SLURM_UMASK",
-    "SLURM_CPU_BIND",
-    "SLURM_CPU_BIND_LIST",
-    "SLURM_CPU_BIND_TYPE",
-    "SLURM_CPU_BIND_VERBOSE",
-    "SLURM_MPI_TYPE",
-];
 
 /// Job-level variables that the agent's step overrides with its own one-task values: the agent
 /// gets psyrun's values back (or none, if psyrun has none).

@@ -9,11 +9,11 @@
 //! everything below it are reported [`FromAgent::Closed`] (by [`super::link::Route`]); when the
 //! agent's own link ends, closing its links makes the hosts below stop their ranks.
 
-use super::agent::Out;
+use super::agent_out::Out;
 use super::link::{spawn_child, AgentLink, HostEvent, LinkEvent, Route};
+use super::protocol::{FromAgent, RelayHost, RelayRoute, ToAgent};
 use super::ssh;
 use super::tree;
-use super::wire::{FromAgent, RelayHost, RelayRoute, ToAgent};
 use crate::spawn::helper_thread;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -262,7 +262,7 @@ fn open(
     };
     if host.local {
         let mut command = Command::new(&order.remote_psyrun);
-        command.arg(super::agent::AGENT_FLAG);
+        command.arg(super::constants::AGENT_FLAG);
         reached("local".into(), None);
         // A failure now is reported as Reached with the reason, which psyrun takes over the
         // route it was just told.

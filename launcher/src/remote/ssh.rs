@@ -9,10 +9,10 @@
 //! terminal sshd does not signal the command when the connection drops; the agent therefore
 //! watches its stdin and heartbeat and stops its ranks itself (see [`super::agent`]).
 
-use super::agent::HEARTBEAT;
+use super::constants::HEARTBEAT;
 use super::link::{AgentLink, HostEvent, Route, IDLE_POLL};
+use super::protocol::{FrameReader, ToAgent};
 use super::ssh_config::{HostKeyPolicy, SshConfig};
-use super::wire::{FrameReader, ToAgent};
 use crate::hosts::Host;
 use crate::spawn::helper_thread;
 use ssh2::{CheckResult, KnownHostFileKind, Session};
@@ -269,7 +269,7 @@ pub fn agent_command(remote_psyrun: &Path) -> String {
     format!(
         "exec {} {}",
         crate::quote::shell_quote(remote_psyrun.as_os_str()),
-        super::agent::AGENT_FLAG
+        super::constants::AGENT_FLAG
     )
 }
 
@@ -335,7 +335,7 @@ struct Driver {
 }
 
 impl Driver {
-    /// The link's loop, then its end reported as [`LinkEvent::Closed`]: why it ended and the
+    /// The link's loop, then its end reported as [`LinkEvent::Closed`](super::link::LinkEvent::Closed): why it ended and the
     /// agent's exit status if known.
     fn run(mut self) {
         self.conn.session.set_blocking(false);

@@ -8,22 +8,16 @@
 //! are 32 hosts reached by psyrun, each reaching 31: two levels.
 //!
 //! Messages to a host below go down as [`ToAgent::Relay`] and
-//! what it says comes up wrapped ([`super::wire`]); heartbeats are per hop, so a relay that is
+//! what it says comes up wrapped ([`super::protocol`]); heartbeats are per hop, so a relay that is
 //! lost makes psyrun report its whole subtree lost, and the hosts below it, hearing nothing from
 //! their relay, stop their ranks themselves.
 
-use super::agent::{path_bytes, path_from};
+use super::constants::MIN_WIDTH;
+use super::protocol::{path_bytes, path_from};
+use super::protocol::{RelayHost, ToAgent};
 use super::ssh::SshTarget;
 use super::ssh_config::HostKeyPolicy;
-use super::wire::{RelayHost, ToAgent};
 use std::time::Duration;
-
-/// The width when `--tree-width` is not given: up to this many hosts psyrun reaches every host
-/// itself (a flat launch, as before trees existed).
-pub const DEFAULT_WIDTH: usize = 32;
-
-/// The smallest width that makes a tree (1 would make a chain).
-pub const MIN_WIDTH: usize = 2;
 
 /// Splits the hosts `below` (indices, in order) among the at most `width` that are reached
 /// directly: each with the hosts it relays for, in order.

@@ -139,8 +139,14 @@ pub fn run(group: &Group, trial: &Trial) -> ExitCode {
             "while recovering",
         );
     }
-    // Recover until a shrunk group gets through the whole check: a rank that dies after a
-    // shrink completed is a new failure, met by shrinking again, as a program would.
+    recover(group, seed)
+}
+
+/// Recovers until a shrunk group gets through the whole check: a rank that dies after a shrink
+/// completed is a new failure, met by shrinking again, as a program would. The exit status of
+/// a survivor.
+fn recover(group: &Group, seed: u64) -> ExitCode {
+    let rank = group.rank();
     let mut current = group.clone();
     for round in 1..=3 {
         let began = Instant::now();

@@ -6,7 +6,7 @@
 //! then fails rather than hangs).
 
 use super::ffi::{self, ModexCallback};
-use super::upcalls::{Callback, Shared};
+use super::shared::{Callback, Shared};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{mpsc, Arc};
 

@@ -33,8 +33,6 @@ pub const TYPE_STRING: u16 = 3;
 pub const TYPE_UINT16: u16 = 13;
 /// `PMIX_UINT32`
 pub const TYPE_UINT32: u16 = 14;
-/// `PMIX_INFO`
-pub const TYPE_INFO: u16 = 24;
 /// `PMIX_DATA_ARRAY`
 pub const TYPE_DATA_ARRAY: u16 = 39;
 /// `PMIX_PROC_RANK`

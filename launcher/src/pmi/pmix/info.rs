@@ -229,11 +229,6 @@ impl<'a> InfoArray<'a> {
     pub fn len(&self) -> usize {
         self.array.size
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.array.size == 0
-    }
 }
 
 impl Drop for InfoArray<'_> {

@@ -81,22 +81,23 @@
 //! across hosts. libpmix keeps the host name it was started with for the process's life: a
 //! later job of the same process must run on the same host name (psyrun's and an agent's do).
 
-pub mod env;
-pub mod fence;
-pub mod ffi;
-pub mod info;
+mod env;
+mod fence;
+mod ffi;
+mod info;
 pub mod server;
-pub mod upcalls;
+mod shared;
+mod upcalls;
 
 use super::{Exchange, HostService, JobMap, RankAccess, Reporter};
 use ffi::{Proc, ServerApi};
+use shared::Shared;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use upcalls::Shared;
 
 /// The PMIx service of one host of a job; stopped on drop.
 pub struct PmixService {

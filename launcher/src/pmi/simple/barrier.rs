@@ -8,38 +8,10 @@
 //! round numbers no longer agree.
 
 use super::conn::State;
+use super::round::Entry;
 use super::server::{Event, Server};
 use super::wire::{Framing, Message};
-use std::time::{Duration, Instant};
-
-/// A local rank waiting in the barrier.
-#[derive(Debug)]
-struct Entry {
-    local: usize,
-    framing: Framing,
-    thrid: Option<String>,
-}
-
-/// The barrier round in progress.
-#[derive(Debug, Default)]
-pub struct Barrier {
-    /// The round number (0 for the first barrier).
-    round: u64,
-    entered: Vec<Entry>,
-    /// When the first rank entered this round.
-    since: Option<Instant>,
-    /// Whether this round's exchange is under way.
-    exchanging: bool,
-    /// Why an earlier round failed.
-    failed: Option<String>,
-}
-
-impl Barrier {
-    /// When this round gives up, if a rank is waiting.
-    pub fn deadline(&self, timeout: Duration) -> Option<Instant> {
-        self.since.map(|s| s + timeout)
-    }
-}
+use std::time::Instant;
 
 /// The reply command of a barrier request.
 fn reply_cmd(framing: Framing) -> &'static str {

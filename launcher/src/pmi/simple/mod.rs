@@ -61,11 +61,13 @@ mod commands;
 mod conn;
 mod kvs;
 pub mod leftovers;
-pub mod mapping;
+mod mapping;
+mod round;
 mod server;
-pub mod wire;
+mod wire;
 
 use super::{Exchange, HostService, JobMap, RankAccess, Reporter};
+pub use server::Tracer;
 use server::{Control, Event, Server, Waker};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -74,10 +76,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// Receives each message of a rank (`rank`, then the text: `-> ` a request as parsed, `<- ` a
-/// reply as sent).
-pub type Tracer = Arc<dyn Fn(usize, &str) + Send + Sync>;
 
 /// The PMI-1/PMI-2 service of one host of a job: a thread answering that host's ranks.
 pub struct SimpleService {

@@ -1,9 +1,9 @@
 //! The service's one thread: poll(2) over the wake-up socket and every rank's socket, the
 //! barrier across hosts, deadlines.
 
-use super::barrier::Barrier;
 use super::conn::{Conn, Read1, State};
 use super::kvs::Kvs;
+use super::round::Barrier;
 use super::wire::{self, Framing, Message};
 use crate::pmi::{Exchange, JobMap, Report, Reporter};
 use std::io::Read;
@@ -13,6 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Receives each message of a rank (`rank`, then the text: `-> ` a request as parsed, `<- ` a
+/// reply as sent).
+pub type Tracer = Arc<dyn Fn(usize, &str) + Send + Sync>;
 
 /// What other threads tell the server thread.
 #[derive(Debug)]
@@ -127,7 +131,7 @@ pub struct Server {
     /// For exchange threads.
     pub waker: Waker,
     /// Where messages are traced, if anywhere.
-    pub trace: Option<super::Tracer>,
+    pub trace: Option<Tracer>,
     events: Receiver<Event>,
     wake_rx: UnixStream,
 }
@@ -173,7 +177,7 @@ impl Server {
     }
 
     /// Traces messages to `trace`.
-    pub fn with_trace(mut self, trace: Option<super::Tracer>) -> Server {
+    pub fn with_trace(mut self, trace: Option<Tracer>) -> Server {
         self.trace = trace;
         self
     }

@@ -1,12 +1,10 @@
 //! [`Communicator`]: the collectives, declared once as a trait, implemented by the native
-//! [`Group`] and (with the `mpi` feature) by an MPI communicator, so programs, benchmarks and
-//! checks run the same code on either.
+//! [`Group`](crate::Group) and (with the `mpi` feature) by an MPI communicator, so programs,
+//! benchmarks and checks run the same code on either.
 
 use crate::dtype::Element;
 use crate::error::Result;
-#[cfg(doc)]
-use crate::group::Group;
-use crate::group::Work;
+use crate::group::work::Work;
 use crate::reduce::ReduceOp;
 
 /// Refuses a point-to-point peer that is out of range or this rank itself; `what` is `send to`
@@ -90,7 +88,7 @@ pub(crate) fn finish_avg<T: Element>(op: ReduceOp, size: usize, buf: &mut [T]) {
 /// A backend implements the required core: the in-place and `_into` forms, which allocate
 /// nothing, and [`Communicator::submit`], how it runs a call in the background. The out-of-place
 /// forms (returning a `Vec`) and the non-blocking `_async` forms are provided on top of them, so
-/// [`Group`], the MPI backend (`psyne::mpi::MpiComm`, feature `mpi`) and any wrapper of either get them all.
+/// [`Group`](crate::Group), the MPI backend (`psyne::mpi::MpiComm`, feature `mpi`) and any wrapper of either get them all.
 /// Bring the trait in scope to call them: `use psyne::Communicator;` (or `use psyne::prelude::*`).
 ///
 /// Every collective must be called by every rank of the group, in the same order, with matching
@@ -156,7 +154,7 @@ pub trait Communicator {
     /// what every `_async` form is made of. `what` names the call in errors. The calls `f` makes
     /// on the communicator it is handed run in this call's turn (they must not be `_async`).
     ///
-    /// [`Group`] runs `f` on its worker thread, in the order calls were issued; a backend with no
+    /// [`Group`](crate::Group) runs `f` on its worker thread, in the order calls were issued; a backend with no
     /// background engine (MPI) runs it at once and returns a finished [`Work`].
     fn submit<R, F>(&self, what: &str, f: F) -> Work<R>
     where

@@ -8,7 +8,7 @@ mod nonblocking;
 mod ops;
 mod owner;
 mod split;
-mod work;
+pub(crate) mod work;
 
 pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
 pub use build::{GroupBuilder, GroupOptions};

@@ -1,7 +1,7 @@
 //! Every collective × op × type against the oracle, ranks as threads, over real TCP, over real
 //! shared memory, and over a mix of both (two fake hosts).
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::conformance;

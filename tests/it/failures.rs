@@ -1,7 +1,7 @@
 //! Errors instead of hangs or wrong data: mismatched calls, a rank that leaves, a rank that never
 //! comes, bad arguments. Ranks are threads over real TCP and real shared memory.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::{Algo, ErrorKind, ReduceOp};
@@ -146,13 +146,15 @@ fn a_rank_leaves(wiring: Wiring, n: usize) {
 
 #[test]
 fn a_rank_that_never_calls_makes_the_others_time_out() {
-    let results = common::with_ranks(2, Duration::from_millis(1500), |g| {
+    // Rank 1 stays in the group, silent, until rank 0 has timed out.
+    let timed_out = common::Gate::new();
+    let results = common::with_ranks(2, Duration::from_millis(1500), move |g| {
         if g.rank() == 1 {
-            std::thread::sleep(Duration::from_secs(3));
-            return Ok::<(), psyne::Error>(());
+            return timed_out.wait(Duration::from_secs(120), "rank 0's timeout");
         }
         let start = Instant::now();
         let e = g.barrier().expect_err("the barrier cannot complete");
+        timed_out.open();
         assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
         assert!(e.message().contains("PSY_TIMEOUT"), "{e}");
         assert_eq!(e.peer(), Some(1), "the error names the silent rank: {e}");

@@ -4,7 +4,7 @@
 //! rule, single-host and one-rank-per-host groups (flat), subgroups running concurrently with the
 //! parent, and mismatched calls failing every rank.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::tuning::Tuning;

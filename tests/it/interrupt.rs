@@ -4,7 +4,7 @@
 //! the group refuses every later call, and the peer is told. Ranks are threads over real shared
 //! memory and TCP, on each engine (the node board, the ring over links).
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::{Algo, ErrorKind, ReduceOp};

@@ -2,7 +2,7 @@
 //! the oracle over TCP, shared memory and a mix of both, with each schedule family; only the
 //! pairs a call uses get connected; a mismatch found while connecting is an error, not a hang.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::tuning::Tuning;
@@ -125,19 +125,24 @@ fn a_rank_on_the_board_hears_of_a_peer_that_connected_to_it_from_another_call() 
 fn a_collective_not_every_rank_joins_times_out_naming_the_missing_rank() {
     // Over TCP there is no board to look at: rank 0 waits for rank 3 to dial until the deadline,
     // and says which rank never came.
+    let rank_0_done = common::Gate::new();
     let results = common::try_with_options(
         4,
         Wiring::Tcp,
         Duration::from_secs(2),
         Tuning::default(),
         lazy,
-        |g| {
+        move |g| {
             let g = g?;
             if g.rank() == 3 {
-                std::thread::sleep(Duration::from_secs(4));
-                return Ok(());
+                // Stays in the group, never calling, until rank 0's call has ended.
+                return rank_0_done.wait(Duration::from_secs(120), "rank 0's call ending");
             }
-            g.all_to_all(&[1.0f32; 4]).map(drop)
+            let r = g.all_to_all(&[1.0f32; 4]).map(drop);
+            if g.rank() == 0 {
+                rank_0_done.open();
+            }
+            r
         },
     );
     let e = results[0].as_ref().expect_err("rank 0 returned Ok");

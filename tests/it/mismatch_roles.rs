@@ -4,7 +4,7 @@
 //! instead of `Ok`. A `send` does not wait for its receiver: the mismatch reaches the sender at its
 //! next call. Ranks are threads over real TCP and real shared memory.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::{ErrorKind, Group, ReduceOp};
@@ -202,29 +202,24 @@ fn a_board_call_against_a_call_over_the_links_fails_every_rank_without_a_timeout
 #[test]
 fn a_board_wait_finds_a_message_from_a_rank_far_from_the_one_it_waits_for() {
     // More ranks than a blocked board wait looks at in one turn (the peer it waits for and 8
-    // others, in turns). Rank 0 waits on the board for rank 1, which does not come for 3 s,
-    // while rank 13 sends rank 0 a message: rank 0 must find it on a later turn and fail with a
-    // mismatch naming rank 13 well before rank 1 would have come.
+    // others, in turns). Rank 0 waits on the board for rank 1, which does not come until rank 0's
+    // call has ended, while rank 13 sends rank 0 a message: rank 0 must find it on a later turn
+    // and fail with a mismatch naming rank 13 (the only other way its call can end is its
+    // timeout, which the assertions below refuse).
+    let rank_0_done = common::Gate::new();
     let results = common::with_wiring(14, Wiring::Shm, T, move |g| match g.rank() {
-        1 => {
-            std::thread::sleep(Duration::from_secs(3));
-            Ok(())
-        }
+        1 => rank_0_done.wait(2 * T, "rank 0's call ending"),
         13 => {
             g.send(&[1.0f32; 16], 0)?;
             // Stays in the group (its links open) while rank 0 looks for its message.
-            std::thread::sleep(Duration::from_secs(3));
-            Ok(())
+            rank_0_done.wait(2 * T, "rank 0's call ending")
         }
         rank => {
-            let started = std::time::Instant::now();
             let r = g.all_reduce(&mut [1.0f32; 16], ReduceOp::Sum);
-            match r {
-                Err(e) if rank == 0 && started.elapsed() > Duration::from_secs(2) => Err(
-                    psyne::Error::invalid(format!("rank 0 failed only after 2 s: {e}")),
-                ),
-                r => r,
+            if rank == 0 {
+                rank_0_done.open();
             }
+            r
         }
     });
     let e = results[0].as_ref().expect_err("rank 0 returned Ok");

@@ -3,7 +3,7 @@
 //! and the group goes on serving its own process and thread. Ranks are threads over real shared
 //! memory and TCP.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::{ErrorKind, Group, ReduceOp};

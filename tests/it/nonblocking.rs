@@ -1,7 +1,7 @@
 //! The non-blocking form of every collective against the sequential oracle, element by element,
 //! with several calls in flight at once (they complete in the order they were issued).
 
-mod common;
+use crate::common;
 
 use psyne::{oracle, ReduceOp};
 use std::time::Duration;
@@ -143,27 +143,31 @@ fn sends_to_each_other_before_receiving_complete_under_every_pull_policy() {
 
 /// Over shared memory a send whose receiver is already blocked receiving it is handed over in one
 /// copy (the receiver pulls it); any other send still completes once the ring holds it. Rank 1
-/// waits for message 1 before rank 0 sends it; then rank 0 sends two messages and receives one
-/// larger than the ring, while rank 1 receives the first, sends its large one and only then
-/// receives the second: had rank 0's second send waited for a receiver that was not yet
-/// receiving it, the two would deadlock.
+/// says it is about to receive message 1 before rank 0 sends it; then rank 0 sends message 2
+/// while rank 1 does not receive (it waits for rank 0 to say the send completed: a send that
+/// waited for a receiver would never say so), then message 3, and receives one larger than the
+/// ring, while rank 1 receives message 2, sends its large one and only then receives message 3.
 #[test]
 fn a_send_to_a_waiting_receiver_arrives_whole_and_other_sends_stay_buffered() {
     let (a, b, d) = (100_000usize, 70_001usize, 300_000usize);
-    let results = common::with_wiring(2, common::Wiring::Shm, Duration::from_secs(30), move |g| {
-        let pause = || std::thread::sleep(Duration::from_millis(100));
+    // Rank 1 is receiving message 1; then: rank 0's send of message 2 completed.
+    let (receiving, sent) = (common::Gate::new(), common::Gate::new());
+    let limit = Duration::from_secs(30);
+    let results = common::with_wiring(2, common::Wiring::Shm, limit, move |g| {
         if g.rank() == 0 {
-            pause();
+            receiving.wait(limit, "rank 1 receiving message 1")?;
             g.send(&input(0, a), 1)?;
             g.send(&input(0, b), 1)?;
+            sent.open();
             g.send(&input(2, b), 1)?;
             let mut theirs = vec![0i64; d];
             g.recv(&mut theirs, 1)?;
             Ok::<_, psyne::Error>(vec![theirs])
         } else {
             let mut got = vec![vec![0i64; a], vec![0i64; b], vec![0i64; b]];
+            receiving.open();
             g.recv(&mut got[0], 0)?;
-            pause();
+            sent.wait(limit, "rank 0's send of message 2 completing")?;
             g.recv(&mut got[1], 0)?;
             g.send(&input(1, d), 0)?;
             g.recv(&mut got[2], 0)?;

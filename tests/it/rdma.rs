@@ -3,7 +3,7 @@
 //! `PSY_TRANSPORT=rdma` fails on every rank with the reason and the fix, quickly, without a panic
 //! or a hang. On a machine with an active port: the full collective matrix over RDMA.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::conformance;

@@ -2,7 +2,7 @@
 //! lengths against the oracle, with ranks as threads sharing real `/dev/shm` segments; the private
 //! fallback over TCP and across fake hosts; mismatched calls; nothing left in /dev/shm.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::{conformance, oracle, Element, ErrorKind, Group, ReduceOp};

@@ -1,7 +1,7 @@
 //! `Group::split`: subgroups with their own connections, ordered by key, running collectives
 //! concurrently with each other and with the parent; ranks that join none.
 
-mod common;
+use crate::common;
 
 use common::Wiring;
 use psyne::{ReduceOp, Result};

@@ -1,6 +1,6 @@
 //! The command line and presets: parsing, defaults, precedence, errors, the spawn flag.
 
-mod common;
+use crate::common;
 
 use psybench::cli::{parse_from, strip_spawn_flag, Command};
 use psybench::config;

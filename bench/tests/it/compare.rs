@@ -1,6 +1,6 @@
 //! `psybench compare`: ratios per size, one report with two backends or two reports.
 
-mod common;
+use crate::common;
 
 use psybench::compare::{compare, faster, render, CompareError};
 use psybench::model::BenchColl;

@@ -1,6 +1,6 @@
 //! CSV and JSON: round trips, whole-file rewrites, reading either format.
 
-mod common;
+use crate::common;
 
 use psybench::export;
 use psybench::model::Report;

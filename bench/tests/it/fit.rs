@@ -1,6 +1,6 @@
 //! The α-β fit recovers known latency and bandwidth.
 
-mod common;
+use crate::common;
 
 use psybench::fit::{fit_curve, fit_report};
 use psybench::model::BenchColl;

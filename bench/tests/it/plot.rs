@@ -1,6 +1,6 @@
 //! The PNG: drawn without system fonts, valid, of a sane size.
 
-mod common;
+use crate::common;
 
 use psybench::model::BenchColl;
 use psybench::plot;

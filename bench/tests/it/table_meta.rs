@@ -1,6 +1,6 @@
 //! The live table, summary tables, and run metadata.
 
-mod common;
+use crate::common;
 
 use psybench::meta;
 use psybench::model::{BenchColl, Cadence};

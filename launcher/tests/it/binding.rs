@@ -5,7 +5,7 @@
 //! The tests adapt to the machine's core count (2 here and in CI). They need hwloc's library
 //! (scripts/setup.sh installs it); without it they check only that binding says what to install.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The command line: bad input starts nothing and says why; programs are found; arguments pass
 //! through untouched.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! oracle, and the failures a job must survive or report (a rank that exits, one killed by
 //! SIGKILL, ranks that disagree about a count, a stranger at the store, Ctrl-C).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::PathBuf;
@@ -206,8 +206,9 @@ fn ctrl_c_during_a_blocked_collective_leaves_no_process_behind() {
 
 #[test]
 fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
-    // A free port for MASTER_PORT.
-    let port = free_port();
+    // A port for MASTER_PORT, reserved for this job until it ends.
+    let reserved = free_port();
+    let port = reserved.port();
     let secret = psyne::Secret::generate().unwrap().to_hex();
     let ranks: Vec<_> = (0..3)
         .map(|rank| {

@@ -1,7 +1,7 @@
 //! Every rank gets the launch contract's environment, the store answers, the secret stays off
 //! command lines.
 
-mod common;
+use crate::common;
 
 use common::*;
 use psyne::Secret;

@@ -1,7 +1,7 @@
 //! `-x` and `--wdir`: variables reach every rank byte for byte, unset ones and missing
 //! directories stop the launch before anything starts.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::ffi::OsString;

@@ -3,7 +3,7 @@
 //! are the same rank, fail the whole job, every process with an error naming the disagreement,
 //! well before `PSY_TIMEOUT`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -51,8 +51,9 @@ fn job_with_timeout(members: &[(usize, usize)], timeout: u64) -> Vec<(bool, Stri
 
 /// Starts `members` with `PSY_TIMEOUT=timeout`; they must end within `limit`.
 fn job_within(members: &[(usize, usize)], timeout: u64, limit: Duration) -> Vec<(bool, String)> {
-    // A free port for MASTER_PORT, bound as :0 and read back.
-    let port = common::free_port();
+    // A port for MASTER_PORT, reserved for this job until it ends.
+    let reserved = common::free_port();
+    let port = reserved.port();
     let secret = psyne::Secret::generate().unwrap().to_hex();
     let mut children: Vec<Child> = members
         .iter()

@@ -8,89 +8,23 @@
 //!
 //! The example binaries are the plain ones cargo puts in `<target>/<profile>/examples/`, beside
 //! the psyrun under test. `cargo test --all-targets` does not make those (it builds examples only
-//! as test harnesses, under hashed names), so the first test to need them runs `cargo build -p
-//! psyne --examples` once, with the same profile and target directory: a no-op when they are
-//! fresh, and never a stale binary.
+//! as test harnesses, under hashed names): the test command builds them first, with the same
+//! profile and features ([`common::built`]).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The longest one example run may take (generous: unoptimised builds on a shared 2-core machine
 /// running up to 4 ranks).
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The longest building the examples may take.
-const BUILD_LIMIT: Duration = Duration::from_secs(900);
-
-/// The example binary `name`, built by cargo beside the psyrun under test.
+/// The example binary `name`, built beside the psyrun under test by the test command.
 fn example(name: &str) -> PathBuf {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let dir = match DIR.get_or_init(build_examples) {
-        Ok(dir) => dir,
-        Err(e) => panic!("{e}"),
-    };
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "the example `{name}` is not at {} after building the examples",
-        path.display()
-    );
-    path
-}
-
-/// Builds the psyne package's examples into the target directory and profile psyrun was built
-/// in (psyrun is `<target>/<profile dir>/psyrun`), and returns their directory.
-fn build_examples() -> Result<PathBuf, String> {
-    let psyrun = psyrun_path();
-    let profile_dir = psyrun.parent().unwrap_or(Path::new("."));
-    let target_dir = profile_dir.parent().unwrap_or(Path::new("."));
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "-p", "psyne", "--examples", "--profile", profile])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {what} to build the examples: {e}"))?;
-    let stderr = Capture::start(child.stderr.take());
-    let _stdout = Capture::start(child.stdout.take());
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() > BUILD_LIMIT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "building the examples took over {BUILD_LIMIT:?}: {what}\n{}",
-                    stderr.text()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
-        }
-    };
-    if !status.success() {
-        return Err(format!(
-            "building the examples failed ({status}): {what}\n{}",
-            stderr.finish()
-        ));
-    }
-    Ok(profile_dir.join("examples"))
+    built(&format!("examples/{name}"))
 }
 
 /// Runs example `name` with `args` under psyrun on `n` ranks, to completion.
@@ -399,7 +333,8 @@ fn mpirun_example(n: usize, example: &Path, env: &[(&str, &str)]) -> Command {
 fn torchrun_style_variables_win_over_the_srun_step_they_are_set_in() {
     let dir = TempDir::new("example-torch");
     let allreduce = example("allreduce");
-    let port = free_port();
+    let reserved = free_port();
+    let port = reserved.port();
     let jobs: Vec<Job> = (0..2)
         .map(|rank| {
             let mut cmd = Command::new(&allreduce);

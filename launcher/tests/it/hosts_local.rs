@@ -2,7 +2,7 @@
 //! so placement, the agent protocol, output, exit codes and teardown across "hosts" are tested
 //! without root. (The same path over real SSH is in `multihost.rs`.)
 
-mod common;
+use crate::common;
 
 use common::{
     check_long_lines, children, eventually, gone, long_lines_sh, psyrun, run, wait_for_pids, Job,

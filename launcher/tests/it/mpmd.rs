@@ -1,6 +1,6 @@
 //! MPMD: several programs, each with its own rank count and arguments, form one world.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::PathBuf;

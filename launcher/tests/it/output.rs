@@ -1,6 +1,6 @@
 //! Output forwarding: whole lines, tags, per-rank files.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! attempt left running or in /dev/shm) until it succeeds or the restarts run out; a signal or the
 //! timeout ends it without a restart.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::collections::BTreeSet;

@@ -5,7 +5,7 @@
 //! the group under the others' feet; a rank stopped (SIGSTOP) instead of killed, which the
 //! survivors count failed after `PSY_TIMEOUT` and psyrun ends. Nothing is left in /dev/shm.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::PathBuf;

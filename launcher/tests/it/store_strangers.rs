@@ -7,7 +7,7 @@
 //! The ranks wait at a gate (a FIFO each reads a line from) that the stranger opens once its
 //! attack is under way, so the attack always overlaps the ranks' start however fast the job is.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::Write;
@@ -20,19 +20,14 @@ use std::time::Duration;
 /// One job at a time: each is hundreds of ranks on a machine of few cores.
 static ONE_JOB: Mutex<()> = Mutex::new(());
 
-/// The longest building the example may take.
-const BUILD_LIMIT: Duration = Duration::from_secs(900);
 /// Connections the stranger makes before it lets the ranks start.
 const GATE_AFTER: usize = 50;
 /// psyrun's own limit on the job (`--timeout`); the test waits a little longer.
 const JOB_TIMEOUT: Duration = Duration::from_secs(240);
 
-/// `examples/allreduce`, built beside the psyrun under test.
+/// `examples/allreduce`, built beside the psyrun under test by the test command.
 fn allreduce() -> PathBuf {
-    match cargo_build_beside_psyrun(&["-p", "psyne", "--example", "allreduce"], BUILD_LIMIT) {
-        Ok(dir) => dir.join("examples").join("allreduce"),
-        Err(e) => panic!("{e}"),
-    }
+    built("examples/allreduce")
 }
 
 /// The TCP ports process `pid` listens on (IPv4), found as a stranger on this machine would:

@@ -1,6 +1,6 @@
 //! Failures, signals and timeouts end the whole job with the right code and leave no rank behind.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;

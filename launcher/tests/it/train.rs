@@ -3,38 +3,22 @@
 //! (parameters bitwise identical on every rank, loss curve equal to a 1-rank run within its
 //! tolerance), rank 0 must print one line per epoch, and bad arguments must be a clear error.
 //!
-//! `cargo test` builds psyrun but not the `train` binary (another package), so the first test to
-//! need it runs `cargo build -p train` once with psyrun's profile and target directory, which
-//! puts `train` beside psyrun: a no-op when it is fresh.
+//! `cargo test` builds psyrun but not the `train` binary (another package): the test command
+//! builds it beside psyrun first ([`common::built`]).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The longest one training run may take (generous: unoptimised builds, 8 ranks on a shared
 /// 2-core machine).
 const LIMIT: Duration = Duration::from_secs(180);
 
-/// The longest building `train` may take.
-const BUILD_LIMIT: Duration = Duration::from_secs(900);
-
-/// The `train` binary, built beside the psyrun under test.
+/// The `train` binary, built beside the psyrun under test by the test command.
 fn train_bin() -> PathBuf {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let dir = match DIR.get_or_init(|| cargo_build_beside_psyrun(&["-p", "train"], BUILD_LIMIT)) {
-        Ok(dir) => dir,
-        Err(e) => panic!("building train: {e}"),
-    };
-    let path = dir.join("train");
-    assert!(
-        path.is_file(),
-        "`train` is not at {} after building it",
-        path.display()
-    );
-    path
+    built("train")
 }
 
 /// Runs `psyrun -n N train ARGS` with `train` by its bare name (a PATH without it, so psyrun

@@ -3,7 +3,7 @@
 //! once, naming what it is, rather than hold every rank in `open` outside `PSY_TIMEOUT` or read
 //! until memory runs out.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::PathBuf;

@@ -191,3 +191,39 @@ pub fn board_call_against_a_ring(
     }
     errors
 }
+
+/// A one-shot signal between ranks that are threads of this test: one opens it, others wait for
+/// it with a deadline (an ordering event instead of a sleep).
+#[derive(Default)]
+pub struct Gate {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl Gate {
+    /// A closed gate, shared.
+    pub fn new() -> std::sync::Arc<Gate> {
+        std::sync::Arc::new(Gate::default())
+    }
+
+    /// Opens the gate for every waiter, now and later.
+    pub fn open(&self) {
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.opened.notify_all();
+    }
+
+    /// Waits until the gate is open, at most `limit`; fails naming `what` if it never opened.
+    pub fn wait(&self, limit: Duration, what: &str) -> psyne::Result<()> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let (_open, waited) = self
+            .opened
+            .wait_timeout_while(open, limit, |open| !*open)
+            .unwrap_or_else(|p| p.into_inner());
+        if waited.timed_out() {
+            return Err(psyne::Error::invalid(format!(
+                "{what} did not happen within {limit:?}"
+            )));
+        }
+        Ok(())
+    }
+}

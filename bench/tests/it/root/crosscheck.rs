@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 const COLLECTIVES: [(&str, BenchColl); 4] = [
     ("allreduce", BenchColl::AllReduce),

@@ -292,50 +292,22 @@ pub fn children(pid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Runs `cargo build` with `args` (e.g. `["-p", "train"]`) into the target directory and profile
-/// psyrun was built in (psyrun is `<target>/<profile dir>/psyrun`), waiting at most `limit`, and
-/// returns that profile directory: where the binaries built land, beside psyrun. A no-op when
-/// they are fresh, and never a stale binary.
-pub fn cargo_build_beside_psyrun(args: &[&str], limit: Duration) -> Result<PathBuf, String> {
+/// The command that builds, before the tests, every program they run (scripts/test.sh runs it):
+/// the same profile and features as the tests, so nothing is compiled twice.
+pub const BUILD_COMMAND: &str = "cargo build --workspace --bins --examples --all-features";
+
+/// A program of this workspace that the test command builds before the tests (psyne's examples,
+/// `train`): `rel` beside the psyrun under test (`train`, `examples/allreduce`). Tests never
+/// build it themselves; when it is missing, the test fails naming the command that builds it.
+pub fn built(rel: &str) -> PathBuf {
     let psyrun = psyrun_path();
-    let profile_dir = psyrun.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let target_dir = profile_dir.parent().unwrap_or(Path::new("."));
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
-    cmd.arg("build")
-        .args(args)
-        .args(["--profile", profile])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let what = format!("{cmd:?}");
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {what}: {e}"))?;
-    let stderr = Capture::start(child.stderr.take());
-    let _stdout = Capture::start(child.stdout.take());
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() > limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what} took over {limit:?}\n{}", stderr.text()));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
-        }
-    };
-    if !status.success() {
-        return Err(format!("{what} failed ({status})\n{}", stderr.finish()));
-    }
-    Ok(profile_dir)
+    let path = psyrun.parent().unwrap_or(Path::new(".")).join(rel);
+    assert!(
+        path.is_file(),
+        "{} is not built: run `{BUILD_COMMAND}` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
 }
 
 /// An exclusive lock on the SSH test cluster's fixed names (bridge, subnet, namespaces), held
@@ -625,12 +597,57 @@ pub fn job_ids(stdout: &str) -> Vec<String> {
     ids
 }
 
-/// A TCP port on loopback that was free a moment ago (bound as :0 and read back).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// A TCP port on loopback reserved for one test (`MASTER_PORT`, which a program binds itself), until
+/// dropped. A port the kernel hands out for `:0` or for an outgoing connection could be taken by
+/// anyone between the test's check and the program's bind; this one is below the kernel's
+/// ephemeral range (so the kernel never hands it out), free when checked, and held by a lock
+/// file in /tmp that every test process on this machine takes before using it.
+pub struct ReservedPort {
+    port: u16,
+    _lock: std::fs::File,
+}
+
+impl ReservedPort {
+    /// The port number.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+/// The ports [`free_port`] draws from: the 8192 below the kernel's ephemeral range.
+fn reservable_ports() -> std::ops::Range<u16> {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    low.saturating_sub(8192).max(1024)..low
+}
+
+/// Reserves a free TCP port on loopback (see [`ReservedPort`]).
+pub fn free_port() -> ReservedPort {
+    use std::os::fd::AsRawFd;
+    static TRIES: AtomicUsize = AtomicUsize::new(0);
+    let ports = reservable_ports();
+    let span = usize::from(ports.end - ports.start);
+    let dir = std::env::temp_dir().join("psyne-test-ports");
+    std::fs::create_dir_all(&dir).expect("creating the port lock directory");
+    let start = std::process::id() as usize * 7919;
+    for _ in 0..span {
+        let n = TRIES.fetch_add(1, Ordering::SeqCst);
+        let port = ports.start + ((start + n) % span) as u16;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+            .expect("opening a port lock file");
+        // SAFETY: flock takes a descriptor we own (alive for the call) and plain flags.
+        let locked = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 };
+        if locked && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return ReservedPort { port, _lock: lock };
+        }
+    }
+    panic!("no free port in {ports:?}");
 }
 
 /// Asserts that the job whose ranks printed their job id in `stdout` left no shared-memory

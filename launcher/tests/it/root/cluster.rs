@@ -1,7 +1,7 @@
 //! The SSH test cluster (`scripts/cluster.sh`) comes up, every host answers over real SSH from
 //! inside another host's namespace, and it goes away leaving no namespace, link or daemon.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -17,7 +17,7 @@
 
 #![cfg(feature = "mpi")]
 
-mod common;
+use crate::common;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -11,7 +11,7 @@
 //! from it ([`WAIT`]). One MPI job runs at a time ([`one_job`]): they oversubscribe 2 cores, and
 //! several MPI libraries busy-poll.
 
-mod common;
+use crate::common;
 
 use common::mpi::{self, Flavour, ImbRow};
 use common::*;

@@ -3,7 +3,7 @@
 //! and tears the cluster down even when it fails. Needs root (CI runs as root); skipped, saying
 //! so, otherwise. One cluster at a time (the script's bridge and subnet are fixed).
 
-mod common;
+use crate::common;
 
 use common::{eventually, gone, psyrun_path, wait_for_pids, Job, TempDir, RECORD_PID};
 use std::ffi::OsStr;
@@ -282,10 +282,10 @@ fn with_on_failure_continue_the_ranks_of_other_hosts_shrink_past_a_lost_host() {
         "--no-victim",
     ];
     let job = Job::start(c.psyrun(&dir, &args), &dir);
+    // Each rank prints its job line as it enters its loop of calls.
     eventually(Duration::from_secs(60), "every rank in its loop", || {
         job.stdout.text().matches(": job ").count() == 8
     });
-    std::thread::sleep(Duration::from_millis(200));
     c.kill_sshd(3);
     let done = job.wait(Duration::from_secs(90));
     let ctx = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);

@@ -14,7 +14,7 @@
 //! `PSY_PMI_TRACE=1 cargo test -p psyrun --test pmi_simple -- --nocapture --test-threads 1`
 //! also prints every PMI message each rank sent and every reply (the service's tracer).
 
-mod common;
+use crate::common;
 
 use psyrun::pmi::simple::{leftovers, SimpleService, Tracer};
 use psyrun::pmi::{Alone, Exchange, HostRanks, HostService, JobMap, Report, Reporter};

@@ -10,7 +10,7 @@
 //! Every wait has a deadline and waits for an event (a line, an exit, a report); every rank
 //! started here is SIGKILLed and reaped when a test ends, passing or not.
 
-mod common;
+use crate::common;
 
 use common::TempDir;
 use psyrun::pmi::pmix::{server, PmixService};

@@ -13,7 +13,7 @@
 //! (`scripts/setup.sh`); without them they say why and pass. The one about `--launcher slurm`
 //! outside an allocation needs neither.
 
-mod common;
+use crate::common;
 
 use common::{
     eventually, gone, psyrun, run, slurm, wait_for_pids_sh, Done, Job, TempDir, RECORD_PID,
@@ -24,7 +24,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// One cluster at a time: they share the ports.
+/// One cluster at a time: they share the ports (with the three-node clusters of `slurm_nodes` too,
+/// in the same test binary: [`common::ClusterLock`], taken after this).
 static CLUSTER: Mutex<()> = Mutex::new(());
 
 /// The longest one Slurm command of a test may take (an allocation on an idle one-host cluster
@@ -47,6 +48,7 @@ fn unavailable() -> Option<String> {
 struct Cluster {
     dir: PathBuf,
     _serial: std::sync::MutexGuard<'static, ()>,
+    _machine: common::ClusterLock,
 }
 
 impl Cluster {
@@ -61,6 +63,7 @@ impl Cluster {
         let cluster = Cluster {
             dir,
             _serial: serial,
+            _machine: common::ClusterLock::take(),
         };
         common::run_script("slurm.sh", [OsStr::new("up"), cluster.dir.as_os_str()]);
         Some(cluster)
@@ -313,20 +316,9 @@ fn launcher_slurm_outside_an_allocation_is_a_clear_error() {
     }
 }
 
-/// The examples' directory, built (once per test process, without features) beside psyrun.
-fn examples_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    match DIR.get_or_init(|| {
-        common::cargo_build_beside_psyrun(&["-p", "psyne", "--examples"], Duration::from_secs(900))
-    }) {
-        Ok(dir) => dir.join("examples"),
-        Err(e) => panic!("{e}"),
-    }
-}
-
-/// The `allreduce` example, built without features.
+/// The `allreduce` example, built beside psyrun by the test command.
 fn allreduce() -> PathBuf {
-    examples_dir().join("allreduce")
+    common::built("examples/allreduce")
 }
 
 /// One `rank 0/1 ... OK` line: the example ran as a world of one, and was right.

@@ -18,7 +18,7 @@
 //! Debian packages slurmctld, slurmd, munge, slurm-client, openssh-server, iproute2 and
 //! util-linux (`scripts/setup.sh`); without them they say why and pass.
 
-mod common;
+use crate::common;
 
 use common::{eventually_or_not, job_ids, segments_of, slurm, Done, Job, TempDir};
 use std::ffi::OsStr;

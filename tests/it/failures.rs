@@ -127,8 +127,9 @@ fn a_rank_leaves(wiring: Wiring, n: usize) {
         let start = Instant::now();
         let mut buf = vec![0.5f64; n];
         let first = g.all_reduce(&mut buf, ReduceOp::Sum);
+        // Well before the group's timeout: the leaving rank's closed links tell, not a wait.
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < T / 2,
             "noticed only after {:?}",
             start.elapsed()
         );

@@ -12,6 +12,9 @@ use psyne::RdmaConfig;
 use psyne::ReduceOp;
 use std::time::{Duration, Instant};
 
+/// The groups' deadline in the fallback test; a rank that waited for a peer would take all of it.
+const DEADLINE: Duration = Duration::from_secs(60);
+
 fn here() -> Availability {
     availability(&RdmaConfig::from_env().expect("PSY_RDMA_* variables are well-formed"))
 }
@@ -65,7 +68,7 @@ fn forcing_rdma_without_a_device_fails_on_every_rank_with_the_reason() {
         return;
     };
     let started = Instant::now();
-    let results = common::try_with_wiring(3, Wiring::Rdma, Duration::from_secs(60), |g| {
+    let results = common::try_with_wiring(3, Wiring::Rdma, DEADLINE, |g| {
         g.map(|g| g.transports()).map_err(|e| e.to_string())
     });
     let took = started.elapsed();
@@ -81,8 +84,8 @@ fn forcing_rdma_without_a_device_fails_on_every_rank_with_the_reason() {
         }
         assert!(e.contains(&format!("rank {rank}")), "rank {rank}: {e}");
     }
-    // Far below the 60 s deadline: no rank waited for a peer that would never come.
-    assert!(took < Duration::from_secs(20), "took {took:?}");
+    // Far below the deadline: no rank waited for a peer that would never come.
+    assert!(took < DEADLINE / 3, "took {took:?}");
 }
 
 #[test]

@@ -510,7 +510,8 @@ fn sizes_beyond_this_hosts_memory_are_refused_before_anything_is_allocated() {
         let mut cmd = psybench();
         cmd.args(["-n", "2", "allreduce", "--sizes", sizes]);
         let started = std::time::Instant::now();
-        let out = run(cmd, Duration::from_secs(60));
+        let limit = Duration::from_secs(60);
+        let out = run(cmd, limit);
         let all = text(&out);
         assert_eq!(out.status.code(), Some(2), "--sizes {sizes}: {all}");
         assert!(all.contains("MemAvailable"), "--sizes {sizes}: {all}");
@@ -525,10 +526,8 @@ fn sizes_beyond_this_hosts_memory_are_refused_before_anything_is_allocated() {
             "--sizes {sizes}: a rank started: {all}"
         );
         assert!(!all.contains("panicked"), "{all}");
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "--sizes {sizes}"
-        );
+        // Well within the run's limit: nothing was allocated or touched first.
+        assert!(started.elapsed() < limit / 2, "--sizes {sizes}");
     }
 }
 

@@ -1,6 +1,6 @@
 //! The multi-host path without SSH: `--launcher local` runs every host's agent on this machine,
 //! so placement, the agent protocol, output, exit codes and teardown across "hosts" are tested
-//! without root. (The same path over real SSH is in `multihost.rs`.)
+//! without root. (The same path over real SSH is in `root/multihost.rs`.)
 
 use crate::common;
 

@@ -5,7 +5,7 @@
 //! is not the one the launcher announced.
 //!
 //! Needs Open MPI's `mpirun` (scripts/setup.sh installs it). Run with
-//! `cargo test -p psyrun --features mpi --test mpi`.
+//! `cargo test -p psyrun --features mpi --test it -- root::mpi::`.
 //!
 //! Open MPI settings used, each because this machine needs it:
 //! - `--allow-run-as-root`: the tests may run as root (the container's user).

@@ -4,7 +4,7 @@
 //!
 //! Programs: launcher/tests/mpi_programs/ring.c (its header lists its modes and output), Intel
 //! MPI's benchmarks (`IMB-MPI1`) and mpi4py. scripts/setup.sh installs every MPI; an absent one
-//! fails the test that needs it, saying so (see tests/common/mpi.rs).
+//! fails the test that needs it, saying so (see tests/it/common/mpi.rs).
 //!
 //! The `own_launcher_*` tests and the parser's need only the MPIs; the `psyrun_*` tests need psyrun
 //! to serve MPI programs. Every psyrun call has `--timeout`, and the test's own wait is derived

@@ -11,7 +11,7 @@
 //! by `I_MPI_PMI_LIBRARY` (its built-in client speaks PMI-1 only); Slurm's `libpmi2.so.0`
 //! (Debian's libpmi2-0) is one, and speaks to `PMI_FD` like Hydra's.
 //!
-//! `PSY_PMI_TRACE=1 cargo test -p psyrun --test pmi_simple -- --nocapture --test-threads 1`
+//! `PSY_PMI_TRACE=1 cargo test -p psyrun --test it -- root::pmi_simple:: --nocapture --test-threads 1`
 //! also prints every PMI message each rank sent and every reply (the service's tracer).
 
 use crate::common;

@@ -5,7 +5,7 @@
 //! reports arriving.
 //!
 //! Needs `mpicc.openmpi` (Debian: openmpi-bin, libopenmpi-dev) and libpmix2; without them each
-//! test says so and passes. Run with `cargo test -p psyrun --test pmix`.
+//! test says so and passes. Run with `cargo test -p psyrun --test it -- root::pmix::`.
 //!
 //! Every wait has a deadline and waits for an event (a line, an exit, a report); every rank
 //! started here is SIGKILLed and reaped when a test ends, passing or not.

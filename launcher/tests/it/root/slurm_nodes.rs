@@ -14,7 +14,7 @@
 //! [`srun_mpi_pmix_forms_a_group_across_nodes`] for what it requires and when).
 //!
 //! The node names, bridge and subnet are those of the SSH test cluster, so these tests take the
-//! same machine-wide lock ([`common::ClusterLock`]) as `multihost.rs`. They need root and the
+//! same machine-wide lock ([`common::ClusterLock`]) as `root/multihost.rs`. They need root and the
 //! Debian packages slurmctld, slurmd, munge, slurm-client, openssh-server, iproute2 and
 //! util-linux (`scripts/setup.sh`); without them they say why and pass.
 

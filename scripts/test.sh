@@ -15,7 +15,7 @@
 #            root or a package, each says why and passes.
 #   python   the Python package (built with maturin into the venv setup.sh made; pytest under
 #            the psyrun built here)
-#   all      every tier above, in that order (the default)
+#   all      every tier above (the default); the root tier runs beside the others
 # The programs the tests run (psyrun, psyne-check, psybench, psyne's examples, train) are built
 # once, first, with the tests' profile and features (`cargo build` below); tests never build.
 # Each phase's time is printed at the end, before the summary.
@@ -37,19 +37,20 @@ wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 log=$(mktemp)
 times=$(mktemp)
 trap 'rm -f "$log" "$times"' EXIT
-# phase NAME COMMAND...: runs COMMAND (its output also into the log the summary counts), and
-# records how long it took.
+# phase NAME COMMAND...: runs COMMAND (its output also into the log the summary counts, or into
+# $phase_log), and records how long it took.
 phase() {
   local name=$1 start end
   shift
   start=$(date +%s.%N)
   echo "=== $name: $*"
-  "$@" 2>&1 | tee -a "$log"
+  "$@" 2>&1 | tee -a "${phase_log:-$log}"
   end=$(date +%s.%N)
   awk -v n="$name" -v s="$start" -v e="$end" 'BEGIN { printf "%-10s %6.1f s\n", n, e - s }' >>"$times"
 }
 
 started_load=$(uptime | sed 's/.*load average//')
+started=$(date +%s.%N)
 phase setup scripts/setup.sh
 # The suite asserts the built-in algorithm choices: a tuning file on this machine must not change
 # them (tests of tuning files set PSY_TUNING themselves).
@@ -75,6 +76,19 @@ if wants unit || wants process || wants root || wants python; then
   phase build-tests cargo test --workspace --all-targets "${features[@]}" --no-run
 fi
 
+# The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
+# machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
+# each lock leaves others running), its output shown when it ends.
+root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 4)
+root_pid=
+if wants root && { wants unit || wants process || wants python; }; then
+  root_log=$(mktemp)
+  # A failing tier ends the script: the root tier is waited for first, so nothing is left running.
+  trap 'if [ -n "$root_pid" ]; then wait "$root_pid" || true; fi; rm -f "$log" "$times" "$root_log"' EXIT
+  (phase_log=$root_log phase root "${root_test[@]}") >/dev/null 2>&1 &
+  root_pid=$!
+fi
+
 if wants unit; then
   phase unit cargo test --workspace "${features[@]}" --lib --bins --examples --benches
   phase sim cargo test --workspace "${features[@]}" --test it -- sim::
@@ -83,16 +97,26 @@ fi
 if wants process; then
   phase process cargo test --workspace "${features[@]}" --test it -- --skip sim:: --skip root::
 fi
-if wants root; then
-  phase root cargo test --workspace "${features[@]}" --test it -- root::
-fi
 if wants python; then
   # Builds the Python package into the venv setup.sh made, then its pytest suites, which run the
   # psyrun built above. Its closing line joins the summary below.
   phase python scripts/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun"
 fi
 
+if [ -n "$root_pid" ]; then
+  root_status=0
+  wait "$root_pid" || root_status=$?
+  root_pid=
+  echo "=== root (ran beside the tiers above):"
+  cat "$root_log"
+  cat "$root_log" >>"$log"
+  [ "$root_status" = 0 ] || exit "$root_status"
+elif wants root; then
+  phase root "${root_test[@]}"
+fi
+
 echo "time per phase (load average at the start$started_load; at the end$(uptime | sed "s/.*load average//"))":
 cat "$times"
+awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%-10s %6.1f s\n", "total", e - s }'
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

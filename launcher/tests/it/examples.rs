@@ -261,6 +261,7 @@ fn under_mpirun_the_example_forms_one_group_through_pmix() {
     }
     let allreduce = example("allreduce");
     for n in [2, 3] {
+        let _mpi = MpiLock::take();
         let dir = TempDir::new("example-mpirun");
         let done = run_launcher(mpirun_example(n, &allreduce, &[]), &dir, LIMIT);
         let context = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
@@ -285,6 +286,7 @@ fn under_mpirun_without_pmix_the_example_fails_naming_mpirun_and_the_fix() {
         eprintln!("skipped: mpirun is not installed (scripts/setup.sh installs Open MPI)");
         return;
     }
+    let _mpi = MpiLock::take();
     let dir = TempDir::new("example-mpirun-nopmix");
     let allreduce = example("allreduce");
     let cmd = mpirun_example(

@@ -336,6 +336,35 @@ impl ClusterLock {
     }
 }
 
+/// An exclusive lock on running MPI programs, held until dropped, across every test (and test
+/// process) on this machine (flock on a file in /tmp): MPI libraries leave files in /dev/shm that
+/// the MPI tests count and clean up by name, so no two MPI jobs run at once. Taken after the
+/// cluster's lock by a test that needs both.
+pub struct MpiLock(std::fs::File);
+
+impl MpiLock {
+    /// Waits for the lock (as long as the job holding it takes: each has its own deadline).
+    pub fn take() -> MpiLock {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open("/tmp/psyne-mpi.lock")
+            .expect("opening the MPI lock file");
+        // SAFETY: flock takes a descriptor we own (alive for the call) and plain flags.
+        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            let e = std::io::Error::last_os_error();
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::Interrupted,
+                "locking MPI: {e}"
+            );
+        }
+        MpiLock(file)
+    }
+}
+
 /// Runs one of the repository's scripts (`scripts/NAME`) with `args` under `timeout 120`, and
 /// fails the test with its output if it does not succeed.
 pub fn run_script<S: AsRef<std::ffi::OsStr>>(name: &str, args: impl IntoIterator<Item = S>) {

@@ -143,7 +143,10 @@ fn mpirun(n: usize, args: &[&str]) -> Done {
 
 /// [`mpirun`] with `env` set for mpirun and so for every rank.
 fn mpirun_with(n: usize, args: &[&str], env: &[(&str, &str)]) -> Done {
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = (
+        ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()),
+        common::MpiLock::take(),
+    );
     let mut cmd = common::mpirun(n, env);
     cmd.arg(check_bin()).args(args).env("OMPI_MCA_op", "^avx");
     run(cmd, DEADLINE)
@@ -151,7 +154,10 @@ fn mpirun_with(n: usize, args: &[&str], env: &[(&str, &str)]) -> Done {
 
 /// psyne-check alone, without a launcher: MPI makes it a world of one.
 fn alone(args: &[&str], env: &[(&str, &str)]) -> Done {
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = (
+        ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()),
+        common::MpiLock::take(),
+    );
     let mut cmd = Command::new(check_bin());
     cmd.args(args)
         .env("OMPI_MCA_op", "^avx")

@@ -17,7 +17,6 @@ use common::mpi::{self, Flavour, ImbRow};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// psyrun's `--timeout` for every job here, in seconds: ring with 8 oversubscribed ranks takes a
@@ -27,10 +26,9 @@ const TIMEOUT_SECS: u64 = 60;
 /// the SIGTERM that follows, and a margin.
 const WAIT: Duration = Duration::from_secs(TIMEOUT_SECS + 5 + 15);
 
-/// One MPI job at a time in this test binary.
-fn one_job() -> MutexGuard<'static, ()> {
-    static ONE: Mutex<()> = Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
+/// One MPI job at a time on this machine ([`common::MpiLock`]).
+fn one_job() -> common::MpiLock {
+    common::MpiLock::take()
 }
 
 /// The MPI libraries' shared-memory files in /dev/shm.
@@ -49,7 +47,7 @@ fn mpi_segments() -> Vec<String> {
 /// ranks leave (Hydra leaves MPICH's when a rank is killed or aborts) are removed on drop. psyrun's
 /// jobs are not cleaned after: psyrun removes them itself, and `psyrun_*` tests check it.
 struct OwnJob {
-    _one: MutexGuard<'static, ()>,
+    _one: common::MpiLock,
     before: Vec<String>,
 }
 

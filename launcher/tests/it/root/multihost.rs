@@ -835,6 +835,7 @@ fn mpi_programs_of_every_mpi_run_as_one_world_on_four_hosts_flat_and_tree() {
         return;
     };
     let dir = TempDir::new("mh-mpi");
+    let _mpi = common::MpiLock::take();
     for flavour in common::mpi::FLAVOURS {
         let prog = mpi_ring(flavour);
         for launch in [
@@ -894,6 +895,7 @@ fn an_mpi_abort_or_a_killed_rank_on_another_host_ends_the_job_leaving_nothing() 
         return;
     };
     let dir = TempDir::new("mh-mpi-fail");
+    let _mpi = common::MpiLock::take();
     for flavour in [common::mpi::Flavour::OpenMpi, common::mpi::Flavour::Mpich4] {
         let prog = mpi_ring(flavour);
         let args = mpi_args(flavour, &[], &prog, &["abort", "5", "9"]);

@@ -400,7 +400,10 @@ fn ring_ok(mpi: Mpi, pmi2: bool, hosts: &[&[usize]]) {
         Ok(p) => p,
         Err(why) => return eprintln!("skipped: {why}"),
     };
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = (
+        ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()),
+        common::MpiLock::take(),
+    );
     let mut job = Job::start(&prog, &[], hosts, &env);
     let ended = job.wait();
     let size: usize = hosts.iter().map(|h| h.len()).sum();
@@ -445,7 +448,10 @@ fn ring_abort(mpi: Mpi, pmi2: bool) {
         Ok(p) => p,
         Err(why) => return eprintln!("skipped: {why}"),
     };
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = (
+        ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()),
+        common::MpiLock::take(),
+    );
     let mut job = Job::start(&prog, &["abort", "1", "7"], &[&[0, 1, 2]], &env);
     let deadline = Instant::now() + JOB_DEADLINE;
     let abort = job
@@ -482,7 +488,10 @@ fn lost_rank(mpi: Mpi, pmi2: bool) {
     // No node shared-memory segment: rank 0 would create it after the failed barrier, under a
     // random name it can no longer announce, and leave it in /dev/shm when MPI_Init fails.
     env.push(("MPIR_CVAR_NOLOCAL", "1"));
-    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = (
+        ONE_JOB.lock().unwrap_or_else(|e| e.into_inner()),
+        common::MpiLock::take(),
+    );
     let which = |rank| match rank {
         1 => (PathBuf::from("true"), &[][..]),
         _ => (prog.clone(), &[][..]),

@@ -29,8 +29,10 @@ const DEADLINE: Duration = Duration::from_secs(90);
 /// One PMIx service runs at a time in a process.
 static ONE_SERVER: Mutex<()> = Mutex::new(());
 
-fn one_server() -> std::sync::MutexGuard<'static, ()> {
-    ONE_SERVER.lock().unwrap_or_else(|p| p.into_inner())
+/// The PMIx service of this process, and the machine's MPI jobs ([`common::MpiLock`]).
+fn one_server() -> (std::sync::MutexGuard<'static, ()>, common::MpiLock) {
+    let one = ONE_SERVER.lock().unwrap_or_else(|p| p.into_inner());
+    (one, common::MpiLock::take())
 }
 
 /// Builds ring.c with Open MPI into `dir`; `None` (the test then passes, saying why) where Open

@@ -487,6 +487,7 @@ fn psyrun_in_salloc_runs_mpi_programs_across_nodes() {
         return;
     };
     let dir = TempDir::new("slurmn-mpi");
+    let _mpi = common::MpiLock::take();
     for flavour in [common::mpi::Flavour::OpenMpi, common::mpi::Flavour::Mpich4] {
         let ring = common::mpi::build(flavour, &common::mpi::program_source("ring.c"));
         let ring = ring.to_string_lossy();

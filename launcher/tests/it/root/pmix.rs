@@ -546,6 +546,14 @@ fn relay(exchange: Arc<InMemory>, mut stream: TcpStream) {
     });
 }
 
+/// The full name of the [`second_host`] test in this binary (`root::pmix::second_host`): its
+/// module path without the crate's.
+fn second_host_test() -> String {
+    let module = module_path!();
+    let module = module.split_once("::").map_or(module, |(_, m)| m);
+    format!("{module}::second_host")
+}
+
 /// The second host's name (it is this machine too).
 const SECOND_NAME: &str = "psy-second-host";
 
@@ -572,7 +580,7 @@ fn two_hosts_form_one_world_through_the_exchange() {
     let exchange = in_memory(2);
     let mut helper = Command::new(std::env::current_exe().expect("this test binary"));
     helper
-        .args(["--exact", "second_host", "--ignored", "--nocapture"])
+        .args(["--exact", &second_host_test(), "--ignored", "--nocapture"])
         .env(
             SECOND_HOST,
             format!("{port} {host} {} {}", map.job_id, ring.display()),

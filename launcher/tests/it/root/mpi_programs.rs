@@ -109,8 +109,20 @@ fn psyrun_mpi(
     iface: Option<&str>,
     env: &[(String, String)],
 ) -> Command {
+    psyrun_mpi_within(dir, flavour, n, iface, env, TIMEOUT_SECS)
+}
+
+/// [`psyrun_mpi`] with `--timeout timeout` (seconds).
+fn psyrun_mpi_within(
+    dir: &TempDir,
+    flavour: Flavour,
+    n: usize,
+    iface: Option<&str>,
+    env: &[(String, String)],
+    timeout: u64,
+) -> Command {
     let mut cmd = psyrun(dir);
-    cmd.args(["--timeout", &TIMEOUT_SECS.to_string(), "-n", &n.to_string()]);
+    cmd.args(["--timeout", &timeout.to_string(), "-n", &n.to_string()]);
     if let Some(iface) = iface {
         cmd.args(["--mpi", iface]);
     }
@@ -298,7 +310,8 @@ fn sorted(mut rows: Vec<ImbRow>) -> Vec<ImbRow> {
 }
 
 /// IMB-MPI1 under Intel MPI's mpiexec on `n` processes: its rows, checked against what they must be.
-fn imb_under_mpiexec(n: usize) -> Vec<ImbRow> {
+/// IMB-MPI1's rows under Intel MPI's mpiexec, and how long that run took.
+fn imb_under_mpiexec(n: usize) -> (Vec<ImbRow>, Duration) {
     let imb = mpi::imb_mpi1();
     let _one = own_job();
     let dir = TempDir::new(&format!("imb-mpiexec-{n}"));
@@ -309,7 +322,7 @@ fn imb_under_mpiexec(n: usize) -> Vec<ImbRow> {
     assert_eq!(done.code(), Some(0), "{ctx}");
     let rows = sorted(mpi::parse_imb(&done.stdout));
     assert_eq!(rows, imb_expected(n), "{ctx}");
-    rows
+    (rows, done.elapsed)
 }
 
 #[test]
@@ -604,14 +617,17 @@ per_flavour!(psyrun_ends_the_job_when_a_rank_is_sigkilled, psyrun_sigkill);
 per_flavour!(psyrun_runs_mpi4py_helloworld, psyrun_mpi4py);
 
 /// IMB-MPI1 under `psyrun -n N` gives the rows it gives under Intel MPI's mpiexec.
+/// The same run under psyrun is given four times what it took under mpiexec (at least the usual
+/// `--timeout`): IMB's length is the machine's, not a constant.
 fn psyrun_imb(n: usize) {
-    let baseline = imb_under_mpiexec(n);
+    let (baseline, took) = imb_under_mpiexec(n);
+    let timeout = TIMEOUT_SECS.max(4 * took.as_secs() + 1);
     let imb = mpi::imb_mpi1();
     let _one = one_job();
     let dir = TempDir::new(&format!("imb-psyrun-{n}"));
-    let mut cmd = psyrun_mpi(&dir, Flavour::IntelMpi, n, None, &[]);
+    let mut cmd = psyrun_mpi_within(&dir, Flavour::IntelMpi, n, None, &[], timeout);
     cmd.arg(&imb).args(imb_args(n));
-    let done = Job::start(cmd, &dir).wait(WAIT);
+    let done = Job::start(cmd, &dir).wait(WAIT + Duration::from_secs(timeout - TIMEOUT_SECS));
     let ctx = format!("IMB-MPI1 under psyrun -n {n}: {}", show(&done));
     assert_eq!(done.code(), Some(0), "{ctx}");
     assert_eq!(sorted(mpi::parse_imb(&done.stdout)), baseline, "{ctx}");

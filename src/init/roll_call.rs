@@ -167,8 +167,14 @@ fn roll(
         Err(e) if e.kind() == ErrorKind::Timeout => {
             return Err(match missing(store, size) {
                 Some(why) => refuse(store, size, &why),
-                None => Ended::Failed(e),
-            })
+                // Every seat is taken now: maybe by another rank's verdict, recorded since.
+                None => match store.get(VERDICT, Instant::now()) {
+                    Ok(verdict) => {
+                        refused_with(String::from_utf8_lossy(&verdict).into_owned(), true)
+                    }
+                    Err(_) => Ended::Failed(e),
+                },
+            });
         }
         Err(e) => return Err(e.into()),
     };

@@ -216,6 +216,9 @@ fn without_psyrun_rank_0_serves_the_store_at_master_addr_like_under_torchrun() {
                 .args(["--counts", "0,5,300"])
                 .env_clear()
                 .env("RANK", rank.to_string())
+                // As torchrun gives each run: psyne names the job's shared memory after it, and
+                // other env:// jobs may run on this host meanwhile (in this test binary too).
+                .env("TORCHELASTIC_RUN_ID", format!("test{port}"))
                 .env("WORLD_SIZE", "3")
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", port.to_string())

@@ -343,6 +343,9 @@ fn torchrun_style_variables_win_over_the_srun_step_they_are_set_in() {
             cmd.arg("1000")
                 .env_clear()
                 .env("RANK", rank.to_string())
+                // As torchrun gives each run: psyne names the job's shared memory after it, and
+                // other env:// jobs may run on this host meanwhile (in this test binary too).
+                .env("TORCHELASTIC_RUN_ID", format!("test{port}"))
                 .env("WORLD_SIZE", "2")
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", port.to_string())

@@ -10,7 +10,7 @@ packages=(
   libopenmpi-dev    # the `mpi` feature (rsmpi): headers, mpicc, pkg-config files
   openmpi-bin       # mpirun, for the MPI backend's tests
   mpich             # MPICH 4.0.2 (mpiexec.mpich, mpicc.mpich; beside Open MPI through
-  libmpich-dev      #   update-alternatives, which keeps Open MPI's mpirun): launcher/tests/mpi_programs.rs
+  libmpich-dev      #   update-alternatives, which keeps Open MPI's mpirun): launcher/tests/it/root/mpi_programs.rs
   hyperfine         # scripts/launch-bench.sh, scripts/launch-mpi.sh
   libclang-dev      # bindgen, used by mpi-sys and (feature `rdma`) rdma-mummy-sys
   cmake             # feature `rdma`: sideway's rdma-mummy-sys builds its verbs loader with cmake
@@ -25,7 +25,7 @@ packages=(
   util-linux        # unshare, for the test cluster's per-host names
   python3           # scripts/hier-summary.py (benchmark reports)
   python3-venv      # the virtual environment of the Python package's tests (below)
-  slurmctld         # the one-host Slurm cluster of scripts/slurm.sh (launcher/tests/slurm.rs)
+  slurmctld         # the one-host Slurm cluster of scripts/slurm.sh (launcher/tests/it/root/slurm.rs)
   slurmd
   munge
   slurm-client      # salloc, sbatch, srun, sinfo
@@ -69,7 +69,7 @@ if [ "${PSYNE_SKIP_PYTHON:-0}" != 1 ]; then
 fi
 
 # MPI libraries from PyPI, each in its own venv, for psyrun's tests of serving ordinary MPI programs
-# (launcher/tests/mpi_programs.rs, scripts/mpi4py-suite.sh, scripts/launch-mpi.sh), and mpi4py for
+# (launcher/tests/it/root/mpi_programs.rs, scripts/mpi4py-suite.sh, scripts/launch-mpi.sh), and mpi4py for
 # every MPI here. mpi4py's wheel carries one extension per MPI ABI (MPICH's, Open MPI's) and
 # dlopens the MPI library at import: found in its venv's lib/ (the mpich and impi-rt wheels), or
 # named by MPI4PY_LIBMPI (libmpi.so.40 for Debian's Open MPI; libmpich.so.12 for Debian's MPICH,

@@ -1,30 +1,122 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: system packages, formatting, lints, then every test of the
-# workspace (schedules against the oracle, collectives over real TCP with threads and with
-# processes under psyrun, launcher supervision and failure handling, psybench end to end, and the
-# MPI backend against Open MPI under mpirun, psyrun across hosts over SSH and inside Slurm
-# allocations of one host and of three nodes: multihost.rs, slurm.rs, slurm_nodes.rs, root only),
-# then the Python package (built with maturin into the virtual environment setup.sh made; pytest
-# under psyrun). Ends with one summary line.
+# The test suite, as CI runs it: `scripts/test.sh` runs everything and ends with one summary line
+# (`summary: N passed, 0 failed`). `scripts/test.sh TIER...` runs some tiers alone:
+#   lint     formatting, then clippy with every feature and once more without (the code behind
+#            `cfg(feature)` switches in psyne, psyrun and psybench)
+#   unit     every crate's unit tests (`--lib`, bins, examples), the doc tests, and the schedule
+#            simulations against the oracle (`sim::` of psyne's tests/it)
+#   process  the integration tests on loopback: collectives over real TCP and shared memory with
+#            threads, processes under psyrun, launcher supervision and failures, psybench end to
+#            end (each crate's tests/it, less `sim::` and `root::`)
+#   root     the tests that need root and the packages scripts/setup.sh installs (`root::` of
+#            launcher/tests/it and bench/tests/it): psyrun across hosts over SSH in network
+#            namespaces, inside Slurm allocations of one host and of three nodes, the MPI backend
+#            under mpirun, ordinary MPI programs served by psyrun's PMIx and PMI services. Without
+#            root or a package, each says why and passes.
+#   python   the Python package (built with maturin into the venv setup.sh made; pytest under
+#            the psyrun built here)
+#   all      every tier above (the default); the root tier runs beside the others
+# The programs the tests run (psyrun, psyne-check, psybench, psyne's examples, train) are built
+# once, first, with the tests' profile and features (`cargo build` below); tests never build.
+# Each phase's time is printed at the end, before the summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+usage="usage: $0 [all|lint|unit|process|root|python]..."
+tiers=()
+for t in "${@:-all}"; do
+  case $t in
+    all) tiers+=(lint unit process root python) ;;
+    lint | unit | process | root | python) tiers+=("$t") ;;
+    -h | --help) echo "$usage"; exit 0 ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
+
+log=$(mktemp)
+times=$(mktemp)
+trap 'rm -f "$log" "$times"' EXIT
+# phase NAME COMMAND...: runs COMMAND (its output also into the log the summary counts, or into
+# $phase_log), and records how long it took.
+phase() {
+  local name=$1 start end
+  shift
+  start=$(date +%s.%N)
+  echo "=== $name: $*"
+  "$@" 2>&1 | tee -a "${phase_log:-$log}"
+  end=$(date +%s.%N)
+  awk -v n="$name" -v s="$start" -v e="$end" 'BEGIN { printf "%-10s %6.1f s\n", n, e - s }' >>"$times"
+}
+
+started_load=$(uptime | sed 's/.*load average//')
+started=$(date +%s.%N)
+phase setup scripts/setup.sh
 # The suite asserts the built-in algorithm choices: a tuning file on this machine must not change
 # them (tests of tuning files set PSY_TUNING themselves).
 export PSY_TUNING=off
-cargo fmt --all -- --check
-# Without features psyne needs no MPI; with them (the MPI backend) Open MPI is used for real.
-cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy --workspace --all-targets --all-features -- -D warnings
+# Every cargo command selects the whole workspace with every feature, so that all of them share
+# one resolution of features and nothing is compiled twice.
+features=(--all-features)
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-cargo test --workspace --all-targets --all-features 2>&1 | tee "$log"
-cargo test --workspace --doc --all-features 2>&1 | tee -a "$log"
+if wants lint; then
+  phase fmt cargo fmt --all -- --check
+  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build; then,
+  # without features, the targets whose code has `cfg(feature)` switches (psyne's lib and its
+  # unit tests, psyne-check, psybench and their tests), so code only the feature-less build
+  # compiles is linted too.
+  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
+fi
 
-# The Python package: build it into the venv setup.sh made, then its pytest suites (which run the
-# psyrun the Rust tests just built). Its closing line joins the summary below.
-scripts/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun" 2>&1 | tee -a "$log"
+if wants unit || wants process || wants root || wants python; then
+  # Everything the tests run and every test binary, in one profile and feature set: the programs
+  # (launcher/tests/it/common: BUILD_COMMAND), then the test binaries, which reuse the libraries.
+  phase build cargo build --workspace --bins --examples "${features[@]}"
+  phase build-tests cargo test --workspace --all-targets "${features[@]}" --no-run
+fi
+
+# The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
+# machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
+# each lock leaves others running), its output shown when it ends.
+root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 4)
+root_pid=
+if wants root && { wants unit || wants process || wants python; }; then
+  root_log=$(mktemp)
+  # A failing tier ends the script: the root tier is waited for first, so nothing is left running.
+  trap 'if [ -n "$root_pid" ]; then wait "$root_pid" || true; fi; rm -f "$log" "$times" "$root_log"' EXIT
+  (phase_log=$root_log phase root "${root_test[@]}") >/dev/null 2>&1 &
+  root_pid=$!
+fi
+
+if wants unit; then
+  phase unit cargo test --workspace "${features[@]}" --lib --bins --examples --benches
+  phase sim cargo test --workspace "${features[@]}" --test it -- sim::
+  phase doc cargo test --workspace --doc "${features[@]}"
+fi
+if wants process; then
+  phase process cargo test --workspace "${features[@]}" --test it -- --skip sim:: --skip root::
+fi
+if wants python; then
+  # Builds the Python package into the venv setup.sh made, then its pytest suites, which run the
+  # psyrun built above. Its closing line joins the summary below.
+  phase python scripts/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun"
+fi
+
+if [ -n "$root_pid" ]; then
+  root_status=0
+  wait "$root_pid" || root_status=$?
+  root_pid=
+  echo "=== root (ran beside the tiers above):"
+  cat "$root_log"
+  cat "$root_log" >>"$log"
+  [ "$root_status" = 0 ] || exit "$root_status"
+elif wants root; then
+  phase root "${root_test[@]}"
+fi
+
+echo "time per phase (load average at the start$started_load; at the end$(uptime | sed "s/.*load average//"))":
+cat "$times"
+awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%-10s %6.1f s\n", "total", e - s }'
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

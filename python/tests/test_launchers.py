@@ -2,6 +2,7 @@
 psyne the rank, the size and where rank 0's store is (the Rust library's PMIx path, reached from
 Python unchanged). torchrun is in test_torch_backend.py."""
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -19,7 +20,11 @@ def mpirun(n: int, *args: str, env: dict = None) -> subprocess.CompletedProcess:
     if env:
         e.update(env)
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(n), sys.executable, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=e)
+    # One MPI job at a time on this machine: the Rust tests' MPI jobs (common::MpiLock, the same
+    # lock file) count and clean up MPI's files in /dev/shm by name.
+    with open("/tmp/psyne-mpi.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=e)
 
 
 needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed (scripts/setup.sh installs Open MPI)")

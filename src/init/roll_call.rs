@@ -17,7 +17,10 @@
 //! A process that finds a disagreement records it as the job's verdict (the first one recorded
 //! is the one every rank reports) and fills every seat not yet claimed with it, so that the
 //! ranks waiting in step 3 and the ranks yet to come in step 1 read it at once. Rank 0, whose
-//! exit ends the store, waits (a few seconds at most) until the others said they read it. A process that
+//! exit ends the store, waits until the holder of every other claimed seat said it read it (until
+//! the job's deadline, and a few seconds at least): only a seat's holder says so, under its
+//! seat's name, so a second process started with the same rank cannot say it for the first one,
+//! which may still be waiting on the store. A process that
 //! arrives after the others have formed the group can only fail itself; the ranks check the
 //! verdict once more after forming, which catches one that arrived meanwhile.
 
@@ -33,8 +36,9 @@ const VERDICT: &str = "torch/roll-verdict";
 const REFUSED: &str = "refused ";
 /// Where each rank says it read the verdict: this, then the rank.
 const ACK: &str = "torch/roll-read/";
-/// The longest rank 0 (which serves the store) waits, after a verdict, for the other seated
-/// ranks of its world to read it before it exits.
+/// The least time rank 0 (which serves the store) gives, after a verdict, to the other seated
+/// ranks of its world to read it before it exits (it waits until the job's deadline if that is
+/// later).
 const LINGER: Duration = Duration::from_secs(5);
 
 /// What a seat holds.
@@ -79,22 +83,25 @@ pub(super) fn check_in(
     match roll(store, rank, world_size, deadline) {
         Ok(()) => Ok(()),
         Err(Ended::Failed(e)) => Err(e),
-        Err(Ended::Refused(verdict)) => {
-            // Rank 0 serves the store: it stays until every other rank of its world has read
-            // the verdict (or a few seconds pass: some may never come), so that they fail with
-            // it rather than with a lost connection.
-            let _ = store.set(&format!("{ACK}{rank}"), b"read");
+        Err(Ended::Refused { verdict, seated }) => {
+            // Rank 0 serves the store: it stays until the holder of every other seat of its
+            // world has read the verdict (or the job's deadline passes: some may never come), so
+            // that they fail with it rather than with a lost connection. Only a seat's holder
+            // acknowledges under its rank: a duplicate's word says nothing of the holder.
+            if seated {
+                let _ = store.set(&format!("{ACK}{rank}"), b"read");
+            }
             if rank == 0 {
-                linger(store, world_size);
+                linger(store, world_size, deadline.max(Instant::now() + LINGER));
             }
             Err(refused(rank, &verdict))
         }
     }
 }
 
-/// On rank 0 after a verdict: waits (at most [`LINGER`]) until every other process that holds
-/// a seat of its world of `size` has said it read the verdict.
-fn linger(store: &dyn Store, size: usize) {
+/// On rank 0 after a verdict: waits (until `until` at most) until every other process that
+/// holds a seat of its world of `size` has said it read the verdict.
+fn linger(store: &dyn Store, size: usize, until: Instant) {
     let now = Instant::now();
     let seated = |r: &usize| {
         store
@@ -105,13 +112,14 @@ fn linger(store: &dyn Store, size: usize) {
         .filter(seated)
         .map(|r| format!("{ACK}{r}"))
         .collect();
-    let _ = store.get_many(&acks, now + LINGER);
+    let _ = store.get_many(&acks, until);
 }
 
 /// How a roll call ended other than in agreement.
 enum Ended {
-    /// With the job's verdict.
-    Refused(String),
+    /// With the job's verdict; `seated` when this process holds its rank's seat (a duplicate
+    /// or a process that found its seat filled by the verdict does not).
+    Refused { verdict: String, seated: bool },
     /// With an error of the store.
     Failed(Error),
 }
@@ -132,14 +140,14 @@ fn roll(
     let me = format!("{world_size} {}", identity());
     let held = store.set_once(&seat(rank), me.as_bytes())?;
     match Seat::parse(&held, rank)? {
-        Seat::Refused(verdict) => return Err(Ended::Refused(verdict)),
+        Seat::Refused(verdict) => return Err(refused_with(verdict, false)),
         Seat::Claimed { who, .. } if held != me.as_bytes() => {
             let mine = me.split_once(' ').map_or("", |(_, w)| w);
             let why = format!(
                 "rank {rank} joined twice ({who} and {mine} were both started with RANK={rank}); \
                  give each process its own RANK, from 0 to WORLD_SIZE-1"
             );
-            return Err(refuse(store, world_size, &why));
+            return Err(unseated(refuse(store, world_size, &why)));
         }
         Seat::Claimed { .. } => {}
     }
@@ -147,7 +155,7 @@ fn roll(
         world_size
     } else {
         match Seat::parse(&store.get(&seat(0), deadline)?, 0)? {
-            Seat::Refused(verdict) => return Err(Ended::Refused(verdict)),
+            Seat::Refused(verdict) => return Err(refused_with(verdict, true)),
             Seat::Claimed { size, .. } => size,
         }
     };
@@ -159,14 +167,20 @@ fn roll(
         Err(e) if e.kind() == ErrorKind::Timeout => {
             return Err(match missing(store, size) {
                 Some(why) => refuse(store, size, &why),
-                None => Ended::Failed(e),
-            })
+                // Every seat is taken now: maybe by another rank's verdict, recorded since.
+                None => match store.get(VERDICT, Instant::now()) {
+                    Ok(verdict) => {
+                        refused_with(String::from_utf8_lossy(&verdict).into_owned(), true)
+                    }
+                    Err(_) => Ended::Failed(e),
+                },
+            });
         }
         Err(e) => return Err(e.into()),
     };
     for (r, bytes) in seats.iter().enumerate() {
         match Seat::parse(bytes, r)? {
-            Seat::Refused(verdict) => return Err(Ended::Refused(verdict)),
+            Seat::Refused(verdict) => return Err(refused_with(verdict, true)),
             Seat::Claimed { size: theirs, .. } if theirs != size => {
                 return Err(refuse(store, size, &disagree(r, theirs, size)))
             }
@@ -259,7 +273,20 @@ fn refuse(store: &dyn Store, size: usize, why: &str) -> Ended {
         // range read, where this fill ends the wait.
         let _ = store.set_once(&seat(r), fill.as_bytes());
     }
-    Ended::Refused(verdict)
+    refused_with(verdict, true)
+}
+
+/// The end of a roll call with `verdict`, by a process that holds its seat (`seated`) or not.
+fn refused_with(verdict: String, seated: bool) -> Ended {
+    Ended::Refused { verdict, seated }
+}
+
+/// `ended`, by a process that does not hold its seat (a second process of the same rank).
+fn unseated(ended: Ended) -> Ended {
+    match ended {
+        Ended::Refused { verdict, .. } => refused_with(verdict, false),
+        failed => failed,
+    }
 }
 
 /// This rank's error for the job's `verdict`.
@@ -319,7 +346,13 @@ mod tests {
         // A rank that comes later reads the verdict in its seat.
         let e2 = check_in(&*store, 2, 3, soon()).unwrap_err();
         assert!(e2.to_string().contains("rank 1 joined twice"), "{e2}");
-        // Rank 0 ends once ranks 1 and 2 said they read it.
+        // Rank 0 ends once the holder of seat 1 (this test) said it read it; the duplicate's
+        // refusal does not say so for the holder.
+        assert!(
+            !rank0.is_finished(),
+            "rank 0 ended before seat 1's holder read the verdict"
+        );
+        store.set(&format!("{ACK}1"), b"read").unwrap();
         let e0 = rank0.join().unwrap().unwrap_err();
         assert!(
             e0.to_string()

@@ -1,0 +1,130 @@
+//! Every collective × op × type against the oracle, ranks as threads, over real TCP, over real
+//! shared memory, and over a mix of both (two fake hosts).
+
+use crate::common;
+
+use common::Wiring;
+use psyne::conformance;
+use psyne::tuning::Tuning;
+use psyne::Communicator;
+use std::time::Duration;
+
+fn check_world(size: usize, wiring: Wiring) {
+    check_world_tuned(size, wiring, Tuning::default());
+}
+
+fn check_world_tuned(size: usize, wiring: Wiring, tuning: Tuning) {
+    let results = common::with_tuning(size, wiring, Duration::from_secs(60), tuning, move |g| {
+        conformance::check_all_types(&g, &conformance::default_counts(g.size()), 3)
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let bad = r.unwrap_or_else(|e| panic!("{wiring:?} rank {rank}: {e}"));
+        assert!(
+            bad.is_empty(),
+            "{wiring:?} rank {rank}: {} wrong results, first: {}",
+            bad.len(),
+            bad[0]
+        );
+    }
+}
+
+#[test]
+fn tcp_worlds_1_to_5() {
+    for size in 1..=5 {
+        check_world(size, Wiring::Tcp);
+    }
+}
+
+#[test]
+fn shm_worlds_2_to_5() {
+    for size in 2..=5 {
+        check_world(size, Wiring::Shm);
+    }
+}
+
+#[test]
+fn small_calls_on_one_host_run_on_the_node_board() {
+    use psyne::{Algo, Collective};
+    let colls = [
+        Collective::AllReduce,
+        Collective::Broadcast { root: 1 },
+        Collective::Reduce { root: 2 },
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Scatter { root: 0 },
+        Collective::Gather { root: 1 },
+        Collective::AllToAll,
+        Collective::Barrier,
+    ];
+    for wiring in [Wiring::Shm, Wiring::Tcp] {
+        let algos = common::with_wiring(3, wiring, Duration::from_secs(60), move |g| {
+            colls.map(|c| {
+                (
+                    g.algorithm_for(c, 64).unwrap(),
+                    g.algorithm_for(c, 8192).unwrap(),
+                )
+            })
+        });
+        for (c, (small, large)) in colls.iter().zip(&algos[0]) {
+            assert_eq!(
+                *small == Algo::Flat,
+                wiring == Wiring::Shm,
+                "{wiring:?} {c}"
+            );
+            assert_ne!(*large, Algo::Flat, "{wiring:?} {c}");
+        }
+    }
+}
+
+#[test]
+fn mixed_worlds_of_4_and_5() {
+    for size in [4, 5] {
+        check_world(size, Wiring::Mixed);
+    }
+}
+
+/// The rooted calls, reduce-scatter and all-to-all off the node board, with each of their
+/// algorithms: where a rank only sends from the caller's input and receives into its output
+/// (leaves, linear roots, both all-to-alls, the ring of 2), it runs without a work buffer; the ranks that
+/// pass data on (binomial trees and rings of 5) work in one. Both against the oracle, and a
+/// non-root's reduce input unchanged.
+#[test]
+fn rooted_calls_reduce_scatter_and_all_to_all_with_each_algorithm_over_the_links() {
+    for (algo, all_to_all) in [("binomial", "pairwise"), ("linear", "linear")] {
+        let policy = format!(
+            "scatter:{algo},gather:{algo},reduce:binomial,reducescatter:ring,alltoall:{all_to_all}"
+        );
+        let tuning = Tuning::parse(&policy).expect("a valid PSY_ALGO");
+        for (size, wiring) in [(2, Wiring::Shm), (5, Wiring::Shm), (5, Wiring::Tcp)] {
+            check_world_tuned(size, wiring, tuning.clone());
+        }
+    }
+}
+
+/// Reductions of messages far longer than the receive window (512 KiB of scratch per receive,
+/// reused round and round), with every all-reduce algorithm: recursive doubling sends the very
+/// bytes it reduces into, so its reduction must wait for its send while the window is full.
+/// Element sizes 1, 2 and 8 against the oracle, over shared memory and TCP.
+#[test]
+fn reductions_longer_than_the_receive_window_with_every_algorithm() {
+    use psyne::DType;
+    for algo in ["ring", "recursive_doubling", "rabenseifner", "binomial"] {
+        let tuning = Tuning::parse(&format!("allreduce:{algo}")).expect("a valid PSY_ALGO");
+        for (size, wiring) in [(2, Wiring::Shm), (3, Wiring::Tcp)] {
+            let results = common::with_tuning(
+                size,
+                wiring,
+                Duration::from_secs(120),
+                tuning.clone(),
+                |g| {
+                    let dtypes = [DType::F64, DType::F16, DType::U8];
+                    conformance::check_types(&g, &dtypes, &[], &[300_001], 5)
+                },
+            );
+            for (rank, r) in results.into_iter().enumerate() {
+                let bad = r.unwrap_or_else(|e| panic!("{algo} {wiring:?} rank {rank}: {e}"));
+                assert!(bad.is_empty(), "{algo} {wiring:?} rank {rank}: {}", bad[0]);
+            }
+        }
+    }
+}

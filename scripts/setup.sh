@@ -11,21 +11,21 @@ packages=(
   openmpi-bin       # mpirun, for the MPI backend's tests
   mpich             # MPICH 4.0.2 (mpiexec.mpich, mpicc.mpich; beside Open MPI through
   libmpich-dev      #   update-alternatives, which keeps Open MPI's mpirun): launcher/tests/it/root/mpi_programs.rs
-  hyperfine         # scripts/launch-bench.sh, scripts/launch-mpi.sh
+  hyperfine         # scripts/bench/launch-bench.sh, scripts/bench/launch-mpi.sh
   libclang-dev      # bindgen, used by mpi-sys and (feature `rdma`) rdma-mummy-sys
   cmake             # feature `rdma`: sideway's rdma-mummy-sys builds its verbs loader with cmake
   libibverbs1       # feature `rdma`: rdma-core's verbs library, loaded at run time (absent = no RDMA)
   ibverbs-providers # feature `rdma`: the adapter drivers libibverbs loads (mlx5, irdma, rxe, ...)
   libibverbs-dev    # rdma-core's verbs headers and ibv_devices/ibv_devinfo-style tooling for debugging
-  openssh-server    # sshd in each host of the test cluster (scripts/cluster.sh)
+  openssh-server    # sshd in each host of the test cluster (scripts/cluster/cluster.sh)
   openssh-client    # ssh, to reach them
   iproute2          # ip netns, veth, bridge
   libhwloc15        # hwloc, which psyrun loads at run time to bind ranks to cores
   libssl-dev        # OpenSSL, which the ssh2 crate's bundled libssh2 is built against
   util-linux        # unshare, for the test cluster's per-host names
-  python3           # scripts/hier-summary.py (benchmark reports)
+  python3           # scripts/report/hier-summary.py (benchmark reports)
   python3-venv      # the virtual environment of the Python package's tests (below)
-  slurmctld         # the one-host Slurm cluster of scripts/slurm.sh (launcher/tests/it/root/slurm.rs)
+  slurmctld         # the one-host Slurm cluster of scripts/cluster/slurm.sh (launcher/tests/it/root/slurm.rs)
   slurmd
   munge
   slurm-client      # salloc, sbatch, srun, sinfo
@@ -69,7 +69,7 @@ if [ "${PSYNE_SKIP_PYTHON:-0}" != 1 ]; then
 fi
 
 # MPI libraries from PyPI, each in its own venv, for psyrun's tests of serving ordinary MPI programs
-# (launcher/tests/it/root/mpi_programs.rs, scripts/mpi4py-suite.sh, scripts/launch-mpi.sh), and mpi4py for
+# (launcher/tests/it/root/mpi_programs.rs, scripts/ci/mpi4py-suite.sh, scripts/bench/launch-mpi.sh), and mpi4py for
 # every MPI here. mpi4py's wheel carries one extension per MPI ABI (MPICH's, Open MPI's) and
 # dlopens the MPI library at import: found in its venv's lib/ (the mpich and impi-rt wheels), or
 # named by MPI4PY_LIBMPI (libmpi.so.40 for Debian's Open MPI; libmpich.so.12 for Debian's MPICH,
@@ -79,7 +79,7 @@ fi
 #                      2021.18.1: 2021.19.0 needs the `libfabric>=2.6` wheel, which the package index
 #                      reachable here lacks, so pip would fall back to 2021.18.1 anyway.
 #   /opt/psyne-mpi4py  mpi4py for Debian's Open MPI and MPICH, and src/: mpi4py's sdist, whose test/
-#                      scripts/mpi4py-suite.sh runs
+#                      scripts/ci/mpi4py-suite.sh runs
 # PSYNE_SKIP_MPI=1 skips all of it.
 if [ "${PSYNE_SKIP_MPI:-0}" != 1 ]; then
   mpi4py=mpi4py==4.1.2

@@ -309,7 +309,7 @@ fn fault_after_spawn(restart_count: usize) -> Option<usize> {
 /// A test hook: `PSYRUN_TEST_SIGKILL_AFTER_SPAWN=ATTEMPT:RANK` makes psyrun SIGKILL itself the
 /// moment the start of rank RANK of attempt ATTEMPT (`PSY_RESTART_COUNT`) returns, before it
 /// records the rank anywhere: the instant in which psyrun's death once left that rank running
-/// (`launcher/tests/supervision.rs`).
+/// (`launcher/tests/it/supervision.rs`).
 pub const FAULT_AFTER_SPAWN: &str = "PSYRUN_TEST_SIGKILL_AFTER_SPAWN";
 
 /// Ends psyrun at once, as `kill -9` would (the test hook above).

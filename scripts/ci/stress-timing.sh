@@ -22,7 +22,7 @@ if [ "${STRESS_ROOT:-0}" = 1 ]; then
 fi
 
 # The binaries, once (the programs the tests run, then the test binaries, with the same features
-# as scripts/test.sh so nothing is compiled again); then each crate's tests/it binary is run
+# as scripts/ci/test.sh so nothing is compiled again); then each crate's tests/it binary is run
 # directly, in its package's directory as cargo would.
 cargo build --workspace --bins --examples --all-features
 declare -A exe dir

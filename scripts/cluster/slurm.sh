@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Slurm test cluster on this machine, for testing psyrun inside salloc/sbatch: one host on
-# loopback, or several nodes, one per network namespace of scripts/cluster.sh.
+# loopback, or several nodes, one per network namespace of scripts/cluster/cluster.sh.
 #
 #   scripts/cluster/slurm.sh up   [DIR]        configure and start munged, slurmctld and slurmd on this
 #                                      host; wait until the node is idle. Prints

@@ -176,7 +176,7 @@ pub fn build(
     algo::build(coll, algo, rank, size, count)?;
     if coll.root().is_none() {
         // Data flows every way in an unrooted collective, so the analysis would add nothing
-        // (`tests/schedule_oracle.rs` checks that against [`build_analysed`]) and it costs every
+        // (`tests/it/sim/schedule_oracle.rs` checks that against [`build_analysed`]) and it costs every
         // rank O(size²) work: a minute per call at 1,024 ranks in a debug build.
         return Ok(algorithms::build(coll, algo, rank, size, count));
     }

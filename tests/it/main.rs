@@ -1,5 +1,5 @@
 //! psyne's integration tests, one binary (`cargo test -p psyne --test it`). Each module is the
-//! tests of one subject. Tiers, selected by name (scripts/test.sh runs them):
+//! tests of one subject. Tiers, selected by name (scripts/ci/test.sh runs them):
 //! - `sim::`: schedules against the oracle and the simulator, no sockets (the unit tier);
 //! - every other module: ranks as threads over real TCP and shared memory on loopback (the
 //!   process tier).

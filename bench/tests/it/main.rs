@@ -1,6 +1,6 @@
 //! psybench's integration tests, one binary (`cargo test -p psybench --test it`). Each module is
 //! the tests of one subject; `root::` holds the ones that need a real MPI (the root tier of
-//! scripts/test.sh), every other one runs psybench as a process on loopback (the process tier).
+//! scripts/ci/test.sh), every other one runs psybench as a process on loopback (the process tier).
 
 mod common;
 

@@ -140,7 +140,7 @@ pub fn describe_route(host: &Host, s: &PreflightSettings) -> String {
 /// The `srun` words that start one task on `node` inside the current allocation.
 ///
 /// Checked against Slurm 22.05.8 (a one-host cluster, `scripts/cluster/slurm.sh`, from `salloc`
-/// and from an `sbatch` script; `launcher/tests/slurm.rs`):
+/// and from an `sbatch` script; `launcher/tests/it/root/slurm.rs`):
 /// - `--overlap`: the agent's step shares the allocation's CPUs, so it starts while other steps
 ///   (or the batch step) hold them, and the ranks it spawns can use them all.
 /// - `--unbuffered`: without it slurmstepd holds the task's stdout until a newline, and the

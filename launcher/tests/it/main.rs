@@ -1,11 +1,11 @@
 //! psyrun's integration tests, one binary (`cargo test -p psyrun --test it`). Each module is the
-//! tests of one subject. Tiers, selected by name (scripts/test.sh runs them):
+//! tests of one subject. Tiers, selected by name (scripts/ci/test.sh runs them):
 //! - every module but `root::`: psyrun and its ranks as processes on loopback (the process tier);
 //! - `root::`: SSH clusters in network namespaces, Slurm, and real MPI libraries (the root tier:
 //!   each test says why and passes when it lacks root or a package scripts/setup.sh installs).
 //!
 //! The programs these tests run (psyrun, psyne-check, psyne's examples, train) are built by the
-//! test command before the tests (scripts/test.sh; see [`common::built`]), never by a test.
+//! test command before the tests (scripts/ci/test.sh; see [`common::built`]), never by a test.
 
 mod common;
 

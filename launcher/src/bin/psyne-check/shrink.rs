@@ -1,5 +1,5 @@
 //! `psyne-check --shrink-trial SEED [--second-failure] [--no-victim] [--stop-victim]`: one trial of going on after
-//! a failure, for `launcher/tests/shrink.rs` (run under `psyrun --on-failure continue`).
+//! a failure, for `launcher/tests/it/shrink.rs` (run under `psyrun --on-failure continue`).
 //!
 //! Every rank runs a loop of all-reduces of varying sizes, each checked against its oracle;
 //! rank `SEED % size` SIGKILLs itself from a helper thread after a delay drawn from SEED (0 to

@@ -292,7 +292,7 @@ pub fn children(pid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// The command that builds, before the tests, every program they run (scripts/test.sh runs it):
+/// The command that builds, before the tests, every program they run (scripts/ci/test.sh runs it):
 /// the same profile and features as the tests, so nothing is compiled twice.
 pub const BUILD_COMMAND: &str = "cargo build --workspace --bins --examples --all-features";
 
@@ -304,7 +304,7 @@ pub fn built(rel: &str) -> PathBuf {
     let path = psyrun.parent().unwrap_or(Path::new(".")).join(rel);
     assert!(
         path.is_file(),
-        "{} is not built: run `{BUILD_COMMAND}` first (scripts/test.sh does)",
+        "{} is not built: run `{BUILD_COMMAND}` first (scripts/ci/test.sh does)",
         path.display()
     );
     path

@@ -60,7 +60,7 @@ impl Interface {
 }
 
 impl Flavour {
-    /// A short name, for test names, messages and scripts/mpi4py-suite.sh.
+    /// A short name, for test names, messages and scripts/ci/mpi4py-suite.sh.
     pub fn name(self) -> &'static str {
         match self {
             Flavour::OpenMpi => "openmpi",

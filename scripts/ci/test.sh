@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test suite, as CI runs it: `scripts/test.sh` runs everything and ends with one summary line
-# (`summary: N passed, 0 failed`). `scripts/test.sh TIER...` runs some tiers alone:
+# The test suite, as CI runs it: `scripts/ci/test.sh` runs everything and ends with one summary line
+# (`summary: N passed, 0 failed`). `scripts/ci/test.sh TIER...` runs some tiers alone:
 #   lint     formatting, then clippy with every feature and once more without (the code behind
 #            `cfg(feature)` switches in psyne, psyrun and psybench)
 #   unit     every crate's unit tests (`--lib`, bins, examples), the doc tests, and the schedule
@@ -20,7 +20,7 @@
 # once, first, with the tests' profile and features (`cargo build` below); tests never build.
 # Each phase's time is printed at the end, before the summary.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 usage="usage: $0 [all|lint|unit|process|root|python]..."
 tiers=()
@@ -75,6 +75,17 @@ if wants unit || wants process || wants root || wants python; then
   phase build cargo build --workspace --bins --examples "${features[@]}"
   phase build-tests cargo test --workspace --all-targets "${features[@]}" --no-run
 fi
+if wants lint; then
+  # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
+  # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
+  # runs; otherwise the flags are not checked).
+  bins=${CARGO_TARGET_DIR:-target}/debug
+  if [ -x "$bins/psyrun" ] && [ -x "$bins/psybench" ]; then
+    phase docs python3 scripts/ci/check-docs.py --bin-dir "$bins"
+  else
+    phase docs python3 scripts/ci/check-docs.py
+  fi
+fi
 
 # The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
 # machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
@@ -100,7 +111,7 @@ fi
 if wants python; then
   # Builds the Python package into the venv setup.sh made, then its pytest suites, which run the
   # psyrun built above. Its closing line joins the summary below.
-  phase python scripts/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun"
+  phase python scripts/ci/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun"
 fi
 
 if [ -n "$root_pid" ]; then

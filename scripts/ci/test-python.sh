@@ -2,9 +2,9 @@
 # The Python package's tests: builds python/ (maturin, release) into the virtual environment
 # scripts/setup.sh made (PSYNE_VENV, default /opt/psyne-venv), then runs pytest on python/tests
 # with the psyrun given as $1 (default: target/release/psyrun, built if missing). Ends with
-# pytest's summary and a "test result:" line that scripts/test.sh adds to its own.
+# pytest's summary and a "test result:" line that scripts/ci/test.sh adds to its own.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 venv="${PSYNE_VENV:-/opt/psyne-venv}"
 psyrun="${1:-${CARGO_TARGET_DIR:-target}/release/psyrun}"

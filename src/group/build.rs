@@ -73,7 +73,7 @@ enum StoreRef<'a> {
 /// [`GroupBuilder::store`] cannot.
 ///
 /// ```
-/// use psyne::{Group, GroupOptions, MemoryStore};
+/// use psyne::{Communicator, Group, GroupOptions, MemoryStore};
 ///
 /// let store = MemoryStore::default();
 /// let group = Group::builder(GroupOptions::local(0, 1, "doc")).store(&store).build()?;

@@ -10,7 +10,7 @@
  *   abort R C     rank R calls MPI_Abort(MPI_COMM_WORLD, C) after the checks, once every rank
  *                 has printed its line; the others wait in MPI_Barrier
  *   exit R C      rank R exits with code C after MPI_Finalize
- *   hang R        every rank loops in MPI_Allreduce; rank R prints "ring looping" first
+ *   hang R        every rank loops in MPI_Allreduce; rank R prints "ring looping" after the first
  *                 (for a test that SIGKILLs a rank inside MPI_Allreduce)
  *   hello         MPI_Init and MPI_Finalize only (launch time)
  */
@@ -98,6 +98,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "hang") == 0) {
         double x = 1, y;
+        /* One all-reduce before the line: every rank has finished MPI_Init and made the
+         * connections the loop uses, so a test that kills rank R on seeing the line kills it
+         * inside MPI_Allreduce, not while a peer still sets up its shared memory with it. */
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         if (rank == who) {
             printf("ring looping rank %d\n", rank);
             fflush(stdout);

@@ -61,12 +61,6 @@ features=(--all-features)
 
 if wants lint; then
   phase fmt cargo fmt --all -- --check
-  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build; then,
-  # without features, the targets whose code has `cfg(feature)` switches (psyne's lib and its
-  # unit tests, psyne-check, psybench and their tests), so code only the feature-less build
-  # compiles is linted too.
-  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
-  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
 fi
 
 if wants unit || wants process || wants root || wants python; then
@@ -75,7 +69,28 @@ if wants unit || wants process || wants root || wants python; then
   phase build cargo build --workspace --bins --examples "${features[@]}"
   phase build-tests cargo test --workspace --all-targets "${features[@]}" --no-run
 fi
+# The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
+# machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
+# each lock leaves others running), its output shown when it ends.
+root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 4)
+root_pid=
+if wants root && { wants lint || wants unit || wants process || wants python; }; then
+  root_log=$(mktemp)
+  # A failing tier ends the script: the root tier is waited for first, so nothing is left
+  # running, and its output is shown.
+  trap 'if [ -n "$root_pid" ]; then wait "$root_pid" || true; echo "=== root (ran beside the tiers above):"; cat "$root_log"; fi; rm -f "$log" "$times" "$root_log"' EXIT
+  (phase_log=$root_log phase root "${root_test[@]}") >/dev/null 2>&1 &
+  root_pid=$!
+fi
+
 if wants lint; then
+  # After the build, so that the root tier already runs beside the lints.
+  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build; then,
+  # without features, the targets whose code has `cfg(feature)` switches (psyne's lib and its
+  # unit tests, psyne-check, psybench and their tests), so code only the feature-less build
+  # compiles is linted too.
+  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
   # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
   # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
   # runs; otherwise the flags are not checked).
@@ -85,19 +100,6 @@ if wants lint; then
   else
     phase docs python3 scripts/ci/check-docs.py
   fi
-fi
-
-# The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
-# machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
-# each lock leaves others running), its output shown when it ends.
-root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 4)
-root_pid=
-if wants root && { wants unit || wants process || wants python; }; then
-  root_log=$(mktemp)
-  # A failing tier ends the script: the root tier is waited for first, so nothing is left running.
-  trap 'if [ -n "$root_pid" ]; then wait "$root_pid" || true; fi; rm -f "$log" "$times" "$root_log"' EXIT
-  (phase_log=$root_log phase root "${root_test[@]}") >/dev/null 2>&1 &
-  root_pid=$!
 fi
 
 if wants unit; then

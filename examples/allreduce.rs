@@ -15,7 +15,9 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("allreduce: {e}");
+            // One write of the whole line: ranks sharing a pipe (under mpirun) do not interleave.
+            let line = format!("allreduce: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::from(1)
         }
     }

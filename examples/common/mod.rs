@@ -23,7 +23,9 @@ pub fn exit_code(program: &str, outcome: Result<bool, Box<dyn Error>>) -> ExitCo
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("{program}: {e}");
+            // One write of the whole line: ranks sharing a pipe (under mpirun) do not interleave.
+            let line = format!("{program}: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::from(2)
         }
     }

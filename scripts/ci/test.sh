@@ -61,6 +61,12 @@ features=(--all-features)
 
 if wants lint; then
   phase fmt cargo fmt --all -- --check
+  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build; then,
+  # without features, the targets whose code has `cfg(feature)` switches (psyne's lib and its
+  # unit tests, psyne-check, psybench and their tests), so code only the feature-less build
+  # compiles is linted too.
+  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
 fi
 
 if wants unit || wants process || wants root || wants python; then
@@ -69,6 +75,18 @@ if wants unit || wants process || wants root || wants python; then
   phase build cargo build --workspace --bins --examples "${features[@]}"
   phase build-tests cargo test --workspace --all-targets "${features[@]}" --no-run
 fi
+if wants lint; then
+  # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
+  # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
+  # runs; otherwise the flags are not checked).
+  bins=${CARGO_TARGET_DIR:-target}/debug
+  if [ -x "$bins/psyrun" ] && [ -x "$bins/psybench" ]; then
+    phase docs python3 scripts/ci/check-docs.py --bin-dir "$bins"
+  else
+    phase docs python3 scripts/ci/check-docs.py
+  fi
+fi
+
 # The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
 # machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
 # each lock leaves others running), its output shown when it ends.
@@ -81,25 +99,6 @@ if wants root && { wants lint || wants unit || wants process || wants python; };
   trap 'if [ -n "$root_pid" ]; then wait "$root_pid" || true; echo "=== root (ran beside the tiers above):"; cat "$root_log"; fi; rm -f "$log" "$times" "$root_log"' EXIT
   (phase_log=$root_log phase root "${root_test[@]}") >/dev/null 2>&1 &
   root_pid=$!
-fi
-
-if wants lint; then
-  # After the build, so that the root tier already runs beside the lints.
-  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build; then,
-  # without features, the targets whose code has `cfg(feature)` switches (psyne's lib and its
-  # unit tests, psyne-check, psybench and their tests), so code only the feature-less build
-  # compiles is linted too.
-  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
-  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
-  # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
-  # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
-  # runs; otherwise the flags are not checked).
-  bins=${CARGO_TARGET_DIR:-target}/debug
-  if [ -x "$bins/psyrun" ] && [ -x "$bins/psybench" ]; then
-    phase docs python3 scripts/ci/check-docs.py --bin-dir "$bins"
-  else
-    phase docs python3 scripts/ci/check-docs.py
-  fi
 fi
 
 if wants unit; then

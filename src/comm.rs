@@ -6,6 +6,7 @@ use crate::dtype::Element;
 use crate::error::Result;
 use crate::group::work::Work;
 use crate::reduce::ReduceOp;
+use std::ops::Range;
 
 /// Refuses a point-to-point peer that is out of range or this rank itself; `what` is `send to`
 /// or `receive from`. Shared by every backend so their errors read the same.
@@ -44,9 +45,16 @@ pub(crate) fn check_len(what: &str, name: &str, got: usize, want: usize) -> Resu
     Ok(())
 }
 
-/// Refuses an all-gather whose `local` is not this rank's chunk of `out`.
-pub(crate) fn check_all_gather(rank: usize, size: usize, local: usize, out: usize) -> Result<()> {
-    let mine = crate::schedule::chunk_span(out, size, rank).len();
+/// Refuses an all-gather whose `local` is not this rank's chunk of `out`; returns that chunk's
+/// span in `out`.
+pub(crate) fn check_all_gather(
+    rank: usize,
+    size: usize,
+    local: usize,
+    out: usize,
+) -> Result<Range<usize>> {
+    let span = crate::schedule::chunk_span(out, size, rank);
+    let mine = span.len();
     if local != mine {
         return Err(crate::Error::invalid(format!(
             "all_gather_into: rank {rank} passed {local} elements but an output of {out} elements \
@@ -54,24 +62,26 @@ pub(crate) fn check_all_gather(rank: usize, size: usize, local: usize, out: usiz
              ones larger)"
         )));
     }
-    Ok(())
+    Ok(span)
 }
 
-/// Refuses a reduce-scatter whose `out` is not this rank's chunk of `input`.
+/// Refuses a reduce-scatter whose `out` is not this rank's chunk of `input`; returns that
+/// chunk's span in `input`.
 pub(crate) fn check_reduce_scatter(
     rank: usize,
     size: usize,
     input: usize,
     out: usize,
-) -> Result<()> {
-    let mine = crate::schedule::chunk_span(input, size, rank).len();
+) -> Result<Range<usize>> {
+    let span = crate::schedule::chunk_span(input, size, rank);
+    let mine = span.len();
     if out != mine {
         return Err(crate::Error::invalid(format!(
             "reduce_scatter_into: rank {rank} gets {mine} of the {input} input elements but its \
              output holds {out}"
         )));
     }
-    Ok(())
+    Ok(span)
 }
 
 /// Divides a sum by the group's `size` where `op` is [`ReduceOp::Avg`].

@@ -133,8 +133,7 @@ pub(crate) fn all_gather_into<T: Element>(
     local: &[T],
     out: &mut [T],
 ) -> Result<()> {
-    let mine = chunk_span(out.len(), core.size, core.rank);
-    check_all_gather(core.rank, core.size, local.len(), out.len())?;
+    let mine = check_all_gather(core.rank, core.size, local.len(), out.len())?;
     let coll = Collective::AllGather;
     // The largest chunk's bytes, the same on every rank (which must choose the same algorithm).
     let largest = chunk_span(out.len(), core.size, 0).len() * std::mem::size_of::<T>();
@@ -159,8 +158,7 @@ pub(crate) fn reduce_scatter_into<T: Element>(
     op: ReduceOp,
 ) -> Result<()> {
     check_op::<T>(op)?;
-    let mine = chunk_span(input.len(), core.size, core.rank);
-    check_reduce_scatter(core.rank, core.size, input.len(), out.len())?;
+    let mine = check_reduce_scatter(core.rank, core.size, input.len(), out.len())?;
     let coll = Collective::ReduceScatter;
     let algo = core.algo_for(coll, algo, bytes(input))?;
     // Where this rank only reduces into its own chunk (the ring of 2), it does so in `out`.

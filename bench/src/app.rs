@@ -38,7 +38,7 @@ pub fn main_with(args: Vec<String>) -> u8 {
 fn finish(comms: &[AnyComm]) -> psyne::Result<()> {
     use psyne::Communicator;
     match comms.first() {
-        Some(c) => c.barrier(),
+        Some(any) => crate::backend::on_backend!(any, c => c.barrier()),
         None => Ok(()),
     }
 }

@@ -1,8 +1,48 @@
-//! The backends psybench can drive, behind one type: the native psyne [`Group`] and, with the
-//! `mpi` feature, an MPI communicator.
+//! The backends psybench can drive: the native psyne [`Group`] and, with the `mpi` feature, an MPI
+//! communicator. Both implement psyne's [`Communicator`] and [`BenchComm`]; the code that measures
+//! is generic over [`BenchComm`], and [`on_backend!`] picks the concrete type once per
+//! measurement, outside the timed loop, so every timed call is a direct call on the backend.
 
 use crate::model::Backend;
-use psyne::{Communicator, Element, Group, ReduceOp, Result, Work};
+use psyne::{Algo, Communicator, Group};
+
+/// What psybench needs of a backend beyond the collectives.
+pub trait BenchComm: Communicator {
+    /// Which backend this is.
+    fn kind(&self) -> Backend;
+    /// psyne's own group, if this is one (algorithm names, shared buffers, tuning).
+    fn native(&self) -> Option<&Group>;
+    /// This communicator with `algo` forced for its collectives, if the backend takes a forced
+    /// algorithm (the native one does; MPI makes its own choice: `None`).
+    fn forced(&self, algo: Algo) -> Option<Self>
+    where
+        Self: Sized;
+}
+
+impl BenchComm for Group {
+    fn kind(&self) -> Backend {
+        Backend::Native
+    }
+    fn native(&self) -> Option<&Group> {
+        Some(self)
+    }
+    fn forced(&self, algo: Algo) -> Option<Group> {
+        Some(self.with_algo(algo))
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl BenchComm for psyne::mpi::MpiComm {
+    fn kind(&self) -> Backend {
+        Backend::Mpi
+    }
+    fn native(&self) -> Option<&Group> {
+        None
+    }
+    fn forced(&self, _: Algo) -> Option<Self> {
+        None
+    }
+}
 
 /// A communicator of either backend.
 pub enum AnyComm {
@@ -13,108 +53,27 @@ pub enum AnyComm {
     Mpi(psyne::mpi::MpiComm),
 }
 
+/// `on_backend!(any, c => expr)`: `expr` with `c` bound to the [`AnyComm`]'s communicator
+/// (`&Group` or `&MpiComm`), so generic code over [`BenchComm`] runs on the concrete type.
+macro_rules! on_backend {
+    ($any:expr, $c:ident => $e:expr) => {
+        match $any {
+            $crate::backend::AnyComm::Native($c) => $e,
+            #[cfg(feature = "mpi")]
+            $crate::backend::AnyComm::Mpi($c) => $e,
+        }
+    };
+}
+pub(crate) use on_backend;
+
 impl AnyComm {
     /// Which backend this is.
     pub fn kind(&self) -> Backend {
-        match self {
-            AnyComm::Native(_) => Backend::Native,
-            #[cfg(feature = "mpi")]
-            AnyComm::Mpi(_) => Backend::Mpi,
-        }
+        on_backend!(self, c => c.kind())
     }
 
     /// The native group, if this is one.
     pub fn native(&self) -> Option<&Group> {
-        match self {
-            AnyComm::Native(g) => Some(g),
-            #[cfg(feature = "mpi")]
-            AnyComm::Mpi(_) => None,
-        }
-    }
-}
-
-/// Runs `$e` with `$c` bound to the backend's communicator.
-macro_rules! delegate {
-    ($self:ident, $c:ident => $e:expr) => {
-        match $self {
-            AnyComm::Native($c) => $e,
-            #[cfg(feature = "mpi")]
-            AnyComm::Mpi($c) => $e,
-        }
-    };
-}
-
-impl Communicator for AnyComm {
-    fn backend(&self) -> &'static str {
-        delegate!(self, c => c.backend())
-    }
-    fn rank(&self) -> usize {
-        delegate!(self, c => c.rank())
-    }
-    fn size(&self) -> usize {
-        delegate!(self, c => c.size())
-    }
-    fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        delegate!(self, c => c.all_reduce(buf, op))
-    }
-    fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
-        delegate!(self, c => c.broadcast(buf, root))
-    }
-    fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
-        delegate!(self, c => c.reduce(buf, op, root))
-    }
-    fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
-        delegate!(self, c => c.all_gather_into(local, out))
-    }
-    fn reduce_scatter_into<T: Element>(
-        &self,
-        input: &[T],
-        out: &mut [T],
-        op: ReduceOp,
-    ) -> Result<()> {
-        delegate!(self, c => c.reduce_scatter_into(input, out, op))
-    }
-    fn scatter_into<T: Element>(
-        &self,
-        input: &[T],
-        out: &mut [T],
-        n: usize,
-        root: usize,
-    ) -> Result<()> {
-        delegate!(self, c => c.scatter_into(input, out, n, root))
-    }
-    fn gather_into<T: Element>(
-        &self,
-        local: &[T],
-        out: &mut [T],
-        n: usize,
-        root: usize,
-    ) -> Result<()> {
-        delegate!(self, c => c.gather_into(local, out, n, root))
-    }
-    fn all_to_all_into<T: Element>(&self, input: &[T], out: &mut [T]) -> Result<()> {
-        delegate!(self, c => c.all_to_all_into(input, out))
-    }
-    fn barrier(&self) -> Result<()> {
-        delegate!(self, c => c.barrier())
-    }
-    fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
-        delegate!(self, c => c.send(buf, dst))
-    }
-    fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
-        delegate!(self, c => c.recv(buf, src))
-    }
-    /// The native group's job runs on its worker thread, handed the group as an `AnyComm`
-    /// (a clone: the job's calls still run in its turn); MPI's runs at once.
-    fn submit<R, F>(&self, what: &str, f: F) -> Work<R>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Self) -> Result<R> + Send + 'static,
-    {
-        match self {
-            AnyComm::Native(g) => g.submit(what, move |g| f(&AnyComm::Native(g.clone()))),
-            #[cfg(feature = "mpi")]
-            AnyComm::Mpi(_) => Work::ready(f(self)),
-        }
+        on_backend!(self, c => c.native())
     }
 }

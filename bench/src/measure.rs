@@ -1,13 +1,11 @@
 //! Measuring one case: one operation at one size on one backend with one algorithm. Every rank
 //! runs this; the per-rank times and the count of wrong elements are gathered to every rank.
 
-use crate::backend::AnyComm;
+use crate::backend::BenchComm;
 use crate::factors::to_collective;
 use crate::model::{BenchColl, Cadence};
 use psyne::schedule::chunk_span;
-use psyne::{
-    conformance, oracle, Algo, Communicator, DType, Element, Error, ReduceOp, Result, SharedBuf,
-};
+use psyne::{conformance, oracle, Algo, DType, Element, Error, ReduceOp, Result, SharedBuf};
 use std::time::Instant;
 
 /// What to measure.
@@ -85,8 +83,8 @@ pub struct Measurement {
     pub wrong: Option<u64>,
 }
 
-/// Runs `case` on `comm` and gathers the result on every rank.
-pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
+/// Runs `case` on the backend `comm` and gathers the result on every rank.
+pub fn measure<C: BenchComm>(comm: &C, case: &Case) -> Result<Measurement> {
     let size = comm.size();
     if case.root >= size && to_collective(case.coll, 0).and_then(|c| c.root()).is_some() {
         return Err(Error::invalid(format!(
@@ -103,14 +101,8 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
     // A forced algorithm applies to the native backend only.
     // A forced algorithm applies to the measured operation only; barriers and the gathering of
     // results use the group as it is.
-    let forced;
-    let (sync, comm) = match (comm, case.algo) {
-        (AnyComm::Native(g), Some(a)) => {
-            forced = AnyComm::Native(g.with_algo(a));
-            (comm, &forced)
-        }
-        _ => (comm, comm),
-    };
+    let forced = case.algo.and_then(|a| comm.forced(a));
+    let (sync, comm) = (comm, forced.as_ref().unwrap_or(comm));
     let es = case.dtype.size() as u64;
     let count = if case.coll == BenchColl::Barrier {
         0
@@ -129,18 +121,18 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         (None, _) => "-".to_string(),
     };
     let (mine, wrong) = match case.dtype {
-        DType::F32 => time_typed::<f32>(sync, comm, case, count as usize)?,
-        DType::F64 => time_typed::<f64>(sync, comm, case, count as usize)?,
-        DType::I8 => time_typed::<i8>(sync, comm, case, count as usize)?,
-        DType::I16 => time_typed::<i16>(sync, comm, case, count as usize)?,
-        DType::I32 => time_typed::<i32>(sync, comm, case, count as usize)?,
-        DType::I64 => time_typed::<i64>(sync, comm, case, count as usize)?,
-        DType::U8 => time_typed::<u8>(sync, comm, case, count as usize)?,
-        DType::U16 => time_typed::<u16>(sync, comm, case, count as usize)?,
-        DType::U32 => time_typed::<u32>(sync, comm, case, count as usize)?,
-        DType::U64 => time_typed::<u64>(sync, comm, case, count as usize)?,
-        DType::F16 => time_typed::<psyne::f16>(sync, comm, case, count as usize)?,
-        DType::BF16 => time_typed::<psyne::bf16>(sync, comm, case, count as usize)?,
+        DType::F32 => time_typed::<f32, _>(sync, comm, case, count as usize)?,
+        DType::F64 => time_typed::<f64, _>(sync, comm, case, count as usize)?,
+        DType::I8 => time_typed::<i8, _>(sync, comm, case, count as usize)?,
+        DType::I16 => time_typed::<i16, _>(sync, comm, case, count as usize)?,
+        DType::I32 => time_typed::<i32, _>(sync, comm, case, count as usize)?,
+        DType::I64 => time_typed::<i64, _>(sync, comm, case, count as usize)?,
+        DType::U8 => time_typed::<u8, _>(sync, comm, case, count as usize)?,
+        DType::U16 => time_typed::<u16, _>(sync, comm, case, count as usize)?,
+        DType::U32 => time_typed::<u32, _>(sync, comm, case, count as usize)?,
+        DType::U64 => time_typed::<u64, _>(sync, comm, case, count as usize)?,
+        DType::F16 => time_typed::<psyne::f16, _>(sync, comm, case, count as usize)?,
+        DType::BF16 => time_typed::<psyne::bf16, _>(sync, comm, case, count as usize)?,
     };
     let mut times_us = vec![0.0f64; size];
     sync.all_gather_into(&[mine], &mut times_us)?;
@@ -162,7 +154,7 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
 }
 
 /// Whether `case` runs on shared buffers.
-fn shares(comm: &AnyComm, case: &Case) -> bool {
+fn shares<C: BenchComm>(comm: &C, case: &Case) -> bool {
     case.shared && case.coll == BenchColl::AllReduce && comm.native().is_some()
 }
 
@@ -195,7 +187,7 @@ impl<T: Element> Bufs<T> {
     }
 
     /// Moves the input into a shared buffer if the case asks for one (a collective call).
-    fn share(mut self, comm: &AnyComm, case: &Case) -> Result<Bufs<T>> {
+    fn share<C: BenchComm>(mut self, comm: &C, case: &Case) -> Result<Bufs<T>> {
         if let (true, Some(g)) = (shares(comm, case), comm.native()) {
             let mut buf = g.alloc_shared::<T>(self.input.len())?;
             buf.copy_from_slice(&self.input);
@@ -270,7 +262,12 @@ fn prepare<T: Element>(
     }
 }
 
-fn run_once<T: Element>(comm: &AnyComm, case: &Case, b: &mut Bufs<T>, count: usize) -> Result<()> {
+fn run_once<T: Element, C: BenchComm>(
+    comm: &C,
+    case: &Case,
+    b: &mut Bufs<T>,
+    count: usize,
+) -> Result<()> {
     let (rank, size, root) = (comm.rank(), comm.size(), case.root);
     match case.coll {
         BenchColl::AllReduce => match (&mut b.shared, comm.native()) {
@@ -330,9 +327,9 @@ fn expected<T: Element>(
 
 /// Warm-up, an optional checked run, then the timed runs; returns this rank's microseconds per
 /// operation and its count of wrong elements.
-fn time_typed<T: Element>(
-    sync: &AnyComm,
-    comm: &AnyComm,
+fn time_typed<T: Element, C: BenchComm>(
+    sync: &C,
+    comm: &C,
     case: &Case,
     count: usize,
 ) -> Result<(f64, Option<u64>)> {

@@ -1,7 +1,7 @@
 //! A sweep: every requested operation × size × backend × algorithm, measured on every rank;
 //! rank 0 prints each row as it is measured and rewrites the CSV and JSON after every size.
 
-use crate::backend::AnyComm;
+use crate::backend::{on_backend, AnyComm, BenchComm};
 use crate::export;
 use crate::factors;
 use crate::fit;
@@ -13,7 +13,7 @@ use crate::table::{self, Progress};
 use psyne::{Algo, Communicator, Error, ErrorKind, Result};
 
 /// Host names of every rank, in rank order (gathered as fixed 64-byte fields).
-pub fn hosts(comm: &AnyComm) -> Result<Vec<String>> {
+pub fn hosts<C: Communicator>(comm: &C) -> Result<Vec<String>> {
     const FIELD: usize = 64;
     let mut mine = [0u8; FIELD];
     let name = psyne::hostname();
@@ -30,9 +30,17 @@ pub fn hosts(comm: &AnyComm) -> Result<Vec<String>> {
         .collect())
 }
 
+/// This rank, the job's size, every rank's host and [`unbound_ranks`] (every rank calls this).
+pub fn job_view<C: Communicator>(comm: &C) -> Result<JobView> {
+    Ok((comm.rank(), comm.size(), hosts(comm)?, unbound_ranks(comm)?))
+}
+
+/// What [`job_view`] returns: rank, size, hosts, unbound ranks.
+pub type JobView = (usize, usize, Vec<String>, Option<usize>);
+
 /// How many ranks of `comm` may run on any core of their host (every rank calls this); `None`
 /// if some rank could not tell.
-pub fn unbound_ranks(comm: &AnyComm) -> Result<Option<usize>> {
+pub fn unbound_ranks<C: Communicator>(comm: &C) -> Result<Option<usize>> {
     // Per rank: 1 unbound, 0 bound, and a second count of ranks that could not tell.
     let mine = match crate::meta::runs_on_every_core() {
         Some(true) => [1u64, 0],
@@ -56,7 +64,7 @@ pub fn unbound_note(unbound: Option<usize>, size: usize) -> Option<String> {
 }
 
 /// What transport a backend's rows say they used.
-fn transport_of(comm: &AnyComm) -> String {
+fn transport_of<C: BenchComm>(comm: &C) -> String {
     match comm.kind() {
         // The group chose per peer (PSY_TRANSPORT): report what it uses.
         Backend::Native => comm.native().map(|g| g.transports()).unwrap_or_default(),
@@ -94,9 +102,7 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
     let first = comms
         .first()
         .ok_or_else(|| Error::config("no backend to run; use --backend native or mpi"))?;
-    let (rank, size) = (first.rank(), first.size());
-    let hosts = hosts(first)?;
-    let unbound = unbound_ranks(first)?;
+    let (rank, size, hosts, unbound) = on_backend!(first, c => job_view(c))?;
     let local = hosts.iter().filter(|h| **h == hosts[rank]).count();
     let largest = sweep.sizes.iter().copied().max().unwrap_or(0);
     crate::memory::check_fits(largest, size, local, sweep.check)?;
@@ -208,7 +214,7 @@ impl SweepRun<'_> {
                     corrupt: self.corrupt,
                     ..Case::of_sweep(sweep, coll, (count, actual), algo)
                 };
-                self.measure_row(comm, &case, actual)?;
+                on_backend!(comm, c => self.measure_row(c, &case, actual))?;
             }
         }
         if self.rank == 0 {
@@ -222,7 +228,7 @@ impl SweepRun<'_> {
 
     /// Measures one `case` on `comm` (`actual` bytes, for the error message); rank 0 prints
     /// the row and keeps it.
-    fn measure_row(&mut self, comm: &AnyComm, case: &Case, actual: u64) -> Result<()> {
+    fn measure_row<C: BenchComm>(&mut self, comm: &C, case: &Case, actual: u64) -> Result<()> {
         let m = measure(comm, case).map_err(|e| {
             Error::new(
                 e.kind(),
@@ -255,8 +261,8 @@ fn algos_of(comm: &AnyComm, coll: BenchColl, sweep: &Sweep) -> Vec<Option<Algo>>
 }
 
 /// Everything a row records about measurement `m` of `case` on `comm` except its times.
-pub fn row_key(
-    comm: &AnyComm,
+pub fn row_key<C: BenchComm>(
+    comm: &C,
     case: &Case,
     m: &Measurement,
     sweep: &Sweep,

@@ -17,7 +17,7 @@ use crate::sizes;
 use crate::stats;
 use psyne::tuning::rules::{Rule, Section};
 use psyne::tuning::{Rules, Scope, FLAT_MAX_BYTES};
-use psyne::{Algo, Collective, Communicator, Error, ErrorKind, Result};
+use psyne::{Algo, Collective, Communicator, Error, ErrorKind, Group, Result};
 use std::path::{Path, PathBuf};
 
 /// What `psybench tune` was asked for, beyond the sweep.
@@ -116,11 +116,9 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
     let group = comm.native().ok_or_else(|| {
         Error::config("psybench tune tunes psyne's own backend; leave out --backend mpi")
     })?;
-    let (rank, size) = (group.rank(), group.size());
+    let (rank, size, hosts, unbound) = runner::job_view(group)?;
     let scope = group.tuning_scope();
-    let hosts = runner::hosts(comm)?;
     let hier = hierarchical(&hosts);
-    let unbound = runner::unbound_ranks(comm)?;
     let mut report = Report {
         meta: crate::model::RunMeta {
             unbound_ranks: unbound,
@@ -142,7 +140,7 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
         };
         let mut points = Vec::new();
         for bytes in sizes_of(coll, sweep) {
-            let (point, bad) = measure_point(comm, sweep, coll, bytes, hier, &mut report)?;
+            let (point, bad) = measure_point(group, sweep, coll, bytes, hier, &mut report)?;
             wrong += bad;
             if rank == 0 {
                 table.push(row(coll, &point, options.margin));
@@ -191,7 +189,7 @@ fn sizes_of(coll: BenchColl, sweep: &Sweep) -> Vec<u64> {
 /// Measures `coll` at `bytes` with the default and with each candidate, `sweep.rounds` times;
 /// every row goes into `report`.
 fn measure_point(
-    comm: &AnyComm,
+    comm: &Group,
     sweep: &Sweep,
     coll: BenchColl,
     bytes: u64,

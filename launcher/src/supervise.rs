@@ -290,7 +290,8 @@ impl<S: Stopper> std::fmt::Debug for Supervisor<'_, S> {
     }
 }
 
-fn count(n: usize) -> String {
+/// `1 rank`, `3 ranks`.
+pub(crate) fn count(n: usize) -> String {
     if n == 1 {
         "1 rank".into()
     } else {

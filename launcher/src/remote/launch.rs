@@ -506,7 +506,9 @@ impl RemoteJob<'_> {
             supervisor: sup_tx,
             names: self.names.clone(),
             pids: vec![None; self.launch.world_size()],
+            host_of: self.host_of.clone(),
             launch_error: None,
+            lost_while_starting: false,
         };
         for e in early {
             router.route(e);
@@ -670,11 +672,41 @@ struct Router {
     names: Vec<String>,
     /// Every rank's pid, once its host has said Started.
     pids: Vec<Option<u32>>,
+    /// Every rank's host, by index into `names`.
+    host_of: Vec<usize>,
     /// The first reason the ranks could not all be started.
     launch_error: Option<Error>,
+    /// A link closed before every rank had started (that was the launch's error).
+    lost_while_starting: bool,
 }
 
 impl Router {
+    /// The link to host `h` closed: if ranks had not all started, the first such loss is the
+    /// launch's error, and a host lost after it with ranks not yet started (a host a lost relay
+    /// reached, say) is named too (the supervisor names only hosts whose ranks it knows).
+    fn closed_while_starting(&mut self, h: usize, why: &str) {
+        let host = &self.names[h];
+        let unstarted = (self.host_of.iter())
+            .zip(&self.pids)
+            .filter(|(&on, pid)| on == h && pid.is_none())
+            .count();
+        if self.launch_error.is_none()
+            && !self.lost_while_starting
+            && self.pids.iter().any(Option::is_none)
+        {
+            self.lost_while_starting = true;
+            self.launch_error = Some(Error::Remote {
+                message: format!("lost the link to host {host} ({why}) while starting the ranks"),
+                code: crate::exit::LAUNCH_FAILED,
+            });
+        } else if unstarted > 0 {
+            self.console.message(&format!(
+                "also lost the link to host {host} ({why}) before {} started there",
+                crate::supervise::count(unstarted)
+            ));
+        }
+    }
+
     /// Handles one event from a link.
     fn route(&mut self, e: HostEvent) {
         let host = &self.names[e.host];
@@ -733,16 +765,9 @@ impl Router {
             }
             LinkEvent::Closed { why, .. } => {
                 self.outputs.host_closed(e.host);
-                if self.launch_error.is_none() && self.pids.iter().any(Option::is_none) {
-                    self.launch_error = Some(Error::Remote {
-                        message: format!(
-                            "lost the link to host {host} ({why}) while starting the ranks"
-                        ),
-                        code: crate::exit::LAUNCH_FAILED,
-                    });
-                }
+                self.closed_while_starting(e.host, &why);
                 let _ = self.supervisor.send(Event::HostLost {
-                    host: host.clone(),
+                    host: self.names[e.host].clone(),
                     why,
                 });
             }

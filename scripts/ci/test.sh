@@ -88,9 +88,11 @@ if wants lint; then
 fi
 
 # The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
-# machine-wide locks): with other tiers, it runs beside them (four test threads: one waiting on
-# each lock leaves others running), its output shown when it ends.
-root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 4)
+# machine-wide locks): with other tiers, it runs beside them, its output shown when it ends. It
+# runs more test threads than it has locks: libtest starts tests in name order, and with few
+# threads every thread would wait on the MPI lock (mpi::, mpi_programs::) while the cluster's
+# lock (multihost::, slurm::) stood idle; with 16, both locks are busy from the start.
+root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 16)
 root_pid=
 if wants root && { wants lint || wants unit || wants process || wants python; }; then
   root_log=$(mktemp)

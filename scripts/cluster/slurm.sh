@@ -209,8 +209,11 @@ down() {
   for nd in $(node_names 2>/dev/null); do
     files+=("$(slurmd_pidfile "$nd")")
   done
-  stop_daemons slurmd "${files[@]}"
+  # slurmd and slurmctld take a second or two each to end after SIGTERM: stopped side by side.
+  stop_daemons slurmd "${files[@]}" &
+  local stopping_slurmd=$!
   stop_daemons slurmctld "$dir/slurmctld.pid"
+  wait "$stopping_slurmd" || true
   for ((i = 0; i < 50; i++)); do
     [ -z "$(our_stepds)" ] && break
     sleep 0.1

@@ -315,7 +315,8 @@ pub fn built(rel: &str) -> PathBuf {
 pub struct ClusterLock(std::fs::File);
 
 impl ClusterLock {
-    /// Waits (at most five minutes) for the lock.
+    /// Waits (at most twenty minutes: the root tier's tests queue for it, about five minutes of
+    /// cluster tests in all) for the lock.
     pub fn take() -> ClusterLock {
         use std::os::fd::AsRawFd;
         let file = std::fs::OpenOptions::new()
@@ -325,7 +326,7 @@ impl ClusterLock {
             .open("/tmp/psyne-cluster.lock")
             .expect("opening the cluster lock file");
         eventually(
-            Duration::from_secs(300),
+            Duration::from_secs(1200),
             "the SSH test cluster lock",
             || {
                 // SAFETY: flock takes a descriptor we own (alive for the call) and plain flags.

@@ -26,6 +26,8 @@ pub struct Case {
     pub root: usize,
     /// Forced algorithm (native backend only); `None` is automatic.
     pub algo: Option<Algo>,
+    /// Reduction order (native backend only); `None` is the group's.
+    pub order: Option<psyne::ReduceOrder>,
     /// Untimed iterations first.
     pub warmup: u64,
     /// Timed iterations.
@@ -60,6 +62,7 @@ impl Case {
             op: sweep.op,
             root: sweep.root,
             algo,
+            order: None,
             warmup: sweep.warmup.unwrap_or(warmup),
             iters: sweep.iters.unwrap_or(iters),
             cadence: sweep.cadence,
@@ -103,14 +106,8 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
     // A forced algorithm applies to the native backend only.
     // A forced algorithm applies to the measured operation only; barriers and the gathering of
     // results use the group as it is.
-    let forced;
-    let (sync, comm) = match (comm, case.algo) {
-        (AnyComm::Native(g), Some(a)) => {
-            forced = AnyComm::Native(g.with_algo(a));
-            (comm, &forced)
-        }
-        _ => (comm, comm),
-    };
+    let forced = native_view(comm, case);
+    let (sync, comm) = (comm, forced.as_ref().unwrap_or(comm));
     let es = case.dtype.size() as u64;
     let count = if case.coll == BenchColl::Barrier {
         0
@@ -128,6 +125,7 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         (Some(_), None) => "direct".to_string(),
         (None, _) => "-".to_string(),
     };
+    let algo = order_label(comm, case, algo, per_rank_bytes(case.coll, count, es, size))?;
     let (mine, wrong) = match case.dtype {
         DType::F32 => time_typed::<f32>(sync, comm, case, count as usize)?,
         DType::F64 => time_typed::<f64>(sync, comm, case, count as usize)?,
@@ -158,6 +156,38 @@ pub fn measure(comm: &AnyComm, case: &Case) -> Result<Measurement> {
         algo,
         times_us,
         wrong,
+    })
+}
+
+/// The native group as `case` asks: its forced algorithm and reduction order, if any (`None`:
+/// the group as it is).
+fn native_view(comm: &AnyComm, case: &Case) -> Option<AnyComm> {
+    let g = comm.native()?;
+    if case.algo.is_none() && case.order.is_none() {
+        return None;
+    }
+    let g = case.algo.map_or_else(|| g.clone(), |a| g.with_algo(a));
+    Some(AnyComm::Native(
+        case.order
+            .map_or_else(|| g.clone(), |o| g.with_reduce_order(o)),
+    ))
+}
+
+/// `algo` labelled with the reduction order of a native reducing `case` in canonical order:
+/// `canonical` where the call runs canonical order's exchange and rank-order fold,
+/// `canonical:ALGO` where the algorithm it names folds in rank order anyway (2 ranks, the node
+/// board, integers); unchanged in fast order, so the rows of the two orders never merge.
+fn order_label(comm: &AnyComm, case: &Case, algo: String, bytes: usize) -> Result<String> {
+    let (Some(g), Some(c)) = (comm.native(), to_collective(case.coll, case.root)) else {
+        return Ok(algo);
+    };
+    if !c.reduces() || g.reduce_order() != psyne::ReduceOrder::Canonical || algo == "shared" {
+        return Ok(algo);
+    }
+    Ok(if g.runs_canonical_path(c, case.dtype, case.op, bytes)? {
+        "canonical".to_string()
+    } else {
+        format!("canonical:{algo}")
     })
 }
 

@@ -28,7 +28,7 @@
 use super::core::Core;
 use super::ops;
 use crate::comm::{check_reduce_scatter, check_root, finish_avg};
-use crate::dtype::Element;
+use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::reduce::{reduce_slice, ReduceOp, ReduceOrder};
 use crate::schedule::{chunk_span, Algo, Collective};
@@ -58,9 +58,22 @@ fn needs_canonical<T: Element>(
     op: ReduceOp,
     bytes: usize,
 ) -> Result<bool> {
+    runs_canonical_path(core, choice, coll, T::DTYPE, op, bytes)
+}
+
+/// [`needs_canonical`] for an element type known at run time.
+pub(crate) fn runs_canonical_path(
+    core: &Core,
+    choice: Choice,
+    coll: Collective,
+    dtype: DType,
+    op: ReduceOp,
+    bytes: usize,
+) -> Result<bool> {
     if choice.order != ReduceOrder::Canonical
+        || !coll.reduces()
         || core.size <= 2
-        || !T::DTYPE.is_float()
+        || !dtype.is_float()
         || !matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg)
     {
         return Ok(false);

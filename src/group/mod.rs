@@ -126,6 +126,21 @@ impl Group {
         self.order.unwrap_or(self.core.reduce_order)
     }
 
+    /// Whether `coll` of `bytes` per rank (as [`Group::algorithm_for`] counts them) of `dtype`
+    /// with `op` runs, in this view's reduction order, as canonical order's exchange and
+    /// rank-order fold (module `group::canonical`) rather than with the algorithm
+    /// [`Group::algorithm_for`] names: false in fast order, and where that algorithm gives the
+    /// rank-order bits anyway (2 ranks, integers, min/max/bitwise ops, the node board).
+    pub fn runs_canonical_path(
+        &self,
+        coll: crate::Collective,
+        dtype: crate::DType,
+        op: ReduceOp,
+        bytes: usize,
+    ) -> Result<bool> {
+        canonical::runs_canonical_path(&self.core, self.choice(), coll, dtype, op, bytes)
+    }
+
     /// The forced algorithm and the order of a reducing call.
     fn choice(&self) -> canonical::Choice {
         canonical::Choice {

@@ -251,7 +251,12 @@ impl Group {
             return self.all_reduce(buf, op);
         }
         self.sequenced("all_reduce_shared", |core| match buf.mapped_mut() {
-            Some(m) => core.run_shared(m, op, self.reduce_order() == ReduceOrder::Canonical),
+            // Two ranks' sums are one commutative step: the usual pass is already canonical.
+            Some(m) => core.run_shared(
+                m,
+                op,
+                self.reduce_order() == ReduceOrder::Canonical && self.size() > 2,
+            ),
             None => Err(crate::Error::invalid("a shared buffer lost its mapping")),
         })
     }

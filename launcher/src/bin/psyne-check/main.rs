@@ -161,11 +161,7 @@ fn parse() -> Result<Args, String> {
             "--revoke-trial" => a.revoke_trial = true,
             "--split-revoke-trial" => a.split_revoke_trial = true,
             "--backend" => a.backend = Backend::parse(&value()?)?,
-            "--reduce-order" => {
-                a.reduce_order = Some(
-                    ReduceOrder::parse(&value()?).map_err(|e| format!("--reduce-order: {e}"))?,
-                )
-            }
+            "--reduce-order" => a.reduce_order = Some(reduce_order(&value()?)?),
             "-h" | "--help" => {
                 println!("usage: psyne-check [--backend native|mpi|native-over-mpi] [--counts 0,1,1001] [--seed N] [--reduce-order fast|canonical]\nRuns every collective x op x type and compares with the sequential oracle; in canonical\nreduce order (or PSY_REDUCE_ORDER=canonical) also float sums, products and means, bit for bit.");
                 std::process::exit(0);
@@ -177,6 +173,11 @@ fn parse() -> Result<Args, String> {
         return Err("--fault works only with --backend native".into());
     }
     Ok(a)
+}
+
+/// `--reduce-order`'s value.
+fn reduce_order(text: &str) -> Result<ReduceOrder, String> {
+    ReduceOrder::parse(text).map_err(|e| format!("--reduce-order: {e}"))
 }
 
 fn main() -> ExitCode {

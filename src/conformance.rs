@@ -16,6 +16,8 @@ use crate::reduce::ReduceOp;
 use crate::schedule::chunk_span;
 use half::{bf16, f16};
 
+pub mod canonical;
+
 /// Rank `rank`'s input element `index` for a collective reducing with `op` (`None`: no reduction).
 pub fn input_value<T: Element>(rank: usize, index: usize, seed: u64, op: Option<ReduceOp>) -> T {
     let (r, i, s) = (rank as i64, index as i64, seed as i64);

@@ -18,12 +18,13 @@
 //! | `PSY_TUNING` | the tuning file `psybench tune` wrote (default: `~/.config/psyne/tuning`, then `/etc/psyne/tuning`, if present; `off` for none; see [`crate::tuning::rules`]) |
 //! | `PSY_ADDR` | address this rank's listener advertises (default: the one that reaches the store) |
 //! | `PSY_TRANSPORT` | `auto` (shared memory on one host, RDMA across where present, else TCP), `tcp`, `shm`, or `rdma` |
+//! | `PSY_REDUCE_ORDER` | `fast` (default) or `canonical`: every element of a reduction is the rank-order fold `((x0 ⊕ x1) ⊕ x2) ⊕ …`, the same bits whatever the size, algorithm, tuning file or transport (see [`crate::ReduceOrder`]) |
 //! | `PSY_RDMA_DEVICE`, `PSY_RDMA_PORT`, ... | the RDMA adapter and port (see `crate::transport::rdma::config`) |
 //! | `PSY_SPIN_US` | microseconds a waiting rank polls and yields before it blocks (default 50; 0 blocks at once) |
 //! | `PSY_SHM_RING_BYTES` | bytes of each shared-memory ring (default: by the number of ranks on the host) |
 //! | `PSY_SHM_CMA`, `PSY_SHM_CMA_MIN` | whether, and from which message size, shared memory copies large messages straight between processes (`process_vm_readv`); unset: by the call's traffic (`crate::transport::shm::cma::pull_window`) |
 //!
-//! The tunables among them (`PSY_TIMEOUT`, `PSY_SPIN_US`, `PSY_ALGO`, `PSY_TUNING`, `PSY_TRANSPORT` and the
+//! The tunables among them (`PSY_TIMEOUT`, `PSY_SPIN_US`, `PSY_ALGO`, `PSY_TUNING`, `PSY_TRANSPORT`, `PSY_REDUCE_ORDER` and the
 //! transports' own) are read once, into [`crate::Tunables`], when a group forms; a program may build
 //! [`crate::Tunables`] itself instead and pass it in [`crate::GroupOptions`].
 //!

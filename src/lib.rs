@@ -97,11 +97,13 @@ pub mod prelude {
 }
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use group::{Group, GroupBuilder, GroupOptions, SharedBuf, Work, MIN_SHARED_BYTES};
+pub use group::{
+    Group, GroupBuilder, GroupOptions, SharedBuf, Work, CANONICAL_GATHER_MAX, MIN_SHARED_BYTES,
+};
 pub use half::{bf16, f16};
 pub use init::init;
 pub use options::Tunables;
-pub use reduce::ReduceOp;
+pub use reduce::{ReduceOp, ReduceOrder};
 pub use schedule::{Algo, Collective};
 pub use transport::pairs::ConnectPolicy;
 pub use transport::rdma::RdmaConfig;

@@ -31,6 +31,8 @@ pub const TUNING: &str = "PSY_TUNING";
 pub const ADDR: &str = "PSY_ADDR";
 /// `PSY_TRANSPORT`
 pub const TRANSPORT: &str = "PSY_TRANSPORT";
+/// `PSY_REDUCE_ORDER`
+pub const REDUCE_ORDER: &str = "PSY_REDUCE_ORDER";
 /// PyTorch's names, in the order rank, world size, local rank, local world size, master address,
 /// master port.
 pub const TORCH_NAMES: [&str; 6] = [

@@ -1,5 +1,6 @@
 //! A group's options: [`Tunables`], every setting that changes how a group runs but not what it
-//! computes, gathered from the layers that own them (the waits of [`crate::launch`], the
+//! computes (except the reduction order, which may change the last bits of a floating-point
+//! sum), gathered from the layers that own them (the waits of [`crate::launch`], the
 //! algorithm policy of [`crate::tuning`], the transports' settings). Passed down whole: the
 //! group's core keeps it, and the transports borrow their part.
 
@@ -21,6 +22,10 @@ pub struct Tunables {
     /// Which transports may be used (`PSY_TRANSPORT`) and their settings (`PSY_SHM_*`,
     /// `PSY_RDMA_*`).
     pub transport: crate::transport::TransportTunables,
+    /// The order reductions combine the ranks' values in (`PSY_REDUCE_ORDER`): the one setting
+    /// here that may change a result's bits (of floating-point sums and products), not its
+    /// meaning.
+    pub reduce_order: crate::reduce::ReduceOrder,
 }
 
 impl Default for Tunables {
@@ -30,6 +35,7 @@ impl Default for Tunables {
             spin: DEFAULT_SPIN,
             tuning: crate::tuning::Tuning::default(),
             transport: crate::transport::TransportTunables::default(),
+            reduce_order: crate::reduce::ReduceOrder::Fast,
         }
     }
 }
@@ -43,6 +49,7 @@ impl Tunables {
             spin: spin_with(get)?,
             tuning: crate::tuning::Tuning::from_lookup(get)?,
             transport: crate::transport::TransportTunables::from_lookup(get)?,
+            reduce_order: crate::reduce::ReduceOrder::from_lookup(get)?,
         })
     }
 

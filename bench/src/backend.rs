@@ -4,7 +4,7 @@
 //! measurement, outside the timed loop, so every timed call is a direct call on the backend.
 
 use crate::model::Backend;
-use psyne::{Algo, Communicator, Group};
+use psyne::{Algo, Communicator, Group, ReduceOrder};
 
 /// What psybench needs of a backend beyond the collectives.
 pub trait BenchComm: Communicator {
@@ -12,9 +12,9 @@ pub trait BenchComm: Communicator {
     fn kind(&self) -> Backend;
     /// psyne's own group, if this is one (algorithm names, shared buffers, tuning).
     fn native(&self) -> Option<&Group>;
-    /// This communicator with `algo` forced for its collectives, if the backend takes a forced
-    /// algorithm (the native one does; MPI makes its own choice: `None`).
-    fn forced(&self, algo: Algo) -> Option<Self>
+    /// This communicator with `algo` forced and reductions in `order`, if either is given and the
+    /// backend takes them (the native one does; MPI makes its own choices: `None`).
+    fn view(&self, algo: Option<Algo>, order: Option<ReduceOrder>) -> Option<Self>
     where
         Self: Sized;
 }
@@ -26,8 +26,12 @@ impl BenchComm for Group {
     fn native(&self) -> Option<&Group> {
         Some(self)
     }
-    fn forced(&self, algo: Algo) -> Option<Group> {
-        Some(self.with_algo(algo))
+    fn view(&self, algo: Option<Algo>, order: Option<ReduceOrder>) -> Option<Group> {
+        if algo.is_none() && order.is_none() {
+            return None;
+        }
+        let g = algo.map_or_else(|| self.clone(), |a| self.with_algo(a));
+        Some(order.map_or(g.clone(), |o| g.with_reduce_order(o)))
     }
 }
 
@@ -39,7 +43,7 @@ impl BenchComm for psyne::mpi::MpiComm {
     fn native(&self) -> Option<&Group> {
         None
     }
-    fn forced(&self, _: Algo) -> Option<Self> {
+    fn view(&self, _: Option<Algo>, _: Option<ReduceOrder>) -> Option<Self> {
         None
     }
 }

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use psyne::{Algo, DType, ReduceOp};
+use psyne::{Algo, DType, ReduceOp, ReduceOrder};
 
 use crate::config::{self, ListValue, SweepFile};
 use crate::factors::{algo_applies, algos_for};
@@ -249,6 +249,12 @@ struct SweepArgs {
     /// Transport between the native backend's ranks: auto (shared memory on one host, TCP across), tcp, or shm [default: auto]
     #[arg(long, value_name = "NAME")]
     transport: Option<String>,
+    /// Reduction order(s) of the native backend's reducing operations: fast, canonical
+    /// (rank-order sums, the same bits for every algorithm and size), or fast,canonical (both,
+    /// alternated per size and round, canonical rows labelled `canonical`) [default: the
+    /// group's, PSY_REDUCE_ORDER or fast]
+    #[arg(long, value_name = "ORDER[,ORDER]")]
+    reduce_order: Option<String>,
     /// Timed iterations per size [default: 1000 for small sizes down to 5 for 256M]
     #[arg(long, value_name = "N")]
     iters: Option<u64>,
@@ -303,6 +309,7 @@ impl SweepArgs {
             root: self.root,
             algo: self.algo.map(ListValue::text),
             transport: self.transport,
+            reduce_order: self.reduce_order.map(ListValue::text),
             iters: self.iters,
             warmup: self.warmup,
             rounds: self.rounds,
@@ -649,6 +656,19 @@ pub fn parse_op(name: &str) -> Result<ReduceOp, String> {
     })
 }
 
+/// Parses comma-separated reduction orders (`fast`, `canonical`), each once.
+pub fn parse_reduce_orders(list: &str) -> Result<Vec<ReduceOrder>, String> {
+    let mut orders = Vec::new();
+    for part in list.split(',') {
+        let order = ReduceOrder::parse(part).map_err(|e| e.message().to_string())?;
+        if orders.contains(&order) {
+            return Err(format!("reduce order `{order}` is named twice"));
+        }
+        orders.push(order);
+    }
+    Ok(orders)
+}
+
 /// Parses `auto` or comma-separated algorithm names (`None` is automatic choice).
 pub fn parse_algos(list: &str) -> Result<Vec<Option<Algo>>, String> {
     let mut out = Vec::new();
@@ -726,6 +746,7 @@ struct Typed {
     root: Option<usize>,
     algos: Option<Vec<Option<Algo>>>,
     transport: Option<String>,
+    reduce_orders: Option<Vec<ReduceOrder>>,
     iters: Option<u64>,
     warmup: Option<u64>,
     rounds: Option<u64>,
@@ -753,6 +774,7 @@ impl Typed {
             root: self.root.or(lower.root),
             algos: self.algos.or(lower.algos),
             transport: self.transport.or(lower.transport),
+            reduce_orders: self.reduce_orders.or(lower.reduce_orders),
             iters: self.iters.or(lower.iters),
             warmup: self.warmup.or(lower.warmup),
             rounds: self.rounds.or(lower.rounds),
@@ -802,6 +824,12 @@ fn typed(f: SweepFile, o: &Origin<'_>) -> Result<Typed, String> {
                 .map(|_| t.to_string())
                 .map_err(|e| format!("{e}"))
         })?,
+        reduce_orders: parsed(
+            text(f.reduce_order).as_deref(),
+            o,
+            "reduce-order",
+            parse_reduce_orders,
+        )?,
         iters: at_least_one(
             f.iters,
             o,
@@ -925,6 +953,7 @@ fn sweep_of(t: Typed, colls: &[BenchColl], is_check: bool) -> Result<Sweep, Stri
         root: t.root.unwrap_or(0),
         algos,
         transport: t.transport.unwrap_or_else(|| "auto".into()),
+        reduce_orders: t.reduce_orders.unwrap_or_default(),
         iters: t.iters,
         warmup: t.warmup,
         rounds: t.rounds.unwrap_or(1),

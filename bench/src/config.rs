@@ -88,6 +88,8 @@ pub struct SweepFile {
     pub algo: Option<ListValue>,
     /// Transport (`tcp`, `auto`).
     pub transport: Option<String>,
+    /// Reduction orders (`fast`, `canonical`, or a list: alternated per size).
+    pub reduce_order: Option<ListValue>,
     /// Timed iterations per size.
     pub iters: Option<u64>,
     /// Warm-up iterations per size.
@@ -127,6 +129,7 @@ impl SweepFile {
             root: self.root.or(under.root),
             algo: self.algo.or(under.algo),
             transport: self.transport.or(under.transport),
+            reduce_order: self.reduce_order.or(under.reduce_order),
             iters: self.iters.or(under.iters),
             warmup: self.warmup.or(under.warmup),
             rounds: self.rounds.or(under.rounds),
@@ -165,7 +168,7 @@ pub enum ConfigError {
 }
 
 /// Every key a preset may have.
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 21] = [
     "collective",
     "np",
     "sizes",
@@ -175,6 +178,7 @@ pub const KEYS: [&str; 20] = [
     "root",
     "algo",
     "transport",
+    "reduce-order",
     "iters",
     "warmup",
     "rounds",

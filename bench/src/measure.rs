@@ -24,6 +24,8 @@ pub struct Case {
     pub root: usize,
     /// Forced algorithm (native backend only); `None` is automatic.
     pub algo: Option<Algo>,
+    /// Reduction order (native backend only); `None` is the group's.
+    pub order: Option<psyne::ReduceOrder>,
     /// Untimed iterations first.
     pub warmup: u64,
     /// Timed iterations.
@@ -58,6 +60,7 @@ impl Case {
             op: sweep.op,
             root: sweep.root,
             algo,
+            order: None,
             warmup: sweep.warmup.unwrap_or(warmup),
             iters: sweep.iters.unwrap_or(iters),
             cadence: sweep.cadence,
@@ -101,7 +104,7 @@ pub fn measure<C: BenchComm>(comm: &C, case: &Case) -> Result<Measurement> {
     // A forced algorithm applies to the native backend only.
     // A forced algorithm applies to the measured operation only; barriers and the gathering of
     // results use the group as it is.
-    let forced = case.algo.and_then(|a| comm.forced(a));
+    let forced = comm.view(case.algo, case.order);
     let (sync, comm) = (comm, forced.as_ref().unwrap_or(comm));
     let es = case.dtype.size() as u64;
     let count = if case.coll == BenchColl::Barrier {
@@ -120,6 +123,7 @@ pub fn measure<C: BenchComm>(comm: &C, case: &Case) -> Result<Measurement> {
         (Some(_), None) => "direct".to_string(),
         (None, _) => "-".to_string(),
     };
+    let algo = order_label(comm, case, algo, per_rank_bytes(case.coll, count, es, size))?;
     let (mine, wrong) = match case.dtype {
         DType::F32 => time_typed::<f32, _>(sync, comm, case, count as usize)?,
         DType::F64 => time_typed::<f64, _>(sync, comm, case, count as usize)?,
@@ -150,6 +154,24 @@ pub fn measure<C: BenchComm>(comm: &C, case: &Case) -> Result<Measurement> {
         algo,
         times_us,
         wrong,
+    })
+}
+
+/// `algo` labelled with the reduction order of a native reducing `case` in canonical order:
+/// `canonical` where the call runs canonical order's exchange and rank-order fold,
+/// `canonical:ALGO` where the algorithm it names folds in rank order anyway (2 ranks, the node
+/// board, integers); unchanged in fast order, so the rows of the two orders never merge.
+fn order_label<C: BenchComm>(comm: &C, case: &Case, algo: String, bytes: usize) -> Result<String> {
+    let (Some(g), Some(c)) = (comm.native(), to_collective(case.coll, case.root)) else {
+        return Ok(algo);
+    };
+    if !c.reduces() || g.reduce_order() != psyne::ReduceOrder::Canonical || algo == "shared" {
+        return Ok(algo);
+    }
+    Ok(if g.runs_canonical_path(c, case.dtype, case.op, bytes)? {
+        "canonical".to_string()
+    } else {
+        format!("canonical:{algo}")
     })
 }
 

@@ -127,6 +127,9 @@ pub struct Sweep {
     pub algos: Vec<Option<Algo>>,
     /// Transport name (`tcp`, `auto`).
     pub transport: String,
+    /// Reduction orders of the native backend's reducing operations, alternated per size and
+    /// round; empty: the group's own (`PSY_REDUCE_ORDER`).
+    pub reduce_orders: Vec<psyne::ReduceOrder>,
     /// Timed iterations per size; `None` scales with size.
     pub iters: Option<u64>,
     /// Untimed warm-up iterations per size; `None` scales with size.

@@ -208,13 +208,20 @@ impl SweepRun<'_> {
         let (count, actual) = sizes::element_count(coll, bytes, sweep.dtype, self.size);
         self.progress
             .set_message(&format!("{} {}", coll.name(), sizes::format_size(actual)));
-        for comm in round_order(self.comms, sweep.rounds) {
-            for algo in algos_of(comm, coll, sweep) {
-                let case = Case {
-                    corrupt: self.corrupt,
-                    ..Case::of_sweep(sweep, coll, (count, actual), algo)
-                };
-                on_backend!(comm, c => self.measure_row(c, &case, actual))?;
+        let per_round = self.comms.len().max(1);
+        for (i, comm) in round_order(self.comms, sweep.rounds)
+            .into_iter()
+            .enumerate()
+        {
+            for order in orders_of(comm, sweep, i / per_round) {
+                for algo in algos_of(comm, coll, sweep) {
+                    let case = Case {
+                        corrupt: self.corrupt,
+                        order,
+                        ..Case::of_sweep(sweep, coll, (count, actual), algo)
+                    };
+                    on_backend!(comm, c => self.measure_row(c, &case, actual))?;
+                }
             }
         }
         if self.rank == 0 {
@@ -249,6 +256,20 @@ impl SweepRun<'_> {
         }
         Ok(())
     }
+}
+
+/// The reduction orders to run on `comm` in round `round`: the sweep's, the first one first in
+/// even rounds and last in odd ones (as [`round_order`] alternates backends); the group's own
+/// (`None`) on MPI and when the sweep names none.
+fn orders_of(comm: &AnyComm, sweep: &Sweep, round: usize) -> Vec<Option<psyne::ReduceOrder>> {
+    if comm.kind() != Backend::Native || sweep.reduce_orders.is_empty() {
+        return vec![None];
+    }
+    let mut orders: Vec<_> = sweep.reduce_orders.iter().copied().map(Some).collect();
+    if round % 2 == 1 {
+        orders.reverse();
+    }
+    orders
 }
 
 /// The algorithms to run `coll` with on `comm`: the requested ones on the native backend; MPI

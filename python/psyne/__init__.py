@@ -234,6 +234,20 @@ class Group:
         ``binomial``, ...); every rank must make the same choice."""
         return Group(self._n.with_algo(name))
 
+    def with_reduce_order(self, order: str) -> "Group":
+        """A view of this group whose reducing calls (all-reduce, reduce, reduce-scatter) combine
+        the ranks' values in ``order``: ``"fast"`` (the default: the fastest algorithm's order) or
+        ``"canonical"`` (every element is the rank-order fold ``((x0 + x1) + x2) + ...``, the same
+        bits whatever the size, algorithm, tuning file or transport). Every rank must make the
+        same choice. An unknown order raises :class:`ConfigError`."""
+        return Group(self._n.with_reduce_order(order))
+
+    @property
+    def reduce_order(self) -> str:
+        """The order this view's reducing calls combine the ranks' values in (``"fast"`` or
+        ``"canonical"``): :meth:`with_reduce_order`'s, else ``PSY_REDUCE_ORDER``'s, else fast."""
+        return self._n.reduce_order
+
     def split(self, color: Optional[int], key: int = 0) -> Optional["Group"]:
         """Like ``MPI_Comm_split``: ranks passing the same ``color`` form a subgroup ordered by
         ``key`` (then rank); a rank passing None joins none and gets None. Every rank calls it."""
@@ -509,13 +523,17 @@ def _peer(peer: int, g: Group, what: str) -> None:
         raise ValueError(f"{what}: {peer} is not another rank of this group of {g.size} (this is rank {g.rank})")
 
 
-def init() -> Group:
+def init(reduce_order: Optional[str] = None) -> Group:
     """Joins the job this process belongs to, as ``psyne::init`` does in Rust: under psyrun through
     ``PSY_STORE`` and friends; under torchrun or any launcher that sets ``RANK``, ``WORLD_SIZE``,
     ``MASTER_ADDR`` and ``MASTER_PORT``, with rank 0 serving the store; alone, as a world of one.
     Call it once per process (each call forms a new world group). Ctrl-C while it waits for the
-    other ranks raises ``KeyboardInterrupt`` at once."""
-    return Group(_native.init())
+    other ranks raises ``KeyboardInterrupt`` at once. ``reduce_order`` (``"fast"`` or
+    ``"canonical"``, see :meth:`Group.with_reduce_order`) overrides ``PSY_REDUCE_ORDER``."""
+    if reduce_order is not None:
+        _native.check_reduce_order(reduce_order)  # refused before joining the job
+    g = Group(_native.init())
+    return g if reduce_order is None else g.with_reduce_order(reduce_order)
 
 
 def alone() -> Group:

@@ -559,6 +559,23 @@ impl NativeGroup {
         })
     }
 
+    /// A view of this group whose reducing calls combine the ranks' values in order `name`
+    /// (`fast` or `canonical`; same queue, same order of calls).
+    fn with_reduce_order(&self, name: &str) -> PyResult<NativeGroup> {
+        let order = psyne::ReduceOrder::parse(name).map_err(to_py)?;
+        Ok(NativeGroup {
+            group: self.group.with_reduce_order(order),
+            calls: self.calls.clone(),
+            interrupts: self.interrupts.clone(),
+        })
+    }
+
+    /// The reduction order of this view's reducing calls (`fast` or `canonical`).
+    #[getter]
+    fn reduce_order(&self) -> &'static str {
+        self.group.reduce_order().name()
+    }
+
     /// `MPI_Comm_split`: the subgroup of the ranks that pass the same color, or None.
     fn split(&self, py: Python<'_>, color: Option<u32>, key: i64) -> PyResult<Option<NativeGroup>> {
         not_in_a_call()?;
@@ -895,6 +912,12 @@ fn init_from_store(
         .map_err(to_py)
 }
 
+/// Refuses a reduction order that is neither `fast` nor `canonical` (a `ConfigError` naming both).
+#[pyfunction]
+fn check_reduce_order(name: &str) -> PyResult<()> {
+    psyne::ReduceOrder::parse(name).map(drop).map_err(to_py)
+}
+
 /// A new random job secret, hex.
 #[pyfunction]
 fn generate_secret() -> PyResult<String> {
@@ -910,6 +933,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let calls: Vec<(&str, u8)> = CALLS.iter().map(|&(name, c)| (name, c as u8)).collect();
     m.add("CALLS", calls)?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(check_reduce_order, m)?)?;
     m.add_function(wrap_pyfunction!(alone, m)?)?;
     m.add_function(wrap_pyfunction!(restart_count, m)?)?;
     m.add_function(wrap_pyfunction!(init_from_store, m)?)?;

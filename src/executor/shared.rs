@@ -286,23 +286,39 @@ impl<T: Element> Mapped<T> {
 
     /// Reduces chunk `rank` of every buffer into this rank's and copies the result into all the
     /// others, block by block; between the two arrivals of [`SharedAllReduce`].
-    fn reduce_own_chunk(&mut self, op: ReduceOp, size: usize) {
+    ///
+    /// `canonical`: every element is folded in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, through a
+    /// block of scratch ([`crate::ReduceOrder::Canonical`]); otherwise this rank's own values
+    /// come first.
+    fn reduce_own_chunk(&mut self, op: ReduceOp, size: usize, canonical: bool) {
         let mine = chunk_span(self.len, size, self.rank);
         let block = (BLOCK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+        let mut acc = if canonical {
+            vec![T::zeroed(); block.min(mine.len())]
+        } else {
+            Vec::new()
+        };
         let mut at = mine.start;
         while at < mine.end {
             let end = (at + block).min(mine.end);
             let n = end - at;
+            if canonical {
+                self.fold_in_rank_order(op, size, at, &mut acc[..n]);
+            }
             // SAFETY: `[at, end)` lies inside chunk `rank` of every buffer, which only this rank
             // touches between the two arrivals (see the module docs): the owner of each buffer
             // touches only its own chunk, and has handed the rest to the other ranks until the
             // second arrival. Each slice below is therefore the only live access to its bytes; this
             // rank's own chunk is borrowed mutably once, the peers' chunks one at a time.
             let own = unsafe { std::slice::from_raw_parts_mut(self.data(self.rank).add(at), n) };
-            for peer in (0..size).filter(|&p| p != self.rank) {
-                // SAFETY: as above; a peer's chunk `rank` is read here and nowhere else now.
-                let theirs = unsafe { std::slice::from_raw_parts(self.data(peer).add(at), n) };
-                reduce_slice(op, own, theirs);
+            if canonical {
+                own.copy_from_slice(&acc[..n]);
+            } else {
+                for peer in (0..size).filter(|&p| p != self.rank) {
+                    // SAFETY: as above; a peer's chunk `rank` is read here and nowhere else now.
+                    let theirs = unsafe { std::slice::from_raw_parts(self.data(peer).add(at), n) };
+                    reduce_slice(op, own, theirs);
+                }
             }
             if op == ReduceOp::Avg {
                 for x in own.iter_mut() {
@@ -318,6 +334,18 @@ impl<T: Element> Mapped<T> {
             at = end;
         }
     }
+
+    /// Writes to `acc` the rank-order fold of elements `at..at + acc.len()` of every buffer.
+    fn fold_in_rank_order(&self, op: ReduceOp, size: usize, at: usize, acc: &mut [T]) {
+        let n = acc.len();
+        // SAFETY: as in `reduce_own_chunk`: these elements lie in chunk `rank` of every buffer,
+        // which only this rank touches now; they are only read here, and `acc` is private.
+        let of = |r: usize| unsafe { std::slice::from_raw_parts(self.data(r).add(at), n) };
+        acc.copy_from_slice(of(0));
+        for r in 1..size {
+            reduce_slice(op, acc, of(r));
+        }
+    }
 }
 
 /// An engine: the in-place all-reduce over every rank's shared buffer. Two arrivals (every
@@ -330,6 +358,8 @@ pub(crate) struct SharedAllReduce<'a, T: Element> {
     /// The group's node board and the number the next flat all-reduce would have: a peer that
     /// published that one is in another call.
     pub(crate) next_flat: Option<(&'a Board, u64)>,
+    /// Fold every element in rank order ([`crate::ReduceOrder::Canonical`]).
+    pub(crate) canonical: bool,
 }
 
 impl<T: Element> Engine for SharedAllReduce<'_, T> {
@@ -338,12 +368,13 @@ impl<T: Element> Engine for SharedAllReduce<'_, T> {
             mapped,
             op,
             next_flat,
+            canonical,
         } = self;
         let size = links.peers.len();
         let deadline = Instant::now() + call.timeout;
         let kind = 1 << 16 | u32::from(T::DTYPE as u8) << 8 | u32::from(op as u8);
         mapped.meet(kind, call, links, next_flat, deadline)?;
-        mapped.reduce_own_chunk(op, size);
+        mapped.reduce_own_chunk(op, size, canonical);
         mapped.meet(kind, call, links, next_flat, deadline)
     }
 }

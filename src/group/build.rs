@@ -233,6 +233,7 @@ fn assemble(
         core: Arc::new(Core::new(links, board, tunables, server)),
         worker: Arc::<work::Worker>::default(),
         algo: None,
+        order: None,
         shared: Arc::new(shared),
         splitter: None,
     }

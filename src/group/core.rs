@@ -179,6 +179,11 @@ pub(crate) struct Core {
     /// The work buffer the typed collectives lay their data out in, kept between calls (see
     /// [`Core::with_work`]).
     work: Mutex<Vec<u64>>,
+    /// The reduction order of calls that choose none ([`super::Group::with_reduce_order`]).
+    pub(crate) reduce_order: crate::reduce::ReduceOrder,
+    /// The scratch of canonical-order reductions, which call collectives that use the work
+    /// buffer while they hold it ([`Core::with_scratch`]).
+    scratch: Mutex<Vec<u64>>,
     _store_server: Option<StoreServer>,
     /// Where to record a peer a failed call lost (the world group under psyrun).
     losses: std::sync::OnceLock<super::losses::LossReport>,
@@ -244,6 +249,8 @@ impl Core {
                 },
             }),
             work: Mutex::new(Vec::new()),
+            reduce_order: tunables.reduce_order,
+            scratch: Mutex::new(Vec::new()),
             _store_server: store_server,
             losses: std::sync::OnceLock::new(),
             interrupt: std::sync::OnceLock::new(),
@@ -263,20 +270,17 @@ impl Core {
         len: usize,
         f: impl FnOnce(&mut [T]) -> Result<R>,
     ) -> Result<R> {
-        let take = || std::mem::take(&mut *self.work.lock().unwrap_or_else(|p| p.into_inner()));
-        let mut cache = take();
-        let words = (len * std::mem::size_of::<T>()).div_ceil(8);
-        if cache.len() < words {
-            cache.resize(words, 0);
-        }
-        // Whole words hold whole elements of any type (1, 2, 4 or 8 bytes, aligned to at most 8).
-        let all: &mut [T] = bytemuck::cast_slice_mut(&mut cache[..words]);
-        let result = f(&mut all[..len]);
-        let mut slot = self.work.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.len() < cache.len() {
-            *slot = cache;
-        }
-        result
+        with_cache(&self.work, len, f)
+    }
+
+    /// [`Core::with_work`] on a second cache, for a call that runs collectives (which use the
+    /// work buffer) on its own scratch: the canonical-order reductions.
+    pub(crate) fn with_scratch<T: crate::Element, R>(
+        &self,
+        len: usize,
+        f: impl FnOnce(&mut [T]) -> Result<R>,
+    ) -> Result<R> {
+        with_cache(&self.scratch, len, f)
     }
 
     /// Revokes the group (see [`super::Group::revoke`]): unless a call failed already (which
@@ -498,10 +502,12 @@ impl Core {
     }
 
     /// The in-place all-reduce of shared buffers ([`SharedAllReduce`]); `op` is checked for `T`.
+    /// `canonical`: fold in rank order ([`crate::ReduceOrder::Canonical`]).
     pub(crate) fn run_shared<T: Element>(
         &self,
         mapped: &mut Mapped<T>,
         op: ReduceOp,
+        canonical: bool,
     ) -> Result<()> {
         let mut comm = self.lock()?;
         comm.seq += 1;
@@ -525,6 +531,7 @@ impl Core {
             mapped,
             op,
             next_flat,
+            canonical,
         };
         self.execute(wire, next_flat, desc, engine)
     }
@@ -570,6 +577,27 @@ impl Core {
         }
         out
     }
+}
+
+/// Runs `f` on `len` elements of the buffer kept in `cache` (see [`Core::with_work`]).
+fn with_cache<T: crate::Element, R>(
+    cache: &Mutex<Vec<u64>>,
+    len: usize,
+    f: impl FnOnce(&mut [T]) -> Result<R>,
+) -> Result<R> {
+    let mut kept = std::mem::take(&mut *cache.lock().unwrap_or_else(|p| p.into_inner()));
+    let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+    if kept.len() < words {
+        kept.resize(words, 0);
+    }
+    // Whole words hold whole elements of any type (1, 2, 4 or 8 bytes, aligned to at most 8).
+    let all: &mut [T] = bytemuck::cast_slice_mut(&mut kept[..words]);
+    let result = f(&mut all[..len]);
+    let mut slot = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.len() < kept.len() {
+        *slot = kept;
+    }
+    result
 }
 
 /// The group's node board, if it has one, with the number the operation after `flat_seq` would

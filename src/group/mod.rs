@@ -1,6 +1,7 @@
 //! [`Group`]: the ranks of a job and the collectives they call together.
 
 mod build;
+mod canonical;
 mod core;
 mod ft;
 pub(crate) mod losses;
@@ -12,12 +13,13 @@ pub(crate) mod work;
 
 pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
 pub use build::{GroupBuilder, GroupOptions};
+pub use canonical::GATHER_MAX as CANONICAL_GATHER_MAX;
 pub use work::Work;
 
 use crate::comm::Communicator;
 use crate::dtype::Element;
 use crate::error::Result;
-use crate::reduce::ReduceOp;
+use crate::reduce::{ReduceOp, ReduceOrder};
 use crate::schedule::Algo;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +40,9 @@ pub struct Group {
     core: Arc<Core>,
     worker: Arc<work::Worker>,
     algo: Option<Algo>,
+    /// The reduction order of this view's calls ([`Group::with_reduce_order`]); `None`: the
+    /// group's (`PSY_REDUCE_ORDER`, [`crate::Tunables::reduce_order`]).
+    order: Option<ReduceOrder>,
     /// What shared buffers of this group are named after, and whether there can be any.
     shared: Arc<SharedScope>,
     /// The store and options the group was formed with, for [`Group::split`].
@@ -100,6 +105,47 @@ impl Group {
         Group {
             algo: Some(algo),
             ..self.clone()
+        }
+    }
+
+    /// A view of this group whose reducing calls (all-reduce, reduce, reduce-scatter, and the
+    /// all-reduce of shared buffers) combine the ranks' values in `order`
+    /// ([`ReduceOrder::Canonical`]: the rank-order fold, the same bits whatever the size,
+    /// algorithm, tuning file or transport). Every rank must make the same choice: ranks that
+    /// differ may run different collectives, which fails as any mismatch does.
+    pub fn with_reduce_order(&self, order: ReduceOrder) -> Group {
+        Group {
+            order: Some(order),
+            ..self.clone()
+        }
+    }
+
+    /// The order this view's reducing calls combine the ranks' values in:
+    /// [`Group::with_reduce_order`]'s, else the group's (`PSY_REDUCE_ORDER`).
+    pub fn reduce_order(&self) -> ReduceOrder {
+        self.order.unwrap_or(self.core.reduce_order)
+    }
+
+    /// Whether `coll` of `bytes` per rank (as [`Group::algorithm_for`] counts them) of `dtype`
+    /// with `op` runs, in this view's reduction order, as canonical order's exchange and
+    /// rank-order fold (module `group::canonical`) rather than with the algorithm
+    /// [`Group::algorithm_for`] names: false in fast order, and where that algorithm gives the
+    /// rank-order bits anyway (2 ranks, integers, min/max/bitwise ops, the node board).
+    pub fn runs_canonical_path(
+        &self,
+        coll: crate::Collective,
+        dtype: crate::DType,
+        op: ReduceOp,
+        bytes: usize,
+    ) -> Result<bool> {
+        canonical::runs_canonical_path(&self.core, self.choice(), coll, dtype, op, bytes)
+    }
+
+    /// The forced algorithm and the order of a reducing call.
+    fn choice(&self) -> canonical::Choice {
+        canonical::Choice {
+            algo: self.algo,
+            order: self.reduce_order(),
         }
     }
 
@@ -205,7 +251,12 @@ impl Group {
             return self.all_reduce(buf, op);
         }
         self.sequenced("all_reduce_shared", |core| match buf.mapped_mut() {
-            Some(m) => core.run_shared(m, op),
+            // Two ranks' sums are one commutative step: the usual pass is already canonical.
+            Some(m) => core.run_shared(
+                m,
+                op,
+                self.reduce_order() == ReduceOrder::Canonical && self.size() > 2,
+            ),
             None => Err(crate::Error::invalid("a shared buffer lost its mapping")),
         })
     }
@@ -227,7 +278,8 @@ impl Communicator for Group {
     }
 
     fn all_reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        self.sequenced("all_reduce", |c| ops::all_reduce(c, self.algo, buf, op))
+        let choice = self.choice();
+        self.sequenced("all_reduce", |c| canonical::all_reduce(c, choice, buf, op))
     }
 
     fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
@@ -235,7 +287,8 @@ impl Communicator for Group {
     }
 
     fn reduce<T: Element>(&self, buf: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
-        self.sequenced("reduce", |c| ops::reduce(c, self.algo, buf, op, root))
+        let choice = self.choice();
+        self.sequenced("reduce", |c| canonical::reduce(c, choice, buf, op, root))
     }
 
     fn all_gather_into<T: Element>(&self, local: &[T], out: &mut [T]) -> Result<()> {
@@ -251,7 +304,7 @@ impl Communicator for Group {
         op: ReduceOp,
     ) -> Result<()> {
         self.sequenced("reduce_scatter_into", |c| {
-            ops::reduce_scatter_into(c, self.algo, input, out, op)
+            canonical::reduce_scatter_into(c, self.choice(), input, out, op)
         })
     }
 

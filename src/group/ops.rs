@@ -68,7 +68,7 @@ fn run_direct<T: Element>(
     core.run_collective_on(call_of::<T>(coll, algo, op, count), view)
 }
 
-fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
+pub(crate) fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
     op.check(T::DTYPE)
 }
 
@@ -148,6 +148,19 @@ pub(crate) fn all_gather_into<T: Element>(
     let ran = core.run_collective_on(call, view)?;
     debug_assert!(ran, "a whole buffer fits every plan");
     Ok(())
+}
+
+/// The all-gather of `buf`, whose chunk `rank` ([`chunk_span`]) already holds this rank's part:
+/// [`all_gather_into`] without the copy of the part.
+pub(crate) fn all_gather_in_place<T: Element>(
+    core: &Core,
+    algo: Option<Algo>,
+    buf: &mut [T],
+) -> Result<()> {
+    let coll = Collective::AllGather;
+    let largest = chunk_span(buf.len(), core.size, 0).len() * std::mem::size_of::<T>();
+    let algo = core.algo_for(coll, algo, largest)?;
+    run(core, coll, algo, None, buf.len(), buf)
 }
 
 pub(crate) fn reduce_scatter_into<T: Element>(

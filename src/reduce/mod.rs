@@ -6,8 +6,10 @@ use half::{bf16, f16};
 
 pub(crate) mod half_kernels;
 pub(crate) mod op;
+mod order;
 
 pub use op::ReduceOp;
+pub use order::ReduceOrder;
 
 impl ReduceOp {
     /// Refuses combinations that have no meaning, before any data moves.

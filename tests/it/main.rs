@@ -6,6 +6,7 @@
 
 mod common;
 
+mod canonical;
 mod collectives;
 mod failures;
 mod hier;

@@ -576,3 +576,21 @@ fn a_sweep_of_more_than_a_thousand_sizes_is_refused_before_it_runs_naming_the_co
         "{e}"
     );
 }
+
+#[test]
+fn reduce_orders_from_flags_and_presets() {
+    use psyne::ReduceOrder::{Canonical, Fast};
+    assert!(sweep_of(&["allreduce"]).1.reduce_orders.is_empty());
+    let (_, s) = sweep_of(&["allreduce", "--reduce-order", "canonical"]);
+    assert_eq!(s.reduce_orders, vec![Canonical]);
+    let (_, s) = sweep_of(&["allreduce", "--reduce-order", "fast,canonical"]);
+    assert_eq!(s.reduce_orders, vec![Fast, Canonical]);
+    let (e, code) = error_of(&["allreduce", "--reduce-order", "exact"]);
+    assert_eq!(code, 2);
+    assert!(e.contains("reduce-order") && e.contains("canonical"), "{e}");
+    let (e, _) = error_of(&["allreduce", "--reduce-order", "fast,fast"]);
+    assert!(e.contains("twice"), "{e}");
+    let p = write_preset("cfg-order", "reduce-order = [\"canonical\", \"fast\"]\n");
+    let (_, s) = sweep_of(&["allreduce", "--config", p.to_str().unwrap()]);
+    assert_eq!(s.reduce_orders, vec![Canonical, Fast]);
+}

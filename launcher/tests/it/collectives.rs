@@ -70,6 +70,37 @@ fn every_collective_matches_the_oracle_in_5_oversubscribed_processes() {
     assert_every_rank_matched(&done, 5);
 }
 
+/// Canonical reduce order in processes: `PSY_REDUCE_ORDER=canonical` over TCP (3 ranks) and
+/// `--reduce-order canonical` over shared memory (4 ranks) make psyne-check also compare float
+/// sums, products and means bit for bit with the rank-order oracle, which they must match.
+#[test]
+fn canonical_order_matches_the_oracle_bit_for_bit_in_processes() {
+    let dir = TempDir::new("canonical3");
+    let mut cmd = psyrun_check(&dir, 3, &["--counts", "5,3001"]);
+    cmd.env("PSY_REDUCE_ORDER", "canonical")
+        .env("PSY_TRANSPORT", "tcp");
+    let done = run(cmd, &dir);
+    assert_every_rank_matched(&done, 3);
+    assert_eq!(
+        done.stdout.matches("bit for bit").count(),
+        3,
+        "{}",
+        done.stdout
+    );
+    let dir = TempDir::new("canonical4");
+    let args = ["--counts", "7", "--reduce-order", "canonical"];
+    let mut cmd = psyrun_check(&dir, 4, &args);
+    cmd.env("PSY_TRANSPORT", "shm");
+    let done = run(cmd, &dir);
+    assert_every_rank_matched(&done, 4);
+    assert_eq!(
+        done.stdout.matches("bit for bit").count(),
+        4,
+        "{}",
+        done.stdout
+    );
+}
+
 #[test]
 fn a_rank_exiting_3_makes_psyrun_exit_3_and_the_others_report_the_lost_peer() {
     let dir = TempDir::new("exit3");

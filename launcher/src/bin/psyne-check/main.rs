@@ -21,6 +21,11 @@
 //! others wait in a collective, which must fail with `Revoked`, then all shrink it;
 //! `--split-revoke-trial` checks that revoking a group revokes its subgroups.
 //!
+//! `--reduce-order canonical` (or `PSY_REDUCE_ORDER=canonical`) checks the group in canonical
+//! reduce order: also all-reduce, reduce and reduce-scatter of f32, f64, f16 and bf16 with sum,
+//! prod and avg on inputs that round, bit for bit against the rank-order oracle
+//! (`psyne::conformance::canonical`).
+//!
 //! Exit status: 0 all results right, 1 a wrong result, 2 a communication error or bad usage.
 //!
 //! `--fault KIND:RANK` is a test hook that makes rank RANK misbehave, for the launcher's failure
@@ -37,7 +42,7 @@
 mod shrink;
 
 use psyne::conformance::{self, Mismatch};
-use psyne::{Communicator, ReduceOp};
+use psyne::{Communicator, ReduceOp, ReduceOrder};
 use std::process::ExitCode;
 
 /// Which implementation of the collectives to check.
@@ -88,6 +93,8 @@ struct Args {
     /// `--split-revoke-trial`.
     split_revoke_trial: bool,
     backend: Backend,
+    /// `--reduce-order fast|canonical` (else `PSY_REDUCE_ORDER`'s).
+    reduce_order: Option<ReduceOrder>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -103,6 +110,7 @@ fn parse() -> Result<Args, String> {
         revoke_trial: false,
         split_revoke_trial: false,
         backend: Backend::Native,
+        reduce_order: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -153,8 +161,9 @@ fn parse() -> Result<Args, String> {
             "--revoke-trial" => a.revoke_trial = true,
             "--split-revoke-trial" => a.split_revoke_trial = true,
             "--backend" => a.backend = Backend::parse(&value()?)?,
+            "--reduce-order" => a.reduce_order = Some(reduce_order(&value()?)?),
             "-h" | "--help" => {
-                println!("usage: psyne-check [--backend native|mpi|native-over-mpi] [--counts 0,1,1001] [--seed N]\nRuns every collective x op x type and compares with the sequential oracle.");
+                println!("usage: psyne-check [--backend native|mpi|native-over-mpi] [--counts 0,1,1001] [--seed N] [--reduce-order fast|canonical]\nRuns every collective x op x type and compares with the sequential oracle; in canonical\nreduce order (or PSY_REDUCE_ORDER=canonical) also float sums, products and means, bit for bit.");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument `{other}`; see --help")),
@@ -164,6 +173,11 @@ fn parse() -> Result<Args, String> {
         return Err("--fault works only with --backend native".into());
     }
     Ok(a)
+}
+
+/// `--reduce-order`'s value.
+fn reduce_order(text: &str) -> Result<ReduceOrder, String> {
+    ReduceOrder::parse(text).map_err(|e| format!("--reduce-order: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -204,7 +218,10 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
         }
     }
     let group = match psyne::init() {
-        Ok(g) => g,
+        Ok(g) => match args.reduce_order {
+            Some(order) => g.with_reduce_order(order),
+            None => g,
+        },
         Err(e) => {
             eprintln!("psyne-check: {e}");
             if let Some(f) = foreign {
@@ -248,13 +265,39 @@ fn check_native(args: &Args, foreign: Option<psyne::contract::ForeignLaunch>) ->
         .counts
         .clone()
         .unwrap_or_else(|| conformance::default_counts(size));
+    let canonical = group.reduce_order() == ReduceOrder::Canonical;
+    let suffix = if canonical {
+        "; in canonical reduce order, float sum/prod/avg bit for bit"
+    } else {
+        ""
+    };
     ExitCode::from(report(
         rank,
         size,
-        "",
+        suffix,
         &counts,
-        conformance::check_all_types(&group, &counts, args.seed),
+        native_checks(&group, &counts, args.seed, canonical),
     ))
+}
+
+/// Every collective × op × type of the native group; in canonical reduce order also the
+/// reductions of floats on inputs that round, bit for bit, at `counts` and the counts either
+/// side of the canonical paths' switches.
+fn native_checks(
+    group: &psyne::Group,
+    counts: &[usize],
+    seed: u64,
+    canonical: bool,
+) -> psyne::Result<Vec<Mismatch>> {
+    let mut bad = conformance::check_all_types(group, counts, seed)?;
+    if canonical {
+        let mut c = conformance::canonical::canonical_counts(group.size());
+        c.extend(counts.iter().copied());
+        c.sort_unstable();
+        c.dedup();
+        bad.extend(conformance::canonical::check_canonical(group, &c, seed)?);
+    }
+    Ok(bad)
 }
 
 /// `--fault KIND:RANK` once the group has formed: every rank says its job; rank `faulty`

@@ -25,7 +25,18 @@ Collectives run when they are called (the calling thread runs them, GIL released
 a second thread while one is in progress on the same process group raises ``psyne.UsageError``,
 since ranks pair calls by their order); the ``Work``
 they return is complete, and its ``get_future()`` a completed future, which is what DDP's gradient
-hooks need. Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR (not PREMUL_SUM).
+hooks need. Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR, and PREMUL_SUM (as SUM,
+then the reduced output multiplied by the factor: exact for powers of two, else within a rounding
+of multiplying every input first).
+
+FSDP2 and DeviceMesh: the group keeps the name and description torch gives it
+(``group_name``, which DeviceMesh and the functional collectives look groups up by), and has the
+forms FSDP2 calls: ``all_gather_into_tensor`` (in place too, the input a view of the output's
+chunk: that chunk is copied first, as psyne takes input and output apart),
+``reduce_scatter_tensor``, their ``*_coalesced`` forms (``_coalescing_manager``) and torch 2.15's
+``*_single`` names. ``all_to_all_single`` with uneven split sizes pads every chunk to the largest
+of any rank (found by one 8-byte MAX all-reduce) and runs one even all-to-all: the padding costs
+copies and bandwidth when the splits differ a lot.
 """
 
 from __future__ import annotations
@@ -85,14 +96,53 @@ _CPU = torch.device("cpu")
 _STRIDED = torch.strided
 
 
+_PREMUL_SUM = int(_RO.RedOpType.PREMUL_SUM)
+
+
 def _op(opts: Any) -> int:
+    """psyne's op tag for ``opts.reduceOp`` (PREMUL_SUM: SUM, its factor applied by
+    :func:`_premul`)."""
     op = opts.reduceOp
     if op == _RO_SUM:  # the common case, first
         return _SUM
-    tag = _REDUCE_OPS.get(int(op.op))
+    kind = int(op.op)
+    tag = _REDUCE_OPS.get(kind)
     if tag is None:
-        raise ValueError(f"psyne: reduce op {op.op} is not supported (SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
+        if kind == _PREMUL_SUM:
+            return _SUM
+        raise ValueError(
+            f"psyne: reduce op {op.op} is not supported (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM, BAND, BOR, BXOR)"
+        )
     return tag
+
+
+def _op_factor(opts: Any) -> tuple:
+    """(op tag, PREMUL_SUM's factor or None) of ``opts.reduceOp``."""
+    if opts.reduceOp == _RO_SUM:  # the common case, first
+        return _SUM, None
+    return _op(opts), _premul(opts)
+
+
+def _premul(opts: Any) -> Any:
+    """The factor of a PREMUL_SUM (a number or a one-element tensor), else None."""
+    if opts is None:
+        return None
+    op = opts.reduceOp
+    if op == _RO_SUM or int(op.op) != _PREMUL_SUM:
+        return None
+    factor = op.factor
+    if isinstance(factor, torch.Tensor):
+        factor = factor.to(_CPU)
+    return factor
+
+
+def _scale(ts: List[torch.Tensor], factor: Any) -> None:
+    """PREMUL_SUM's factor, applied to the sums (``sum(f * x_i)`` as ``f * sum(x_i)``: the
+    reduced output is 1/size of the input for a reduce-scatter, so scaling it is the cheaper
+    side; exact when the factor is a power of two, else within a rounding of NCCL's order)."""
+    if factor is not None:
+        for t in ts:
+            t.mul_(factor)
 
 
 def _buf(t: torch.Tensor, what: str) -> tuple:
@@ -147,6 +197,25 @@ def _joined(ts: List[torch.Tensor]) -> torch.Tensor:
     return flat if flat is not None else torch.cat([t.reshape(-1) for t in ts])
 
 
+def _apart(inp: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``inp``, or a copy of it if its memory overlaps ``out``'s: an in-place all-gather (the input
+    a view of this rank's chunk of the output, as FSDP2 passes it, and NCCL allows) is not
+    psyne's to receive, which takes input and output apart. The copy is one chunk."""
+    a, b = inp.data_ptr(), out.data_ptr()
+    if a < b + out.numel() * out.element_size() and b < a + inp.numel() * inp.element_size():
+        return inp.clone()
+    return inp
+
+
+def _offsets(counts: List[int]) -> List[int]:
+    """Where each of ``counts`` starts when laid back to back."""
+    out, at = [], 0
+    for c in counts:
+        out.append(at)
+        at += c
+    return out
+
+
 def _split_into(flat: torch.Tensor, outs: List[torch.Tensor]) -> None:
     """Copies the equal chunks of ``flat`` into ``outs``."""
     for o, chunk in zip(outs, flat.chunk(len(outs))):
@@ -195,10 +264,27 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         super().__init__(group.rank, group.size)
         self._group = group
         self._n = group._n
+        self._name = ""
+        self._desc = ""
 
     # torch asks these
     def getBackendName(self) -> str:
         return BACKEND
+
+    # The group's name and description: torch's ProcessGroup keeps them in its backends, which a
+    # Python group has none of; init_process_group/new_group set them (``_set_group_name``), and
+    # DeviceMesh, FSDP2 and the functional collectives look groups up by ``group_name``.
+    def setGroupName(self, name: str) -> None:
+        self._name = name
+
+    def getGroupName(self) -> str:
+        return self._name
+
+    def setGroupDesc(self, desc: str) -> None:
+        self._desc = desc
+
+    def getGroupDesc(self) -> str:
+        return self._desc
 
     @property
     def psyne_group(self) -> psyne.Group:
@@ -214,13 +300,15 @@ class ProcessGroupPsyne(dist.ProcessGroup):
 
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
         # The hot path (DDP, and every small all_reduce): the checks of _buf inlined.
-        op = _SUM if opts is None else _op(opts)
+        op, factor = (_SUM, None) if opts is None else _op_factor(opts)
         run = self._n.run
         for t in tensors:
             tag = _DTYPES.get(t.dtype)
             if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                 _buf(t, "all_reduce")  # raises the precise error
             run(_Call(_ALL_REDUCE, tag, (t.data_ptr(), t.numel()), (0, 0), op))
+        if factor is not None:
+            _scale(tensors, factor)
         if opts is not None and not opts.asyncOp:
             return _SYNC_DONE  # dist.all_reduce(async_op=False) only waits on it: one shared Work
         return _Done(tensors)
@@ -241,9 +329,12 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         for t in tensors:
             a, n, tag = _buf(t, "reduce")
             self._n.run(_Call(_CALL["reduce"], tag, (a, n), op=op, root=root))
+        if self.rank() == root:
+            _scale(tensors, _premul(opts))
         return _Done(tensors)
 
     def _all_gather_into(self, out: torch.Tensor, inp: torch.Tensor) -> None:
+        inp = _apart(inp, out)
         a, n, tag = _buf(inp, "all_gather")
         b, m, otag = _buf(out, "all_gather output")
         _same(tag, otag, "all_gather")
@@ -278,6 +369,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         return _Done(outputs)
 
     def _reduce_scatter_into(self, out: torch.Tensor, inp: torch.Tensor, op: int) -> None:
+        inp = _apart(inp, out)
         a, n, tag = _buf(inp, "reduce_scatter")
         b, m, otag = _buf(out, "reduce_scatter output")
         _same(tag, otag, "reduce_scatter")
@@ -293,10 +385,12 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             if len(ins) != self.size():
                 raise ValueError(f"psyne reduce_scatter: {len(ins)} input tensors for a group of {self.size()}")
             self._reduce_scatter_into(out, _joined(ins), op)
+        _scale(output_tensors, _premul(opts))
         return _Done(output_tensors)
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
         self._reduce_scatter_into(output, input, _op(opts))
+        _scale([output], _premul(opts))
         return _Done([output])
 
     def reduce_scatter_tensor_coalesced(
@@ -305,6 +399,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         op = _op(opts)
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_into(o, i, op)
+        _scale(outputs, _premul(opts))
         return _Done(outputs)
 
     def alltoall_base(
@@ -316,9 +411,10 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         opts: Any = None,
     ) -> dist.Work:
         size = self.size()
-        for splits, t, what in ((input_split_sizes, input, "input"), (output_split_sizes, output, "output")):
-            if splits and len(set(splits)) > 1:
-                raise ValueError(f"psyne all_to_all_single: uneven {what} splits {splits} are not supported")
+        if len(set(input_split_sizes)) > 1 or len(set(output_split_sizes)) > 1:
+            self._all_to_all_uneven(output, input, list(output_split_sizes), list(input_split_sizes))
+            return _Done([output])
+        for t, what in ((input, "input"), (output, "output")):
             if t.numel() % size:
                 raise ValueError(f"psyne all_to_all_single: the {what} ({t.numel()} elements) does not split evenly over {size} ranks")
         a, n, tag = _buf(input, "all_to_all")
@@ -328,6 +424,45 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             raise ValueError(f"psyne all_to_all_single: input ({n}) and output ({m}) sizes differ")
         self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
         return _Done([output])
+
+    def _all_to_all_uneven(
+        self, output: torch.Tensor, input: torch.Tensor, out_splits: List[int], in_splits: List[int]
+    ) -> None:
+        """all_to_all_single with split sizes (rows of dim 0, as MoE layers pass): the chunks padded
+        to the largest chunk of any rank (one 8-byte MAX all-reduce finds it), one even
+        all_to_all, the chunks copied out."""
+        size = self.size()
+        _buf(input, "all_to_all_single")
+        _buf(output, "all_to_all_single output")
+        rows = []
+        for splits, t, what in ((in_splits, input, "input"), (out_splits, output, "output")):
+            if not splits:
+                splits[:] = [t.shape[0] // size] * size if t.dim() else []
+            if len(splits) != size or sum(splits) != (t.shape[0] if t.dim() else -1):
+                raise ValueError(
+                    f"psyne all_to_all_single: {what} split sizes {splits} do not split the {what}'s "
+                    f"first dimension ({tuple(t.shape)}) over {size} ranks"
+                )
+            rows.append(t.numel() // t.shape[0] if t.shape[0] else 0)
+        row = rows[0] or rows[1]
+        if input.shape[0] and output.shape[0] and rows[0] != rows[1]:
+            raise ValueError(
+                f"psyne all_to_all_single: input rows of {rows[0]} and output rows of {rows[1]} elements differ"
+            )
+        ins, outs = [s * row for s in in_splits], [s * row for s in out_splits]
+        most = torch.tensor([max(ins + outs)], dtype=torch.int64)
+        self._n.run(_Call(_ALL_REDUCE, _TAG["i64"], (most.data_ptr(), 1), op=_OPS["max"]))
+        chunk = int(most)
+        padded = torch.empty(2 * size * chunk, dtype=input.dtype)
+        send, got = padded[: size * chunk], padded[size * chunk :]
+        flat_in, flat_out = input.view(-1), output.view(-1)
+        for j, off in enumerate(_offsets(ins)):
+            send[j * chunk : j * chunk + ins[j]].copy_(flat_in[off : off + ins[j]])
+        a, n, tag = _buf(send, "all_to_all")
+        b, m, _ = _buf(got, "all_to_all")
+        self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
+        for j, off in enumerate(_offsets(outs)):
+            flat_out[off : off + outs[j]].copy_(got[j * chunk : j * chunk + outs[j]])
 
     def alltoall(
         self, output_tensors: List[torch.Tensor], input_tensors: List[torch.Tensor], opts: Any = None

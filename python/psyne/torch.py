@@ -21,11 +21,21 @@ gather, scatter, reduce_scatter and all_to_all copy between the list and one con
 used as is); the tensor forms (``all_gather_into_tensor``, ``reduce_scatter_tensor``,
 ``all_to_all_single``) are zero-copy.
 
-Collectives run when they are called (the calling thread runs them, GIL released; a call from
-a second thread while one is in progress on the same process group raises ``psyne.UsageError``,
-since ranks pair calls by their order); the ``Work``
-they return is complete, and its ``get_future()`` a completed future, which is what DDP's gradient
-hooks need. Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR, and PREMUL_SUM (as SUM,
+Blocking calls (``async_op=False``, the default of ``dist.all_reduce`` and the others) run on the
+calling thread, GIL released, and return a finished ``Work``: as fast as a call can be. Every
+other call (``async_op=True``, ``isend``/``irecv``, and the calls torch makes from C++, such as
+DDP's and FSDP2's) returns at once: it is issued to psyne's worker thread of the group, which
+runs the group's calls in issue order on the caller's tensors (kept alive until the call ends),
+and one completer thread per process group completes the ``Work``'s Future as each call ends,
+whether or not anyone calls ``wait()`` (see :mod:`psyne._torch_work`). So DDP overlaps its
+gradient all-reduces with the backward pass. A failed call (a peer lost, a timeout, ranks that
+called different collectives) raises psyne's exception (``psyne.MismatchError``, ...: who, which
+call, which peer) from ``wait()`` and from the Future, and ``exception()`` returns it. As with
+psyne's own API, one Python thread at a time issues calls on a group (a call from a second thread
+while calls are in flight raises ``psyne.UsageError``, since ranks pair calls by their order):
+so a Future callback (which runs on the completer thread) must not issue collectives on the group.
+
+Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR, and PREMUL_SUM (as SUM,
 then the reduced output multiplied by the factor: exact for powers of two, else within a rounding
 of multiplying every input first).
 
@@ -35,8 +45,9 @@ forms FSDP2 calls: ``all_gather_into_tensor`` (in place too, the input a view of
 chunk: that chunk is copied first, as psyne takes input and output apart),
 ``reduce_scatter_tensor``, their ``*_coalesced`` forms (``_coalescing_manager``) and torch 2.15's
 ``*_single`` names. ``all_to_all_single`` with uneven split sizes pads every chunk to the largest
-of any rank (found by one 8-byte MAX all-reduce) and runs one even all-to-all: the padding costs
-copies and bandwidth when the splits differ a lot.
+of any rank (found by one blocking 8-byte MAX all-reduce, which first waits for the calls issued
+before) and runs one even all-to-all: the padding costs copies and bandwidth when the splits
+differ a lot.
 """
 
 from __future__ import annotations
@@ -44,13 +55,14 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from typing import Any, List, Optional
+from functools import partial
+from typing import Any, Callable, List, Optional
 
 import torch
 import torch.distributed as dist
 
 import psyne
-from psyne import _native
+from psyne import _native, _torch_work
 
 __all__ = ["ProcessGroupPsyne", "create_process_group", "BACKEND"]
 
@@ -216,44 +228,46 @@ def _offsets(counts: List[int]) -> List[int]:
     return out
 
 
+def _unpad(got: torch.Tensor, chunk: int, out: torch.Tensor, counts: List[int]) -> None:
+    """Copies the first ``counts[j]`` elements of each ``chunk``-long block of ``got`` into ``out``,
+    back to back."""
+    for j, off in enumerate(_offsets(counts)):
+        out[off : off + counts[j]].copy_(got[j * chunk : j * chunk + counts[j]])
+
+
 def _split_into(flat: torch.Tensor, outs: List[torch.Tensor]) -> None:
     """Copies the equal chunks of ``flat`` into ``outs``."""
     for o, chunk in zip(outs, flat.chunk(len(outs))):
         o.view(-1).copy_(chunk)
 
 
-class _Done(dist.Work):
-    """A finished collective: ``wait()`` returns at once; ``get_future()`` is completed with the
-    output tensors (what DDP's comm hooks expect)."""
+class _Plan:
+    """What one torch call becomes: psyne calls in issue order, the tensors they use (kept alive
+    until the calls end), the steps that follow them on the Python side, and the Work's
+    result."""
 
-    def __init__(self, result: Any) -> None:
-        super().__init__()
-        self._result = result
-        self._future: Optional[torch.futures.Future] = None
+    __slots__ = ("what", "calls", "keep", "afters", "result")
 
-    def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)) -> bool:
-        return True
+    def __init__(self, what: str, result: Any) -> None:
+        self.what = what
+        self.calls: List[Any] = []
+        self.keep: List[torch.Tensor] = []
+        self.afters: List[Callable[[], None]] = []
+        self.result = result
 
-    def is_completed(self) -> bool:
-        return True
+    def add(self, call: Any, *tensors: torch.Tensor) -> None:
+        self.calls.append(call)
+        self.keep.extend(tensors)
 
-    def is_success(self) -> bool:
-        return True
+    def then(self, step: Callable[[], None]) -> None:
+        self.afters.append(step)
 
-    def exception(self) -> Any:
-        return None
-
-    def result(self) -> Any:
-        return self._result
-
-    def get_future(self) -> torch.futures.Future:
-        if self._future is None:
-            fut: torch.futures.Future = torch.futures.Future()
-            fut.set_result(self._result)
-            self._future = fut
-        return self._future
+    def finish(self) -> None:
+        for step in self.afters:
+            step()
 
 
+_Done = _torch_work.Done
 _SYNC_DONE = _Done([])
 
 
@@ -266,6 +280,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         self._n = group._n
         self._name = ""
         self._desc = ""
+        self._completer = _torch_work.Completer("psyne-torch-completer")
 
     # torch asks these
     def getBackendName(self) -> str:
@@ -286,6 +301,11 @@ class ProcessGroupPsyne(dist.ProcessGroup):
     def getGroupDesc(self) -> str:
         return self._desc
 
+    def shutdown(self) -> None:
+        """What ``destroy_process_group`` calls: ends the completer thread once the works issued
+        before have completed."""
+        self._completer.stop()
+
     @property
     def psyne_group(self) -> psyne.Group:
         """The psyne group underneath (NumPy API)."""
@@ -296,113 +316,146 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             raise ValueError(f"psyne {what}: root {root} is not a rank of this group of {self.size()}")
         return root
 
+    def _go(self, plan: _Plan, opts: Any) -> dist.Work:
+        """Runs ``plan``: at once on this thread when ``opts`` asks for a blocking call, else
+        issued to psyne's worker, returning a pending Work (see :mod:`psyne._torch_work`)."""
+        if opts is not None and not opts.asyncOp:
+            run = self._n.run
+            for call in plan.calls:
+                run(call)
+            plan.finish()
+            return _Done(plan.result)
+        submit, keep = self._n.submit, plan.keep
+        natives = [submit(call, keep) for call in plan.calls]
+        work = _torch_work.Pending(plan.what, natives, plan.result, plan.finish if plan.afters else None)
+        self._completer.add(work)
+        return work
+
     # -- collectives -----------------------------------------------------------------------------
 
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
-        # The hot path (DDP, and every small all_reduce): the checks of _buf inlined.
         op, factor = (_SUM, None) if opts is None else _op_factor(opts)
-        run = self._n.run
-        for t in tensors:
-            tag = _DTYPES.get(t.dtype)
-            if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
-                _buf(t, "all_reduce")  # raises the precise error
-            run(_Call(_ALL_REDUCE, tag, (t.data_ptr(), t.numel()), (0, 0), op))
-        if factor is not None:
-            _scale(tensors, factor)
         if opts is not None and not opts.asyncOp:
+            # The hot path (every blocking all_reduce): the checks of _buf inlined, no plan.
+            run = self._n.run
+            for t in tensors:
+                tag = _DTYPES.get(t.dtype)
+                if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
+                    _buf(t, "all_reduce")  # raises the precise error
+                run(_Call(_ALL_REDUCE, tag, (t.data_ptr(), t.numel()), (0, 0), op))
+            if factor is not None:
+                _scale(tensors, factor)
             return _SYNC_DONE  # dist.all_reduce(async_op=False) only waits on it: one shared Work
-        return _Done(tensors)
+        plan = _Plan("all_reduce", tensors)
+        for t in tensors:
+            a, n, tag = _buf(t, "all_reduce")
+            plan.add(_Call(_ALL_REDUCE, tag, (a, n), (0, 0), op), t)
+        if factor is not None:
+            plan.then(partial(_scale, tensors, factor))
+        return self._go(plan, opts)
 
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
         return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors: List[torch.Tensor], opts: Any) -> dist.Work:
         root = self._root(opts.rootRank, "broadcast")
+        plan = _Plan("broadcast", tensors)
         for t in tensors:
             a, n, tag = _buf(t, "broadcast")
-            self._n.run(_Call(_CALL["broadcast"], tag, (a, n), root=root))
-        return _Done(tensors)
+            plan.add(_Call(_CALL["broadcast"], tag, (a, n), root=root), t)
+        return self._go(plan, opts)
 
     def reduce(self, tensors: List[torch.Tensor], opts: Any) -> dist.Work:
         root = self._root(opts.rootRank, "reduce")
         op = _op(opts)
+        plan = _Plan("reduce", tensors)
         for t in tensors:
             a, n, tag = _buf(t, "reduce")
-            self._n.run(_Call(_CALL["reduce"], tag, (a, n), op=op, root=root))
+            plan.add(_Call(_CALL["reduce"], tag, (a, n), op=op, root=root), t)
         if self.rank() == root:
-            _scale(tensors, _premul(opts))
-        return _Done(tensors)
+            plan.then(partial(_scale, tensors, _premul(opts)))
+        return self._go(plan, opts)
 
-    def _all_gather_into(self, out: torch.Tensor, inp: torch.Tensor) -> None:
+    def _all_gather_into(self, plan: _Plan, out: torch.Tensor, inp: torch.Tensor) -> None:
         inp = _apart(inp, out)
         a, n, tag = _buf(inp, "all_gather")
         b, m, otag = _buf(out, "all_gather output")
         _same(tag, otag, "all_gather")
         if m != n * self.size():
             raise ValueError(f"psyne all_gather: the output has {m} elements, not size x input = {n * self.size()}")
-        self._n.run(_Call(_CALL["all_gather"], tag, (a, n), (b, m)))
+        plan.add(_Call(_CALL["all_gather"], tag, (a, n), (b, m)), inp, out)
 
     def allgather(
         self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any = None
     ) -> dist.Work:
+        plan = _Plan("all_gather", output_tensors)
         for outs, inp in zip(output_tensors, input_tensors):
             if len(outs) != self.size():
                 raise ValueError(f"psyne all_gather: {len(outs)} output tensors for a group of {self.size()}")
             flat = _flat_view(outs)
             if flat is not None:
-                self._all_gather_into(flat, inp)
+                self._all_gather_into(plan, flat, inp)
             else:
                 tmp = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
-                self._all_gather_into(tmp, inp)
-                _split_into(tmp, outs)
-        return _Done(output_tensors)
+                self._all_gather_into(plan, tmp, inp)
+                plan.then(partial(_split_into, tmp, outs))
+        return self._go(plan, opts)
 
-    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
-        self._all_gather_into(output, input)
-        return _Done([output])
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
+        plan = _Plan("all_gather_into_tensor", [output])
+        self._all_gather_into(plan, output, input)
+        return self._go(plan, opts)
 
-    def allgather_into_tensor_coalesced(
+    def all_gather_single_coalesced(
         self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any = None
     ) -> dist.Work:
+        plan = _Plan("all_gather_into_tensor (coalesced)", outputs)
         for o, i in zip(outputs, inputs):
-            self._all_gather_into(o, i)
-        return _Done(outputs)
+            self._all_gather_into(plan, o, i)
+        return self._go(plan, opts)
 
-    def _reduce_scatter_into(self, out: torch.Tensor, inp: torch.Tensor, op: int) -> None:
+    def allgather_coalesced(
+        self, output_lists: List[List[torch.Tensor]], inputs: List[torch.Tensor], opts: Any = None
+    ) -> dist.Work:
+        return self.allgather(output_lists, inputs, opts)
+
+    def _reduce_scatter_into(self, plan: _Plan, out: torch.Tensor, inp: torch.Tensor, op: int) -> None:
         inp = _apart(inp, out)
         a, n, tag = _buf(inp, "reduce_scatter")
         b, m, otag = _buf(out, "reduce_scatter output")
         _same(tag, otag, "reduce_scatter")
         if n != m * self.size():
             raise ValueError(f"psyne reduce_scatter: the input has {n} elements, not size x output = {m * self.size()}")
-        self._n.run(_Call(_CALL["reduce_scatter"], tag, (a, n), (b, m), op))
+        plan.add(_Call(_CALL["reduce_scatter"], tag, (a, n), (b, m), op), inp, out)
 
     def reduce_scatter(
         self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]], opts: Any
     ) -> dist.Work:
         op = _op(opts)
+        plan = _Plan("reduce_scatter", output_tensors)
         for out, ins in zip(output_tensors, input_tensors):
             if len(ins) != self.size():
                 raise ValueError(f"psyne reduce_scatter: {len(ins)} input tensors for a group of {self.size()}")
-            self._reduce_scatter_into(out, _joined(ins), op)
-        _scale(output_tensors, _premul(opts))
-        return _Done(output_tensors)
+            self._reduce_scatter_into(plan, out, _joined(ins), op)
+        plan.then(partial(_scale, output_tensors, _premul(opts)))
+        return self._go(plan, opts)
 
-    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
-        self._reduce_scatter_into(output, input, _op(opts))
-        _scale([output], _premul(opts))
-        return _Done([output])
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        return self.reduce_scatter_single_coalesced([output], [input], opts)
 
-    def reduce_scatter_tensor_coalesced(
+    def reduce_scatter_single_coalesced(
         self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any
     ) -> dist.Work:
         op = _op(opts)
+        plan = _Plan("reduce_scatter_tensor", outputs)
         for o, i in zip(outputs, inputs):
-            self._reduce_scatter_into(o, i, op)
-        _scale(outputs, _premul(opts))
-        return _Done(outputs)
+            self._reduce_scatter_into(plan, o, i, op)
+        factor = _premul(opts)
+        if factor is not None:
+            plan.then(partial(_scale, outputs, factor))
+        return self._go(plan, opts)
 
-    def alltoall_base(
+    def all_to_all_single(
         self,
         output: torch.Tensor,
         input: torch.Tensor,
@@ -410,10 +463,11 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         input_split_sizes: List[int],
         opts: Any = None,
     ) -> dist.Work:
-        size = self.size()
+        plan = _Plan("all_to_all_single", [output])
         if len(set(input_split_sizes)) > 1 or len(set(output_split_sizes)) > 1:
-            self._all_to_all_uneven(output, input, list(output_split_sizes), list(input_split_sizes))
-            return _Done([output])
+            self._all_to_all_uneven(plan, output, input, list(output_split_sizes), list(input_split_sizes))
+            return self._go(plan, opts)
+        size = self.size()
         for t, what in ((input, "input"), (output, "output")):
             if t.numel() % size:
                 raise ValueError(f"psyne all_to_all_single: the {what} ({t.numel()} elements) does not split evenly over {size} ranks")
@@ -422,47 +476,45 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         _same(tag, otag, "all_to_all")
         if m != n:
             raise ValueError(f"psyne all_to_all_single: input ({n}) and output ({m}) sizes differ")
-        self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
-        return _Done([output])
+        plan.add(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)), input, output)
+        return self._go(plan, opts)
+
+    def _split_rows(self, t: torch.Tensor, splits: List[int], what: str) -> int:
+        """Checks (or fills, if empty) ``splits``, rows of ``t`` per rank; the elements of a row."""
+        size = self.size()
+        if not splits and t.dim():
+            splits[:] = [t.shape[0] // size] * size
+        if t.dim() == 0 or len(splits) != size or sum(splits) != t.shape[0]:
+            raise ValueError(
+                f"psyne all_to_all_single: {what} split sizes {splits} do not split the {what}'s "
+                f"first dimension ({tuple(t.shape)}) over {size} ranks"
+            )
+        return t.numel() // t.shape[0] if t.shape[0] else 0
 
     def _all_to_all_uneven(
-        self, output: torch.Tensor, input: torch.Tensor, out_splits: List[int], in_splits: List[int]
+        self, plan: _Plan, output: torch.Tensor, input: torch.Tensor, out_splits: List[int], in_splits: List[int]
     ) -> None:
         """all_to_all_single with split sizes (rows of dim 0, as MoE layers pass): the chunks padded
-        to the largest chunk of any rank (one 8-byte MAX all-reduce finds it), one even
-        all_to_all, the chunks copied out."""
+        to the largest chunk of any rank (one blocking 8-byte MAX all-reduce finds it, after the
+        calls issued before), one even all_to_all, the chunks copied out."""
         size = self.size()
-        _buf(input, "all_to_all_single")
-        _buf(output, "all_to_all_single output")
-        rows = []
-        for splits, t, what in ((in_splits, input, "input"), (out_splits, output, "output")):
-            if not splits:
-                splits[:] = [t.shape[0] // size] * size if t.dim() else []
-            if len(splits) != size or sum(splits) != (t.shape[0] if t.dim() else -1):
-                raise ValueError(
-                    f"psyne all_to_all_single: {what} split sizes {splits} do not split the {what}'s "
-                    f"first dimension ({tuple(t.shape)}) over {size} ranks"
-                )
-            rows.append(t.numel() // t.shape[0] if t.shape[0] else 0)
+        _, _, tag = _buf(input, "all_to_all_single")
+        _same(tag, _buf(output, "all_to_all_single output")[2], "all_to_all_single")
+        rows = self._split_rows(input, in_splits, "input"), self._split_rows(output, out_splits, "output")
+        if all(rows) and rows[0] != rows[1]:
+            raise ValueError(f"psyne all_to_all_single: input rows of {rows[0]} and output rows of {rows[1]} elements differ")
         row = rows[0] or rows[1]
-        if input.shape[0] and output.shape[0] and rows[0] != rows[1]:
-            raise ValueError(
-                f"psyne all_to_all_single: input rows of {rows[0]} and output rows of {rows[1]} elements differ"
-            )
         ins, outs = [s * row for s in in_splits], [s * row for s in out_splits]
         most = torch.tensor([max(ins + outs)], dtype=torch.int64)
         self._n.run(_Call(_ALL_REDUCE, _TAG["i64"], (most.data_ptr(), 1), op=_OPS["max"]))
         chunk = int(most)
         padded = torch.empty(2 * size * chunk, dtype=input.dtype)
         send, got = padded[: size * chunk], padded[size * chunk :]
-        flat_in, flat_out = input.view(-1), output.view(-1)
+        flat_in = input.view(-1)
         for j, off in enumerate(_offsets(ins)):
             send[j * chunk : j * chunk + ins[j]].copy_(flat_in[off : off + ins[j]])
-        a, n, tag = _buf(send, "all_to_all")
-        b, m, _ = _buf(got, "all_to_all")
-        self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
-        for j, off in enumerate(_offsets(outs)):
-            flat_out[off : off + outs[j]].copy_(got[j * chunk : j * chunk + outs[j]])
+        plan.add(_Call(_CALL["all_to_all"], tag, (send.data_ptr(), send.numel()), (got.data_ptr(), got.numel())), padded)
+        plan.then(partial(_unpad, got, chunk, output.view(-1), outs))
 
     def alltoall(
         self, output_tensors: List[torch.Tensor], input_tensors: List[torch.Tensor], opts: Any = None
@@ -473,99 +525,98 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         sizes = {t.numel() for t in input_tensors} | {t.numel() for t in output_tensors}
         if len(sizes) > 1:
             raise ValueError("psyne all_to_all: tensors of different sizes are not supported")
+        plan = _Plan("all_to_all", output_tensors)
         inp = _joined(input_tensors)
         out = _flat_view(output_tensors)
-        direct = out is not None
         if out is None:
             out = torch.empty(inp.numel(), dtype=inp.dtype)
+            plan.then(partial(_split_into, out, output_tensors))
         a, n, tag = _buf(inp, "all_to_all")
         b, m, otag = _buf(out, "all_to_all output")
         _same(tag, otag, "all_to_all")
-        self._n.run(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)))
-        if not direct:
-            _split_into(out, output_tensors)
-        return _Done(output_tensors)
+        plan.add(_Call(_CALL["all_to_all"], tag, (a, n), (b, m)), inp, out)
+        return self._go(plan, opts)
 
-    def _gather_into(self, out: Optional[torch.Tensor], inp: torch.Tensor, root: int) -> None:
+    def _gather_into(self, plan: _Plan, out: Optional[torch.Tensor], inp: torch.Tensor, root: int) -> None:
         """Gathers ``inp`` of every rank into ``out`` on the root (None elsewhere)."""
         a, n, tag = _buf(inp, "gather")
         count = n * self.size()
         if self.rank() != root:
-            self._n.run(_Call(_CALL["gather"], tag, (a, n), root=root, count=count))
+            plan.add(_Call(_CALL["gather"], tag, (a, n), root=root, count=count), inp)
             return
         b, m, otag = _buf(out, "gather output")
         _same(tag, otag, "gather")
         if m != count:
             raise ValueError(f"psyne gather: the output holds {m} elements, not size x input = {count}")
-        self._n.run(_Call(_CALL["gather"], tag, (a, n), (b, m), root=root, count=count))
+        plan.add(_Call(_CALL["gather"], tag, (a, n), (b, m), root=root, count=count), inp, out)
 
     def gather(
         self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor], opts: Any
     ) -> dist.Work:
         root = self._root(opts.rootRank, "gather")
         size = self.size()
+        plan = _Plan("gather", output_tensors)
         for i, inp in enumerate(input_tensors):
             if self.rank() != root:
-                self._gather_into(None, inp, root)
+                self._gather_into(plan, None, inp, root)
                 continue
             outs = output_tensors[i]
             if len(outs) != size:
                 raise ValueError(f"psyne gather: {len(outs)} output tensors on the root for a group of {size}")
-            flat = _flat_view(outs)
-            out = flat if flat is not None else torch.empty(inp.numel() * size, dtype=inp.dtype)
-            self._gather_into(out, inp, root)
-            if flat is None:
-                _split_into(out, outs)
-        return _Done(output_tensors)
+            out = _flat_view(outs)
+            if out is None:
+                out = torch.empty(inp.numel() * size, dtype=inp.dtype)
+                plan.then(partial(_split_into, out, outs))
+            self._gather_into(plan, out, inp, root)
+        return self._go(plan, opts)
+
+    def gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        root = self._root(opts.rootRank, "gather")
+        plan = _Plan("gather", [output])
+        self._gather_into(plan, output if self.rank() == root else None, input, root)
+        return self._go(plan, opts)
 
     def scatter(
         self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]], opts: Any
     ) -> dist.Work:
         root = self._root(opts.rootRank, "scatter")
         size = self.size()
+        plan = _Plan("scatter", output_tensors)
         for i, out in enumerate(output_tensors):
             b, m, tag = _buf(out, "scatter output")
             count = m * size
-            if self.rank() == root:
-                ins = input_tensors[i]
-                if len(ins) != size:
-                    raise ValueError(f"psyne scatter: {len(ins)} input tensors on the root for a group of {size}")
-                flat = _joined(ins)
-                a, n, itag = _buf(flat, "scatter")
-                _same(tag, itag, "scatter")
-                if n != count:
-                    raise ValueError(f"psyne scatter: the inputs hold {n} elements, not size x output = {count}")
-                self._n.run(_Call(_CALL["scatter"], tag, (a, n), (b, m), root=root, count=count))
-            else:
-                self._n.run(_Call(_CALL["scatter"], tag, (0, 0), (b, m), root=root, count=count))
-        return _Done(output_tensors)
+            if self.rank() != root:
+                plan.add(_Call(_CALL["scatter"], tag, (0, 0), (b, m), root=root, count=count), out)
+                continue
+            ins = input_tensors[i]
+            if len(ins) != size:
+                raise ValueError(f"psyne scatter: {len(ins)} input tensors on the root for a group of {size}")
+            flat = _joined(ins)
+            a, n, itag = _buf(flat, "scatter")
+            _same(tag, itag, "scatter")
+            if n != count:
+                raise ValueError(f"psyne scatter: the inputs hold {n} elements, not size x output = {count}")
+            plan.add(_Call(_CALL["scatter"], tag, (a, n), (b, m), root=root, count=count), flat, out)
+        return self._go(plan, opts)
 
-    # The single-tensor forms under the names torch >= 2.15 calls (older ones call the names above).
+    # The older names torch < 2.15 calls (2.15 calls the *_single ones above).
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
+        return self.all_gather_single(output, input, opts)
 
-    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
-        return self._allgather_base(output, input, opts)
-
-    def all_gather_single_coalesced(
+    def allgather_into_tensor_coalesced(
         self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any = None
     ) -> dist.Work:
-        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+        return self.all_gather_single_coalesced(outputs, inputs, opts)
 
-    def allgather_coalesced(
-        self, output_lists: List[List[torch.Tensor]], inputs: List[torch.Tensor], opts: Any = None
-    ) -> dist.Work:
-        for outs, inp in zip(output_lists, inputs):
-            self.allgather([outs], [inp], opts)
-        return _Done(output_lists)
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
+        return self.reduce_scatter_single(output, input, opts)
 
-    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
-        return self._reduce_scatter_base(output, input, opts)
-
-    def reduce_scatter_single_coalesced(
+    def reduce_scatter_tensor_coalesced(
         self, outputs: List[torch.Tensor], inputs: List[torch.Tensor], opts: Any
     ) -> dist.Work:
-        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+        return self.reduce_scatter_single_coalesced(outputs, inputs, opts)
 
-    def all_to_all_single(
+    def alltoall_base(
         self,
         output: torch.Tensor,
         input: torch.Tensor,
@@ -573,19 +624,15 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         input_split_sizes: List[int],
         opts: Any = None,
     ) -> dist.Work:
-        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
-
-    def gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
-        root = self._root(opts.rootRank, "gather")
-        self._gather_into(output if self.rank() == root else None, input, root)
-        return _Done([output])
+        return self.all_to_all_single(output, input, output_split_sizes, input_split_sizes, opts)
 
     def gather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> dist.Work:
         return self.gather_single(output, input, opts)
 
     def barrier(self, opts: Any = None) -> dist.Work:
-        self._n.run(_Call(_CALL["barrier"], _TAG["u8"]))
-        return _Done([])
+        plan = _Plan("barrier", [])
+        plan.add(_Call(_CALL["barrier"], _TAG["u8"]))
+        return self._go(plan, opts)
 
     def _peer(self, peer: int, what: str) -> int:
         if not 0 <= peer < self.size() or peer == self.rank():
@@ -594,17 +641,19 @@ class ProcessGroupPsyne(dist.ProcessGroup):
 
     def send(self, tensors: List[torch.Tensor], dstRank: int, tag: int = 0) -> dist.Work:
         dst = self._peer(dstRank, "send")
+        plan = _Plan("send", tensors)
         for t in tensors:
             a, n, dt = _buf(t, "send")
-            self._n.run(_Call(_CALL["send"], dt, (a, n), root=dst))
-        return _Done(tensors)
+            plan.add(_Call(_CALL["send"], dt, (a, n), root=dst), t)
+        return self._go(plan, None)
 
     def recv(self, tensors: List[torch.Tensor], srcRank: int, tag: int = 0) -> dist.Work:
         src = self._peer(srcRank, "recv")
+        plan = _Plan("recv", tensors)
         for t in tensors:
             a, n, dt = _buf(t, "recv")
-            self._n.run(_Call(_CALL["recv"], dt, (a, n), root=src))
-        return _Done(tensors)
+            plan.add(_Call(_CALL["recv"], dt, (a, n), root=src), t)
+        return self._go(plan, None)
 
 
 class _StoreAdapter:

@@ -1,0 +1,74 @@
+"""Per-call timings of the psyne torch backend, run under psyrun on every rank:
+``bench.py [ROUNDS]``. Prints (rank 0) one line per measure: the slowest rank's value per round,
+then the median over rounds.
+
+- ``ar8_us``: blocking ``dist.all_reduce`` of 2 float32 (8 B), mean over 20000 calls.
+- ``ar64m_block_ms``: blocking ``dist.all_reduce`` of 64 MiB float32.
+- ``ar64m_return_ms``: ``dist.all_reduce(x, async_op=True)`` of 64 MiB: time to return.
+- ``ar64m_async_total_ms``: the same, issue to the end of ``wait()``.
+"""
+
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import psyne.torch  # noqa: F401
+
+dist.init_process_group("psyne")
+R = dist.get_rank()
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+
+
+def slowest(v):
+    t = torch.tensor([v], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def ar8():
+    x = torch.ones(2)
+    n = 20000
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        dist.all_reduce(x)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+big = torch.ones(16 << 20)
+
+
+def block64():
+    dist.barrier()
+    t0 = time.perf_counter()
+    dist.all_reduce(big)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def async64():
+    dist.barrier()
+    t0 = time.perf_counter()
+    w = dist.all_reduce(big, async_op=True)
+    t1 = time.perf_counter()
+    w.wait()
+    t2 = time.perf_counter()
+    return (t1 - t0) * 1e3, (t2 - t0) * 1e3
+
+
+for _ in range(2000):  # warm-up
+    dist.all_reduce(torch.ones(2))
+block64()
+results = {"ar8_us": [], "ar64m_block_ms": [], "ar64m_return_ms": [], "ar64m_async_total_ms": []}
+for _ in range(ROUNDS):
+    results["ar8_us"].append(slowest(ar8()))
+    results["ar64m_block_ms"].append(slowest(block64()))
+    ret, tot = async64()
+    results["ar64m_return_ms"].append(slowest(ret))
+    results["ar64m_async_total_ms"].append(slowest(tot))
+if R == 0:
+    for k, v in results.items():
+        print(f"{k} median {statistics.median(v):.3f} rounds {' '.join(f'{x:.3f}' for x in v)}", flush=True)
+dist.barrier()

@@ -62,9 +62,17 @@ import torch
 import torch.distributed as dist
 
 import psyne
-from psyne import _native, _torch_work
+from psyne import _native, _torch_shared, _torch_work
+from psyne._torch_shared import SharedBuckets, shared_allreduce_hook
 
-__all__ = ["ProcessGroupPsyne", "create_process_group", "BACKEND"]
+__all__ = [
+    "ProcessGroupPsyne",
+    "create_process_group",
+    "empty_shared",
+    "SharedBuckets",
+    "shared_allreduce_hook",
+    "BACKEND",
+]
 
 #: The backend's name, for ``init_process_group``.
 BACKEND = "psyne"
@@ -281,6 +289,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         self._name = ""
         self._desc = ""
         self._completer = _torch_work.Completer("psyne-torch-completer")
+        self._shared = _torch_shared.Registry()  # the buffers of empty_shared on this group
 
     # torch asks these
     def getBackendName(self) -> str:
@@ -319,14 +328,14 @@ class ProcessGroupPsyne(dist.ProcessGroup):
     def _go(self, plan: _Plan, opts: Any) -> dist.Work:
         """Runs ``plan``: at once on this thread when ``opts`` asks for a blocking call, else
         issued to psyne's worker, returning a pending Work (see :mod:`psyne._torch_work`)."""
+        n = self._n
         if opts is not None and not opts.asyncOp:
-            run = self._n.run
             for call in plan.calls:
-                run(call)
+                n.run(call) if type(call) is _Call else call.run(n)
             plan.finish()
             return _Done(plan.result)
-        submit, keep = self._n.submit, plan.keep
-        natives = [submit(call, keep) for call in plan.calls]
+        keep = plan.keep
+        natives = [n.submit(call, keep) if type(call) is _Call else call.submit(n, keep) for call in plan.calls]
         work = _torch_work.Pending(plan.what, natives, plan.result, plan.finish if plan.afters else None)
         self._completer.add(work)
         return work
@@ -342,6 +351,11 @@ class ProcessGroupPsyne(dist.ProcessGroup):
                 tag = _DTYPES.get(t.dtype)
                 if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                     _buf(t, "all_reduce")  # raises the precise error
+                if self._shared:  # tensors of empty_shared: all_reduce_shared
+                    shared = self._shared.find(t)
+                    if shared is not None:
+                        _torch_shared.SharedCall(shared, op).run(self._n)
+                        continue
                 run(_Call(_ALL_REDUCE, tag, (t.data_ptr(), t.numel()), (0, 0), op))
             if factor is not None:
                 _scale(tensors, factor)
@@ -349,7 +363,11 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         plan = _Plan("all_reduce", tensors)
         for t in tensors:
             a, n, tag = _buf(t, "all_reduce")
-            plan.add(_Call(_ALL_REDUCE, tag, (a, n), (0, 0), op), t)
+            shared = self._shared.find(t) if self._shared else None
+            if shared is not None:
+                plan.add(_torch_shared.SharedCall(shared, op), t)
+            else:
+                plan.add(_Call(_ALL_REDUCE, tag, (a, n), (0, 0), op), t)
         if factor is not None:
             plan.then(partial(_scale, tensors, factor))
         return self._go(plan, opts)
@@ -701,6 +719,29 @@ def _bind_ip() -> str:
             return s.getsockname()[0]
     except OSError:
         return "127.0.0.1"
+
+
+def empty_shared(*size: Any, dtype: torch.dtype = torch.float32, group: Any = None) -> torch.Tensor:
+    """A zero-filled tensor in psyne's shared memory: every rank of ``group`` (a
+    psyne process group; None: the default group) on this host maps the memory of every other,
+    and ``dist.all_reduce`` of the whole tensor then runs psyne's ``all_reduce_shared``: each rank
+    reduces its chunk straight out of every rank's tensor, writing the result into all of them,
+    with no copy through any transport (from 16 KiB; below, and where the ranks do not share a
+    host, the ordinary all-reduce). A collective: every rank calls it in the same order with the
+    same size and dtype. The memory is freed with the last tensor over it."""
+    pg = group if group is not None else dist.group.WORLD
+    if not isinstance(pg, ProcessGroupPsyne):
+        raise TypeError(f"psyne empty_shared: the group is a {type(pg).__name__}, not a psyne process group")
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)) else tuple(size)
+    tag = _DTYPES.get(dtype)
+    if tag is None:
+        raise TypeError(f"psyne empty_shared: dtype {dtype} is not supported by psyne")
+    count = 1
+    for d in shape:
+        count *= int(d)
+    buf = _native.alloc_shared(pg._n, tag, count)
+    pg._shared.add(buf)
+    return _torch_shared.tensor_of(buf, dtype, shape)
 
 
 def create_process_group(store: Any, rank: int, size: int, timeout: Any = None) -> ProcessGroupPsyne:

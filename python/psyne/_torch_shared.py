@@ -89,10 +89,11 @@ class SharedBuckets:
 # (No ``from __future__ import annotations`` here: DDP checks the hook's annotations as objects.)
 def shared_allreduce_hook(state: SharedBuckets, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """A DDP communication hook (``model.register_comm_hook(SharedBuckets(), hook)``) that
-    averages each gradient bucket through a shared buffer: the bucket is copied in, all-reduced
-    in place with ``all_reduce_shared`` (no transport, no further copy), and the average written
-    straight back into the bucket. The first step of each bucket allocates its buffer (a
-    collective, in bucket order, which DDP keeps the same on every rank)."""
+    averages each gradient bucket through a shared buffer: the bucket is copied in, averaged in
+    place with ``all_reduce_shared`` (no transport, no further copy), and the shared buffer itself
+    is the result, which DDP copies into the gradients as it does the bucket's. The first step of
+    each bucket allocates its buffer (a collective, in bucket order, which DDP keeps the same on
+    every rank)."""
     from psyne.torch import empty_shared  # (psyne.torch imports this module)
 
     group = state.group or dist.group.WORLD
@@ -102,11 +103,5 @@ def shared_allreduce_hook(state: SharedBuckets, bucket: dist.GradBucket) -> torc
     if shared is None:
         shared = state.buffers[key] = empty_shared(grads.numel(), dtype=grads.dtype, group=group)
     shared.copy_(grads.view(-1))
-    size = group.size()
-
-    def average(fut: torch.futures.Future) -> torch.Tensor:
-        fut.wait()
-        torch.div(shared, size, out=grads.view(-1))
-        return grads
-
-    return dist.all_reduce(shared, group=group, async_op=True).get_future().then(average)
+    work = dist.all_reduce(shared, op=dist.ReduceOp.AVG, group=group, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])

@@ -1,4 +1,4 @@
-"""A ``torch.distributed`` backend over psyne, in pure Python.
+"""A ``torch.distributed`` backend over psyne, in Python over psyne's native module.
 
 >>> import psyne.torch                      # registers the backend "psyne"
 >>> dist.init_process_group("psyne")        # was "gloo": under psyrun, torchrun or any env://
@@ -38,6 +38,11 @@ so a Future callback (which runs on the completer thread) must not issue collect
 Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR, and PREMUL_SUM (as SUM,
 then the reduced output multiplied by the factor: exact for powers of two, else within a rounding
 of multiplying every input first).
+
+Shared memory: :func:`empty_shared` makes a tensor in psyne's shared buffers, which
+``dist.all_reduce`` reduces with psyne's ``all_reduce_shared`` (no copy through any transport);
+:func:`shared_allreduce_hook` (state :class:`SharedBuckets`) is a DDP communication hook that
+averages gradient buckets through such buffers (see :mod:`psyne._torch_shared`).
 
 FSDP2 and DeviceMesh: the group keeps the name and description torch gives it
 (``group_name``, which DeviceMesh and the functional collectives look groups up by), and has the

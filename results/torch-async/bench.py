@@ -6,6 +6,8 @@ then the median over rounds.
 - ``ar64m_block_ms``: blocking ``dist.all_reduce`` of 64 MiB float32.
 - ``ar64m_return_ms``: ``dist.all_reduce(x, async_op=True)`` of 64 MiB: time to return.
 - ``ar64m_async_total_ms``: the same, issue to the end of ``wait()``.
+- ``ar64m_shared_ms``: blocking ``dist.all_reduce`` of a 64 MiB ``psyne.torch.empty_shared``
+  tensor (psyne's ``all_reduce_shared``, no copy).
 - ``gloo_*``: the same over a Gloo group of the same ranks, in the same job, alternated (the
   8-byte mean over 2000 calls).
 """
@@ -18,7 +20,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import psyne.torch  # noqa: F401
+import psyne.torch
 
 dist.init_process_group("psyne")
 R = dist.get_rank()
@@ -53,6 +55,18 @@ def block64(group=None):
     return (time.perf_counter() - t0) * 1e3
 
 
+shared = psyne.torch.empty_shared(16 << 20) if hasattr(psyne.torch, "empty_shared") else None
+if shared is not None:
+    shared.fill_(1)
+
+
+def shared64():
+    dist.barrier()
+    t0 = time.perf_counter()
+    dist.all_reduce(shared)
+    return (time.perf_counter() - t0) * 1e3
+
+
 def async64(group=None):
     dist.barrier()
     t0 = time.perf_counter()
@@ -75,6 +89,8 @@ def measure(prefix, group, n8):
     ret, tot = async64(group)
     results.setdefault(prefix + "ar64m_return_ms", []).append(slowest(ret))
     results.setdefault(prefix + "ar64m_async_total_ms", []).append(slowest(tot))
+    if group is None and hasattr(psyne.torch, "empty_shared"):
+        results.setdefault("ar64m_shared_ms", []).append(slowest(shared64()))
 
 
 block64(GLOO)

@@ -57,22 +57,20 @@ class Registry:
     last tensor over it)."""
 
     def __init__(self) -> None:
-        self._bufs: Dict[int, "weakref.ref[Any]"] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._bufs)
+        #: address -> weak reference to the buffer
+        self.bufs: Dict[int, "weakref.ref[Any]"] = {}
 
     def add(self, buf: Any) -> None:
-        self._bufs[buf.addr] = weakref.ref(buf)
+        self.bufs[buf.addr] = weakref.ref(buf)
 
     def find(self, t: torch.Tensor) -> Optional[Any]:
         """The buffer that ``t`` covers exactly (its first element to its last), else None."""
-        ref = self._bufs.get(t.data_ptr())
+        ref = self.bufs.get(t.data_ptr())
         if ref is None:
             return None
         buf = ref()
         if buf is None:
-            del self._bufs[t.data_ptr()]
+            del self.bufs[t.data_ptr()]
             return None
         return buf if buf.len == t.numel() and t.is_contiguous() else None
 

@@ -13,9 +13,11 @@ bucket callbacks on it), and an error reaches both ``wait()`` and the Future: ne
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import queue
 import threading
+import weakref
 from typing import Any, Callable, List, Optional
 
 import torch
@@ -129,10 +131,15 @@ class Pending(dist.Work):
 
 class Completer:
     """One daemon thread per process group completing its :class:`Pending` works in issue order
-    (started with the first)."""
+    (started with the first). At interpreter exit (and ``destroy_process_group``) it is stopped
+    and joined, for up to the group's ``timeout`` seconds: a daemon thread still inside torch's
+    C++ code when the interpreter finalizes is ended by ``pthread_exit``, whose unwinding
+    through torch's frames aborts the process ("terminate called without an active
+    exception")."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, timeout: float) -> None:
         self._name = name
+        self._timeout = timeout
         self._queue: "queue.SimpleQueue[Optional[Pending]]" = queue.SimpleQueue()
         self._thread: Optional[threading.Thread] = None
 
@@ -140,6 +147,7 @@ class Completer:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
+            _RUNNING.add(self)
         self._queue.put(work)
 
     def _run(self) -> None:
@@ -150,6 +158,19 @@ class Completer:
             work._complete()
 
     def stop(self) -> None:
-        """Ends the thread once the works issued before have completed."""
-        if self._thread is not None:
+        """Ends the thread once the works issued before have completed, and waits for it (up to
+        the group's timeout)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
             self._queue.put(None)
+            if thread is not threading.current_thread():
+                thread.join(self._timeout)
+
+
+_RUNNING: "weakref.WeakSet[Completer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for completer in list(_RUNNING):
+        completer.stop()

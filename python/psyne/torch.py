@@ -293,8 +293,9 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         self._n = group._n
         self._name = ""
         self._desc = ""
-        self._completer = _torch_work.Completer("psyne-torch-completer")
+        self._completer = _torch_work.Completer("psyne-torch-completer", self._n.timeout)
         self._shared = _torch_shared.Registry()  # the buffers of empty_shared on this group
+        self._any_shared = self._shared.bufs  # its dict: an empty one is a cheap test on the hot path
 
     # torch asks these
     def getBackendName(self) -> str:
@@ -356,7 +357,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
                 tag = _DTYPES.get(t.dtype)
                 if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                     _buf(t, "all_reduce")  # raises the precise error
-                if self._shared:  # tensors of empty_shared: all_reduce_shared
+                if self._any_shared:  # tensors of empty_shared: all_reduce_shared
                     shared = self._shared.find(t)
                     if shared is not None:
                         _torch_shared.SharedCall(shared, op).run(self._n)
@@ -368,7 +369,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         plan = _Plan("all_reduce", tensors)
         for t in tensors:
             a, n, tag = _buf(t, "all_reduce")
-            shared = self._shared.find(t) if self._shared else None
+            shared = self._shared.find(t) if self._any_shared else None
             if shared is not None:
                 plan.add(_torch_shared.SharedCall(shared, op), t)
             else:

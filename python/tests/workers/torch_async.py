@@ -5,7 +5,9 @@
    with the right result, element by element; then ``wait()`` returns True, ``is_completed()``
    is True and ``exception()`` None.
 2. A 64 MiB all_reduce with ``async_op=True`` returns before it has finished.
-3. Errors: every collective issued with different counts (or roots, or calls) on different ranks,
+3. ``wait(timeout)`` on a call a peer has not issued yet raises ``psyne.TimeoutError`` and the
+   call goes on: once the peer issues it, ``wait()`` returns True with the right result.
+4. Errors: every collective issued with different counts (or roots, or calls) on different ranks,
    each on a fresh group: psyne's ``MismatchError`` is raised through ``wait()`` and through the
    Future (in both orders), ``exception()`` holds it, ``is_completed()`` is True.
 Exits 1 on the first wrong result; prints "async OK"."""
@@ -176,9 +178,35 @@ def check_errors():
             raises(lambda: w.wait(), "mismatched recv through wait()")
 
 
+def check_wait_timeout():
+    """Rank 1 issues its all_reduce only after rank 0's wait(timeout) has raised (a barrier on
+    the default group orders them)."""
+    import datetime
+
+    g = dist.new_group(list(range(S)), backend="psyne")
+    x = torch.full((4,), float(R))
+    if R == 0:
+        w = dist.all_reduce(x, group=g, async_op=True)
+        try:
+            w.wait(datetime.timedelta(milliseconds=200))
+            fail("wait(timeout) returned although rank 1 had not issued the call")
+        except psyne.TimeoutError:
+            pass
+        if w.is_completed():
+            fail("a timed-out wait left the Work completed")
+        dist.barrier()
+        if w.wait() is not True:
+            fail("wait() after the timeout did not return True")
+    else:
+        dist.barrier()
+        dist.all_reduce(x, group=g)
+    same(x, torch.full((4,), float(sum(range(S)))), "all_reduce after a timed-out wait")
+
+
 check_results()
 check_returns_before_done()
 if S > 1:
+    check_wait_timeout()
     check_errors()
 print(f"rank {R}/{S}: async OK", flush=True)
 sys.stdout.flush()

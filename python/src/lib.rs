@@ -24,6 +24,8 @@
 //! raised, the peers are told, and the group refuses every later call with an error saying it
 //! was interrupted.
 
+mod shared;
+
 use psyne::Tunables;
 use psyne::{Algo, Communicator, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -618,31 +620,69 @@ impl NativeGroup {
     /// and psyne/torch.py only, which check the buffers first.
     fn run(&self, py: Python<'_>, call: &Call) -> PyResult<()> {
         let call = *call;
-        let entered = self.enter(py, "a call", true)?;
-        let (group, interrupts) = (&self.group, &*self.interrupts);
-        let r = py.detach(move || {
-            let _in_call = InCall::enter();
-            // SAFETY: the Python half checked the buffers (contiguous, aligned, of this dtype
-            // and length, not overlapping) and holds them until this returns.
-            unsafe { run(group, &call) }
-        });
-        drop(entered);
-        r.map_err(|e| interrupts.raise(e))
+        // SAFETY: the Python half checked the buffers (contiguous, aligned, of this dtype and
+        // length, not overlapping) and holds them until this returns.
+        self.run_with(py, move |group| unsafe { run(group, &call) })
     }
 
     /// The non-blocking form of [`NativeGroup::run`]: issues the call to psyne's worker and
     /// returns its handle. `keep` (the arrays) is held until the call has finished.
     fn submit(&self, py: Python<'_>, call: &Call, keep: Py<PyAny>) -> PyResult<NativeWork> {
         let call = *call;
+        // SAFETY: as in `run`, the arrays kept alive by `keep`.
+        let job = move |group: &Group| unsafe { run(group, &call) };
+        // SAFETY: the job borrows the caller's arrays through raw addresses; `keep`, which the
+        // job holds until it has run, keeps them alive, and the Python half does not touch them
+        // until the request has finished.
+        unsafe { self.submit_with(py, call.name, keep, job) }
+    }
+}
+
+impl NativeGroup {
+    /// Runs `f` as a blocking call of this group (GIL released, signals checked while it waits,
+    /// after the calls issued before it).
+    fn run_with<F>(&self, py: Python<'_>, f: F) -> PyResult<()>
+    where
+        F: FnOnce(&Group) -> psyne::Result<()> + Send,
+    {
+        let entered = self.enter(py, "a call", true)?;
+        let (group, interrupts) = (&self.group, &*self.interrupts);
+        let r = py.detach(move || {
+            let _in_call = InCall::enter();
+            f(group)
+        });
+        drop(entered);
+        r.map_err(|e| interrupts.raise(e))
+    }
+
+    /// Issues `f` to psyne's worker of the group, in its turn; its handle. `keep` is held until
+    /// `f` has run.
+    ///
+    /// # Safety
+    /// As [`Group::submit_borrowed`]: what `f` borrows stays valid (`keep` holding it) and
+    /// untouched until the returned work has finished.
+    unsafe fn submit_with<F>(
+        &self,
+        py: Python<'_>,
+        name: &'static str,
+        keep: Py<PyAny>,
+        f: F,
+    ) -> PyResult<NativeWork>
+    where
+        F: FnOnce(&Group) -> psyne::Result<()> + Send,
+    {
         let entered = self.enter(py, "a non-blocking call", false)?;
         let interrupts = self.interrupts.clone();
         let job = move |group: &Group| {
+            // The worker was just woken by this submit and, on a rank bound to one core, took
+            // that core from the caller until its time slice ended (2-5 ms on a 64 MiB
+            // all-reduce): let the caller return first.
+            std::thread::yield_now();
             let r = if interrupts.hit.load(Ordering::SeqCst) {
                 // Issued before the interrupt, run after: refused like a later call.
                 Err(interrupts.refused())
             } else {
-                // SAFETY: as in `run`; `keep` holds the arrays until the call has finished.
-                unsafe { run(group, &call) }
+                f(group)
             };
             Python::attach(move |_py| drop(keep));
             // Left before the result shows: whoever sees it may call again at once, from
@@ -650,10 +690,8 @@ impl NativeGroup {
             drop(entered);
             r
         };
-        // SAFETY: the job borrows the caller's arrays through raw addresses; `keep`, which the
-        // job holds until it has run, keeps them alive, and the Python half does not touch them
-        // until the request has finished.
-        let work = unsafe { self.group.submit_borrowed(call.name, job) };
+        // SAFETY: the function's contract.
+        let work = unsafe { self.group.submit_borrowed(name, job) };
         Ok(NativeWork {
             work: Mutex::new(Some(work)),
             result: OnceLock::new(),
@@ -927,6 +965,7 @@ fn generate_secret() -> PyResult<String> {
 /// The module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    shared::add_to(m)?;
     m.add_class::<NativeGroup>()?;
     m.add_class::<NativeWork>()?;
     m.add_class::<Call>()?;

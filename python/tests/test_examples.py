@@ -27,11 +27,15 @@ def test_example(name, n):
     run(n, name)
 
 
+TORCH_ONES = ["ddp.py", "fsdp2.py", "hsdp.py"]
+
+
 @pytest.mark.parametrize("n", [1, 2, 4])
-def test_ddp_example(n):
+@pytest.mark.parametrize("name", TORCH_ONES)
+def test_torch_example(name, n):
     pytest.importorskip("torch")
-    run(n, "ddp.py")
+    run(n, name)
 
 
 def test_every_example_is_tested():
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(NUMPY_ONES + ["ddp.py"])
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(NUMPY_ONES + TORCH_ONES)

@@ -1,5 +1,5 @@
 """DDP step times over the psyne backend and over Gloo, in one job under psyrun:
-``bench_ddp.py [ROUNDS] [STEPS]``. An MLP of 9.5 M parameters (1024-2048-2048-1024-1024,
+``python/bench/torch_ddp.py [ROUNDS] [STEPS]``. An MLP of 9.5 M parameters (1024-2048-2048-1024-1024,
 float32), batch 16 per rank, SGD. Per round, alternating the order of the modes: STEPS timed
 steps (after 5 warm-up steps) of
 

@@ -1,5 +1,5 @@
 """Per-call timings of the psyne torch backend, run under psyrun on every rank:
-``bench.py [ROUNDS]``. Prints (rank 0) one line per measure: the slowest rank's value per round,
+``python/bench/torch_async.py [ROUNDS]``. Prints (rank 0) one line per measure: the slowest rank's value per round,
 then the median over rounds.
 
 - ``ar8_us``: blocking ``dist.all_reduce`` of 2 float32 (8 B), mean over 20000 calls.

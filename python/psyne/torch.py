@@ -39,6 +39,10 @@ Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR, and PREMUL_SUM (as SUM
 then the reduced output multiplied by the factor: exact for powers of two, else within a rounding
 of multiplying every input first).
 
+Deterministic sums: while ``torch.use_deterministic_algorithms(True)`` is on (checked per call),
+calls run in psyne's canonical reduction order: every sum is the rank-order fold, bit for bit the
+same whatever the size, algorithm or transport (``PSY_REDUCE_ORDER=canonical`` does it always).
+
 Shared memory: :func:`empty_shared` makes a tensor in psyne's shared buffers, which
 ``dist.all_reduce`` reduces with psyne's ``all_reduce_shared`` (no copy through any transport);
 :func:`shared_allreduce_hook` (state :class:`SharedBuckets`) is a DDP communication hook that
@@ -280,6 +284,7 @@ class _Plan:
             step()
 
 
+_deterministic = torch.are_deterministic_algorithms_enabled
 _Done = _torch_work.Done
 _SYNC_DONE = _Done([])
 
@@ -291,6 +296,9 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         super().__init__(group.rank, group.size)
         self._group = group
         self._n = group._n
+        # The same group in canonical reduction order (the same call queue): every call while
+        # torch.use_deterministic_algorithms(True) is on runs on it (see _native_for_call).
+        self._canonical = group._n.with_reduce_order("canonical")
         self._name = ""
         self._desc = ""
         self._completer = _torch_work.Completer("psyne-torch-completer", self._n.timeout)
@@ -331,10 +339,17 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             raise ValueError(f"psyne {what}: root {root} is not a rank of this group of {self.size()}")
         return root
 
+    def _native_for_call(self) -> Any:
+        """The native group a call runs on: in canonical reduction order (sums bit for bit the
+        same whatever the algorithm, size or transport) while torch's deterministic mode is on,
+        checked per call since users switch it on after ``init_process_group``; else the group
+        as formed (``PSY_REDUCE_ORDER``'s order)."""
+        return self._canonical if _deterministic() else self._n
+
     def _go(self, plan: _Plan, opts: Any) -> dist.Work:
         """Runs ``plan``: at once on this thread when ``opts`` asks for a blocking call, else
         issued to psyne's worker, returning a pending Work (see :mod:`psyne._torch_work`)."""
-        n = self._n
+        n = self._native_for_call()
         if opts is not None and not opts.asyncOp:
             for call in plan.calls:
                 n.run(call) if type(call) is _Call else call.run(n)
@@ -352,7 +367,8 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         op, factor = (_SUM, None) if opts is None else _op_factor(opts)
         if opts is not None and not opts.asyncOp:
             # The hot path (every blocking all_reduce): the checks of _buf inlined, no plan.
-            run = self._n.run
+            n = self._native_for_call()
+            run = n.run
             for t in tensors:
                 tag = _DTYPES.get(t.dtype)
                 if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
@@ -360,7 +376,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
                 if self._any_shared:  # tensors of empty_shared: all_reduce_shared
                     shared = self._shared.find(t)
                     if shared is not None:
-                        _torch_shared.SharedCall(shared, op).run(self._n)
+                        _torch_shared.SharedCall(shared, op).run(n)
                         continue
                 run(_Call(_ALL_REDUCE, tag, (t.data_ptr(), t.numel()), (0, 0), op))
             if factor is not None:

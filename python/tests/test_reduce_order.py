@@ -1,6 +1,7 @@
 """Canonical reduction order from Python: ``psyne.init(reduce_order=...)`` and
 ``Group.with_reduce_order`` give the rank-order fold's bits on 3 and 4 ranks, over shared memory
-and TCP; an unknown order is refused before joining the job."""
+and TCP, and in the torch backend while ``torch.use_deterministic_algorithms(True)`` is on; an
+unknown order is refused before joining the job."""
 
 import subprocess
 import sys
@@ -21,3 +22,9 @@ def test_an_unknown_order_is_a_config_error():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "refused:" in p.stdout and "canonical" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("n,transport", [(3, "shm"), (4, "tcp")])
+def test_torch_deterministic_mode_sums_in_rank_order(n, transport):
+    p = launch(n, "torch_deterministic.py", env={"PSY_TRANSPORT": transport}, timeout=300)
+    check(p, n, "deterministic OK")

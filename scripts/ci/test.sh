@@ -15,7 +15,7 @@
 #            root or a package, each says why and passes.
 #   python   the Python package (built with maturin into the venv setup.sh made; pytest under
 #            the psyrun built here)
-#   all      every tier above (the default); the root tier runs beside the others
+#   all      every tier above (the default); the root and Python tiers run beside the others
 # The programs the tests run (psyrun, psyne-check, psybench, psyne's examples, train) are built
 # once, first, with the tests' profile and features (`cargo build` below); tests never build.
 # Each phase's time is printed at the end, before the summary.
@@ -36,7 +36,6 @@ wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
 log=$(mktemp)
 times=$(mktemp)
-trap 'rm -f "$log" "$times"' EXIT
 # phase NAME COMMAND...: runs COMMAND (its output also into the log the summary counts, or into
 # $phase_log), and records how long it took.
 phase() {
@@ -58,6 +57,8 @@ export PSY_TUNING=off
 # Every cargo command selects the whole workspace with every feature, so that all of them share
 # one resolution of features and nothing is compiled twice.
 features=(--all-features)
+# Where the programs the tests run are built (below).
+bins=${CARGO_TARGET_DIR:-target}/debug
 
 if wants lint; then
   phase fmt cargo fmt --all -- --check
@@ -79,7 +80,6 @@ if wants lint; then
   # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
   # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
   # runs; otherwise the flags are not checked).
-  bins=${CARGO_TARGET_DIR:-target}/debug
   if [ -x "$bins/psyrun" ] && [ -x "$bins/psybench" ]; then
     phase docs python3 scripts/ci/check-docs.py --bin-dir "$bins"
   else
@@ -87,20 +87,63 @@ if wants lint; then
   fi
 fi
 
-# The root tier is mostly waiting (on SSH clusters, Slurm, MPI jobs, one at a time by their
-# machine-wide locks): with other tiers, it runs beside them, its output shown when it ends. It
-# runs more test threads than it has locks: libtest starts tests in name order, and with few
-# threads every thread would wait on the MPI lock (mpi::, mpi_programs::) while the cluster's
-# lock (multihost::, slurm::) stood idle; with 16, both locks are busy from the start.
+# Tiers that run beside the others, in the background, each into a log of its own that is shown
+# (and counted in the summary) when it has ended: the root tier, mostly waiting (on SSH clusters,
+# Slurm, MPI jobs, one at a time by their machine-wide locks), and the Python tier, mostly
+# waiting on its ranks' start-up. A failing tier ends the script: the tiers beside are waited
+# for first, so nothing is left running, and their output is shown.
+beside_pids=()
+beside_names=()
+beside_logs=()
+# beside NAME COMMAND...: runs phase NAME in the background.
+beside() {
+  local name=$1 blog
+  shift
+  blog=$(mktemp)
+  (phase_log=$blog phase "$name" "$@") >/dev/null 2>&1 &
+  beside_pids+=("$!")
+  beside_names+=("$name")
+  beside_logs+=("$blog")
+}
+# Waits for every tier beside, shows each one's output and adds it to the log the summary counts;
+# returns the first failing tier's status.
+wait_beside() {
+  local i s status=0
+  for i in "${!beside_pids[@]}"; do
+    s=0
+    wait "${beside_pids[$i]}" || s=$?
+    echo "=== ${beside_names[$i]} (ran beside the tiers above):"
+    cat "${beside_logs[$i]}"
+    cat "${beside_logs[$i]}" >>"$log"
+    rm -f "${beside_logs[$i]}"
+    [ "$status" != 0 ] || status=$s
+  done
+  beside_pids=()
+  return "$status"
+}
+trap 'wait_beside || true; rm -f "$log" "$times"' EXIT
+
+others() { # whether any tier but $1 is wanted
+  local t
+  for t in lint unit process root python; do
+    [ "$t" != "$1" ] && wants "$t" && return 0
+  done
+  return 1
+}
+# The root tier runs more test threads than it has locks: libtest starts tests in name order, and
+# with few threads every thread would wait on the MPI lock (mpi::, mpi_programs::) while the
+# cluster's lock (multihost::, slurm::) stood idle; with 16, both locks are busy from the start.
 root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 16)
-root_pid=
-if wants root && { wants lint || wants unit || wants process || wants python; }; then
-  root_log=$(mktemp)
-  # A failing tier ends the script: the root tier is waited for first, so nothing is left
-  # running, and its output is shown.
-  trap 'if [ -n "$root_pid" ]; then wait "$root_pid" || true; echo "=== root (ran beside the tiers above):"; cat "$root_log"; fi; rm -f "$log" "$times" "$root_log"' EXIT
-  (phase_log=$root_log phase root "${root_test[@]}") >/dev/null 2>&1 &
-  root_pid=$!
+# The Python tier builds the Python package (maturin, release, in a target directory of its own so
+# that it does not hold the lock of the one the other tiers' cargo commands use) into the venv
+# setup.sh made, then runs its pytest suites under the psyrun built above. Its closing line joins
+# the summary below.
+python_test=(env CARGO_TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-target}/python")" scripts/ci/test-python.sh "$bins/psyrun")
+if wants root; then
+  if others root; then beside root "${root_test[@]}"; else phase root "${root_test[@]}"; fi
+fi
+if wants python; then
+  if others python; then beside python "${python_test[@]}"; else phase python "${python_test[@]}"; fi
 fi
 
 if wants unit; then
@@ -111,23 +154,7 @@ fi
 if wants process; then
   phase process cargo test --workspace "${features[@]}" --test it -- --skip sim:: --skip root::
 fi
-if wants python; then
-  # Builds the Python package into the venv setup.sh made, then its pytest suites, which run the
-  # psyrun built above. Its closing line joins the summary below.
-  phase python scripts/ci/test-python.sh "${CARGO_TARGET_DIR:-target}/debug/psyrun"
-fi
-
-if [ -n "$root_pid" ]; then
-  root_status=0
-  wait "$root_pid" || root_status=$?
-  root_pid=
-  echo "=== root (ran beside the tiers above):"
-  cat "$root_log"
-  cat "$root_log" >>"$log"
-  [ "$root_status" = 0 ] || exit "$root_status"
-elif wants root; then
-  phase root "${root_test[@]}"
-fi
+wait_beside
 
 echo "time per phase (load average at the start$started_load; at the end$(uptime | sed "s/.*load average//"))":
 cat "$times"

@@ -157,12 +157,16 @@ pub fn check_canonical<C: Communicator>(
     Ok(bad)
 }
 
-/// The counts a canonical check uses for a group of `size`: 1, `size ± 1`, an odd count, and the
-/// counts either side of where all-reduce and reduce change from gathering whole f32 buffers to
-/// the all-to-all ([`crate::group::CANONICAL_GATHER_MAX`]).
+/// The counts a canonical check uses for a group of `size`: 1, `size ± 1`, an odd count, the
+/// counts either side of where all-reduce stops running in node board slots
+/// ([`crate::group::CANONICAL_BOARD_PIECES_MAX`]), and either side of where all-reduce and reduce
+/// change from gathering whole f32 buffers to the all-to-all
+/// ([`crate::group::CANONICAL_GATHER_MAX`]).
 pub fn canonical_counts(size: usize) -> Vec<usize> {
     let edge = crate::group::CANONICAL_GATHER_MAX / (4 * size.max(1));
-    let mut c = vec![1, size.saturating_sub(1), size + 1, 1001, edge, edge + 1];
+    let pieces = crate::group::CANONICAL_BOARD_PIECES_MAX / 4;
+    let mut c = vec![1, size.saturating_sub(1), size + 1, 1001];
+    c.extend([pieces, pieces + 1, edge, edge + 1]);
     c.sort_unstable();
     c.dedup();
     c

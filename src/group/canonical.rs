@@ -12,6 +12,8 @@
 //!
 //! Otherwise the call moves data with collectives that do not reduce, and folds locally:
 //!
+//! - **a few board slots** (at most [`BOARD_PIECES_MAX`] bytes per rank, on a group with a node
+//!   board): all-reduce runs one board call per slot-sized piece, each folding in rank order;
 //! - **small** (every rank's whole buffer together at most [`GATHER_MAX`] bytes): all-reduce
 //!   gathers every rank's buffer to every rank (one all-gather) and reduce to the root (one
 //!   gather), which folds them in rank order;
@@ -32,11 +34,18 @@ use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::reduce::{reduce_slice, ReduceOp, ReduceOrder};
 use crate::schedule::{chunk_span, Algo, Collective};
+use crate::tuning::FLAT_MAX_BYTES;
 
 /// The most bytes of every rank's buffer together (`size * bytes`) for which canonical all-reduce
 /// and reduce gather whole buffers instead of running an all-to-all then an all-gather or gather
 /// (one collective instead of two).
 pub const GATHER_MAX: usize = 64 << 10;
+
+/// The most bytes per rank for which canonical all-reduce on a group with a node board runs as
+/// board calls of one slot each ([`ops::all_reduce_board_pieces`]) instead of gathering: each
+/// call costs about what one board all-reduce of a slot does (8 µs on 4 ranks on this 2-core
+/// VM, `results/reduce-order/`), where the all-gather of whole buffers took 24 µs at 8 KiB.
+pub const BOARD_PIECES_MAX: usize = 4 * FLAT_MAX_BYTES;
 
 /// Elements folded per block: the block of the result stays in cache while every rank's block
 /// is added to it.
@@ -83,6 +92,12 @@ pub(crate) fn runs_canonical_path(
     Ok(core.algo_for(coll, choice.algo, bytes)? != Algo::Flat)
 }
 
+/// Whether an all-reduce of one board slot would run on the node board: the group has one, and
+/// neither the call, `PSY_ALGO` nor the tuning file chose another algorithm.
+fn takes_board(core: &Core, choice: Choice) -> Result<bool> {
+    Ok(core.algo_for(Collective::AllReduce, choice.algo, FLAT_MAX_BYTES)? == Algo::Flat)
+}
+
 /// The forced algorithm, for a phase running `coll`, if it implements it.
 fn phase(choice: Choice, coll: Collective) -> Option<Algo> {
     choice
@@ -123,6 +138,9 @@ pub(crate) fn all_reduce<T: Element>(
         return ops::all_reduce(core, choice.algo, buf, op);
     }
     let (p, n) = (core.size, buf.len());
+    if bytes <= BOARD_PIECES_MAX && takes_board(core, choice)? {
+        return ops::all_reduce_board_pieces(core, buf, op);
+    }
     if bytes.saturating_mul(p) <= GATHER_MAX {
         core.with_scratch(p * n, |all: &mut [T]| {
             ops::all_gather_into(core, phase(choice, Collective::AllGather), buf, all)?;

@@ -20,10 +20,22 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(120);
 
 /// Counts for `size` ranks: 1, uneven small ones, either side of the node board's slot for f32
-/// (4096 bytes) and of where canonical all-reduce stops gathering whole f32 buffers.
+/// (4096 bytes), of where canonical all-reduce stops running in board slots and of where it
+/// stops gathering whole f32 buffers.
 fn counts(size: usize) -> Vec<usize> {
     let edge = psyne::CANONICAL_GATHER_MAX / (4 * size);
-    let mut c = vec![1, size - 1, size + 1, 1024, 1025, edge, edge + 1];
+    let pieces = psyne::CANONICAL_BOARD_PIECES_MAX / 4;
+    let mut c = vec![
+        1,
+        size - 1,
+        size + 1,
+        1024,
+        1025,
+        pieces,
+        pieces + 1,
+        edge,
+        edge + 1,
+    ];
     c.sort_unstable();
     c.dedup();
     c

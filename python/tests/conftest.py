@@ -35,8 +35,7 @@ PSYRUN = _psyrun()
 
 def shm_segments() -> set:
     """psyne's segments in /dev/shm, less those of groups with threads as ranks
-    (``psyne-local<pid>-``: only the Rust tests make them, and scripts/ci/test.sh runs those beside
-    these tests)."""
+    (``psyne-local<pid>-``: only the Rust tests make them, which may run beside these tests)."""
     try:
         return {n for n in os.listdir("/dev/shm") if n.startswith("psy") and not n.startswith("psyne-local")}
     except FileNotFoundError:

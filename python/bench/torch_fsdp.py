@@ -9,11 +9,17 @@ Modes, alternated per round (the order reversed every other round):
   (each rank computes the whole model on its batch, as every FSDP rank does);
 - ``psyne``: ``fully_shard`` on every Linear and on the root over a 1-D mesh of the psyne group
   (FSDP2 issues its all-gathers and reduce-scatters as it does on every backend: see ``PROFILE``);
-- ``gloo``: the same over a Gloo group of the same ranks.
+- ``gloo``: the same over a Gloo group of the same ranks;
+- ``*-async``: the same with ``_set_unshard_async_op(True)`` and explicit prefetching of the next
+  layer (``set_modules_to_forward_prefetch``/``..._backward_prefetch``): FSDP2 then issues its
+  all-gathers with ``async_op=True`` ahead of the layer that needs them (by default, on CPU, it
+  issues every collective blocking).
 
 Per round STEPS timed steps after 3 warm-up steps; each rank's median step, the slowest rank's;
 printed (rank 0): per mode the median over rounds, and communication = that minus ``local``'s.
-``PROFILE=1`` also prints the collectives one psyne step calls (name, elements, async_op).
+``PROFILE=1`` also prints the collectives one psyne step calls (name, elements, async_op), and
+the time the step spends inside the backend's methods (the rest of "communication" is FSDP2's
+own work around the collectives: copies into and out of its buffers, their allocation).
 """
 
 import os
@@ -51,15 +57,19 @@ def make(mode):
     net = model()
     if mode == "local":
         return net
-    group = dist.group.WORLD if mode == "psyne" else GLOO
+    group = dist.group.WORLD if mode.startswith("psyne") else GLOO
     mesh = DeviceMesh.from_group(group, "cpu")
-    for layer in net:
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    return fully_shard(net, mesh=mesh)
+    linears = [fully_shard(layer, mesh=mesh) for layer in net if isinstance(layer, nn.Linear)]
+    net = fully_shard(net, mesh=mesh)
+    if mode.endswith("-async"):
+        net._set_unshard_async_op(True)
+        for a, b in zip(linears, linears[1:]):
+            a.set_modules_to_forward_prefetch([b])
+            b.set_modules_to_backward_prefetch([a])
+    return net
 
 
-MODES = ["local", "psyne", "gloo"]
+MODES = ["local", "psyne", "gloo", "psyne-async", "gloo-async"]
 NETS = {m: make(m) for m in MODES}
 OPTS = {m: torch.optim.SGD(n.parameters(), lr=1e-4) for m, n in NETS.items()}
 X, Y = torch.randn(16, DIMS[0]), torch.randn(16, DIMS[-1])
@@ -72,10 +82,10 @@ def step(mode):
     opt.step()
 
 
-def profile():
-    """The collectives one psyne FSDP2 step calls, by wrapping the process group's methods."""
+def profile(mode):
+    """The collectives one FSDP2 step of ``mode`` (a psyne one) calls, by wrapping the process group's methods."""
     pg = dist.group.WORLD
-    seen = []
+    seen, spent, depth = [], [0.0], [0]
     names = ["all_gather_single", "all_gather_single_coalesced", "reduce_scatter_single",
              "reduce_scatter_single_coalesced", "allreduce", "allgather", "reduce_scatter", "barrier"]
     orig = {n: getattr(pg, n) for n in names}
@@ -84,18 +94,32 @@ def profile():
         def call(*args):
             opts = args[-1]
             ts = [a for a in args if isinstance(a, torch.Tensor)] or [t for a in args if isinstance(a, list) for t in a if isinstance(t, torch.Tensor)]
+            t0 = time.perf_counter()
+            depth[0] += 1
+            work = orig[name](*args)
+            depth[0] -= 1
+            if depth[0] == 0:  # (reduce_scatter_single calls the coalesced form: counted once)
+                spent[0] += time.perf_counter() - t0
             seen.append((name, [t.numel() for t in ts], getattr(opts, "asyncOp", None)))
-            return orig[name](*args)
+            return work
         return call
 
     for n in names:
         setattr(pg, n, wrap(n))
-    step("psyne")
+    step(mode)
+    seen.clear()
+    spent[0] = 0.0
+    t0 = time.perf_counter()
+    step(mode)
+    total = time.perf_counter() - t0
     for n in names:
         setattr(pg, n, orig[n])
     if R == 0:
+        print(f"collectives of one {mode} step: (method, elements of its tensors, async_op)")
         for s in seen:
             print("  call", *s, flush=True)
+        print(f"  {spent[0] * 1e3:.1f} ms of the {total * 1e3:.1f} ms step inside the backend's "
+              "methods (blocking calls: the whole collective)", flush=True)
 
 
 def median_step(mode):
@@ -116,7 +140,8 @@ if R == 0:
     print(f"FSDP2 params {sum(p.numel() for p in NETS['local'].parameters()) / 1e6:.2f} M, {S} ranks, "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
 if os.environ.get("PROFILE"):
-    profile()
+    profile("psyne")
+    profile("psyne-async")
 results = {m: [] for m in NETS}
 for i in range(ROUNDS):
     for m in MODES if i % 2 == 0 else MODES[::-1]:
@@ -125,7 +150,7 @@ if R == 0:
     local = statistics.median(results["local"])
     for m, v in results.items():
         med = statistics.median(v)
-        print(f"{m:6s} step {med:9.2f} ms  communication {med - local:9.2f} ms  rounds "
+        print(f"{m:11s} step {med:9.2f} ms  communication {med - local:9.2f} ms  rounds "
               f"{' '.join(f'{x:.1f}' for x in v)}", flush=True)
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)
 dist.barrier()

@@ -5,7 +5,9 @@ every rank of the group on this host maps) and wraps it as a tensor; the process
 :class:`Registry` of its buffers, so that ``dist.all_reduce`` of such a tensor (the whole
 buffer) runs psyne's ``all_reduce_shared``: each rank reduces its chunk straight out of every
 rank's buffer and writes the result into all of them, with no copy through any transport.
-:func:`shared_allreduce_hook` is a DDP communication hook doing the same for gradient buckets.
+:func:`shared_allreduce_hook` is a DDP communication hook doing the same for gradient buckets;
+with ``DDP(..., gradient_as_bucket_view=True)`` it moves DDP's buckets (and so the gradients)
+into the shared buffers, after which a step copies nothing.
 """
 
 import weakref

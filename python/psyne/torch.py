@@ -46,7 +46,8 @@ same whatever the size, algorithm or transport (``PSY_REDUCE_ORDER=canonical`` d
 Shared memory: :func:`empty_shared` makes a tensor in psyne's shared buffers, which
 ``dist.all_reduce`` reduces with psyne's ``all_reduce_shared`` (no copy through any transport);
 :func:`shared_allreduce_hook` (state :class:`SharedBuckets`) is a DDP communication hook that
-averages gradient buckets through such buffers (see :mod:`psyne._torch_shared`).
+averages gradient buckets through such buffers, and with ``gradient_as_bucket_view=True`` moves
+DDP's buckets into them (no copy from the second step: see :mod:`psyne._torch_shared`).
 
 FSDP2 and DeviceMesh: the group keeps the name and description torch gives it
 (``group_name``, which DeviceMesh and the functional collectives look groups up by), and has the

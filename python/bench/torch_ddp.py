@@ -10,10 +10,18 @@ steps (after 5 warm-up steps) of
 - ``psyne-shared``: DDP over psyne with ``psyne.torch.shared_allreduce_hook`` (shared buffers);
 - ``gloo``: DDP over a Gloo group of the same ranks;
 - ``*-view``: the same with ``gradient_as_bucket_view=True`` (the gradients are views of DDP's
-  buckets: two copies of the gradients fewer per step).
+  buckets: two copies of the gradients fewer per step); with ``psyne-shared`` the hook then moves
+  the buckets into its shared buffers (no copy at all);
+- ``*-view-keep``: the same with ``zero_grad(set_to_none=False)`` (the gradients stay the buckets'
+  views from step to step and are accumulated in place, instead of each step's new gradient
+  being copied into the bucket).
+
+Run it under ``psyrun --bind-to none`` too: psyrun binds each rank to one core by default.
 
 Prints (rank 0) per mode the median over rounds of the slowest rank's median step (ms), and the
-gradients' cost: that minus ``local``'s.
+gradients' cost: that minus ``local``'s, and ``paired``: the median over rounds of (this mode's
+step − ``local``'s step in the same round), steadier when the machine's load changes.
+``MODES=a,b,...`` runs only those modes (``local`` always).
 """
 
 import os
@@ -57,11 +65,11 @@ def sync_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tens
 def make(mode):
     if mode == "local":
         return model()
-    view = mode.endswith("-view")
+    view = "-view" in mode
     if mode.startswith("gloo"):
         return DDP(model(), process_group=GLOO, gradient_as_bucket_view=view)
     net = DDP(model(), gradient_as_bucket_view=view)
-    mode = mode.removesuffix("-view")
+    mode = mode.split("-view")[0]
     if mode == "psyne-sync":
         net.register_comm_hook(None, sync_hook)
     elif mode == "psyne-shared":
@@ -69,7 +77,10 @@ def make(mode):
     return net
 
 
-MODES = ["local", "psyne", "psyne-sync", "psyne-shared", "gloo", "psyne-view", "psyne-shared-view", "gloo-view"]
+MODES = ["local", "psyne", "psyne-sync", "psyne-shared", "gloo", "psyne-view", "psyne-shared-view", "gloo-view",
+         "psyne-shared-view-keep", "gloo-view-keep"]
+if os.environ.get("MODES"):
+    MODES = ["local"] + [m for m in os.environ["MODES"].split(",") if m != "local"]
 NETS = {m: make(m) for m in MODES}
 OPTS = {m: torch.optim.SGD(n.parameters(), lr=1e-4) for m, n in NETS.items()}
 X, Y = torch.randn(16, 1024), torch.randn(16, 1024)
@@ -77,7 +88,7 @@ X, Y = torch.randn(16, 1024), torch.randn(16, 1024)
 
 def step(mode):
     net, opt = NETS[mode], OPTS[mode]
-    opt.zero_grad()
+    opt.zero_grad(set_to_none=not mode.endswith("-keep"))
     nn.functional.mse_loss(net(X), Y).backward()
     opt.step()
 
@@ -97,7 +108,8 @@ def median_step(mode):
 
 
 if R == 0:
-    print(f"params {sum(p.numel() for p in NETS['local'].parameters()) / 1e6:.2f} M, {S} ranks", flush=True)
+    print(f"params {sum(p.numel() for p in NETS['local'].parameters()) / 1e6:.2f} M, {S} ranks, "
+          f"load {os.getloadavg()[0]:.1f}, affinity {sorted(os.sched_getaffinity(0))}", flush=True)
 results = {m: [] for m in NETS}
 modes = list(NETS)
 for i in range(ROUNDS):
@@ -107,7 +119,10 @@ if R == 0:
     local = statistics.median(results["local"])
     for m, v in results.items():
         med = statistics.median(v)
-        print(f"{m:13s} step {med:8.2f} ms  gradients {med - local:8.2f} ms  rounds {' '.join(f'{x:.2f}' for x in v)}", flush=True)
+        paired = statistics.median(x - y for x, y in zip(v, results["local"]))
+        print(f"{m:22s} step {med:8.2f} ms  gradients {med - local:8.2f} ms  paired {paired:8.2f} ms  "
+              f"rounds {' '.join(f'{x:.2f}' for x in v)}", flush=True)
+    print(f"load {os.getloadavg()[0]:.1f}", flush=True)
 dist.barrier()
 sys.stdout.flush()
 os._exit(0)

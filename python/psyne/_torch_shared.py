@@ -5,7 +5,9 @@ every rank of the group on this host maps) and wraps it as a tensor; the process
 :class:`Registry` of its buffers, so that ``dist.all_reduce`` of such a tensor (the whole
 buffer) runs psyne's ``all_reduce_shared``: each rank reduces its chunk straight out of every
 rank's buffer and writes the result into all of them, with no copy through any transport.
-:func:`shared_allreduce_hook` is a DDP communication hook doing the same for gradient buckets.
+:func:`shared_allreduce_hook` is a DDP communication hook doing the same for gradient buckets;
+with ``DDP(..., gradient_as_bucket_view=True)`` it moves DDP's buckets (and so the gradients)
+into the shared buffers, after which a step copies nothing.
 """
 
 import weakref
@@ -76,22 +78,61 @@ class Registry:
 
 
 class SharedBuckets:
-    """The state of :func:`shared_allreduce_hook`: the process group (None: the default) and one
-    shared buffer per DDP gradient bucket (by index, size and dtype)."""
+    """The state of :func:`shared_allreduce_hook`: the process group (None: the default), one
+    shared buffer per DDP gradient bucket (by index, size and dtype), and how many buckets DDP
+    now keeps in them (``adopted``: see the hook)."""
 
     def __init__(self, group: Any = None) -> None:
         self.group = group
         self.buffers: Dict[Tuple[int, int, torch.dtype], torch.Tensor] = {}
+        #: buckets whose memory is now their shared buffer (zero-copy from the next step)
+        self.adopted = 0
+
+
+def _adopt(bucket: dist.GradBucket, grads: torch.Tensor, shared: torch.Tensor) -> bool:
+    """Moves DDP's bucket into ``shared`` (which holds a copy of it), if DDP runs with
+    ``gradient_as_bucket_view=True``: then every parameter's ``.grad`` is the very tensor DDP
+    keeps as its view of the bucket, and the bucket's ``buffer()`` the very tensor DDP keeps as
+    the bucket, so pointing them (``set_``) at ``shared`` makes DDP's bucket live in shared memory:
+    from the next step the backward pass accumulates the gradients there, the hook all-reduces
+    them where they are, and DDP, seeing the result alias its bucket, copies nothing back. Without
+    the view option the gradients are copied into views DDP does not show, and nothing is moved
+    (returns False)."""
+    params, views = bucket.parameters(), bucket.gradients()
+    base, size = grads.data_ptr(), grads.element_size()
+    for p, v in zip(params, views):
+        if p.grad is None or p.grad.data_ptr() != v.data_ptr() or p.grad.shape != v.shape:
+            return False
+    storage = shared.untyped_storage()
+    start = shared.storage_offset()
+    with torch.no_grad():
+        for p, v in zip(params, views):
+            p.grad.set_(storage, start + (v.data_ptr() - base) // size, v.shape, v.stride())
+        grads.set_(storage, start, grads.shape, grads.stride())
+    return True
+
+
+def _gather_strays(bucket: dist.GradBucket) -> None:
+    """Copies into the bucket (now the shared buffer) any parameter's gradient that is not the
+    bucket's view of it: none while DDP keeps the views :func:`_adopt` moved (the usual case, one
+    pointer comparison per parameter); a guard for gradients replaced behind DDP's back."""
+    for p, v in zip(bucket.parameters(), bucket.gradients()):
+        g = p.grad
+        if g is not None and g.data_ptr() != v.data_ptr():
+            v.copy_(g)
 
 
 # (No ``from __future__ import annotations`` here: DDP checks the hook's annotations as objects.)
 def shared_allreduce_hook(state: SharedBuckets, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """A DDP communication hook (``model.register_comm_hook(SharedBuckets(), hook)``) that
-    averages each gradient bucket through a shared buffer: the bucket is copied in, averaged in
-    place with ``all_reduce_shared`` (no transport, no further copy), and the shared buffer itself
-    is the result, which DDP copies into the gradients as it does the bucket's. The first step of
+    averages each gradient bucket through a shared buffer with ``all_reduce_shared`` (no
+    transport, no further copy), the shared buffer itself being the result. The first step of
     each bucket allocates its buffer (a collective, in bucket order, which DDP keeps the same on
-    every rank)."""
+    every rank) and copies the bucket in. With ``DDP(..., gradient_as_bucket_view=True)`` the hook
+    then moves DDP's bucket and the gradients' views into that buffer (see :func:`_adopt`), so
+    later steps copy nothing: the backward pass writes the gradients into shared memory, they
+    are averaged in place and used there by the optimizer. Without that option every step copies
+    the bucket in, and DDP copies the result out into the gradients."""
     from psyne.torch import empty_shared  # (psyne.torch imports this module)
 
     group = state.group or dist.group.WORLD
@@ -100,6 +141,10 @@ def shared_allreduce_hook(state: SharedBuckets, bucket: dist.GradBucket) -> torc
     shared = state.buffers.get(key)
     if shared is None:
         shared = state.buffers[key] = empty_shared(grads.numel(), dtype=grads.dtype, group=group)
-    shared.copy_(grads.view(-1))
+    if grads.data_ptr() != shared.data_ptr():  # not (yet) DDP's bucket: copy it in
+        shared.copy_(grads.view(-1))
+        state.adopted += _adopt(bucket, grads, shared)
+    else:  # DDP's bucket is the shared buffer: a gradient that is not in it is copied in
+        _gather_strays(bucket)
     work = dist.all_reduce(shared, op=dist.ReduceOp.AVG, group=group, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])

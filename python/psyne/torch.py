@@ -46,7 +46,8 @@ same whatever the size, algorithm or transport (``PSY_REDUCE_ORDER=canonical`` d
 Shared memory: :func:`empty_shared` makes a tensor in psyne's shared buffers, which
 ``dist.all_reduce`` reduces with psyne's ``all_reduce_shared`` (no copy through any transport);
 :func:`shared_allreduce_hook` (state :class:`SharedBuckets`) is a DDP communication hook that
-averages gradient buckets through such buffers (see :mod:`psyne._torch_shared`).
+averages gradient buckets through such buffers, and with ``gradient_as_bucket_view=True`` moves
+DDP's buckets into them (no copy from the second step: see :mod:`psyne._torch_shared`).
 
 FSDP2 and DeviceMesh: the group keeps the name and description torch gives it
 (``group_name``, which DeviceMesh and the functional collectives look groups up by), and has the
@@ -226,13 +227,15 @@ def _joined(ts: List[torch.Tensor]) -> torch.Tensor:
     return flat if flat is not None else torch.cat([t.reshape(-1) for t in ts])
 
 
-def _apart(inp: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _apart(inp: torch.Tensor, out: torch.Tensor, scratch: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> torch.Tensor:
     """``inp``, or a copy of it if its memory overlaps ``out``'s: an in-place all-gather (the input
     a view of this rank's chunk of the output, as FSDP2 passes it, and NCCL allows) is not
-    psyne's to receive, which takes input and output apart. The copy is one chunk."""
+    psyne's to receive, which takes input and output apart. The copy is one chunk, made by
+    ``scratch`` if given (the group's reused scratch memory, for a blocking call), else a new
+    tensor."""
     a, b = inp.data_ptr(), out.data_ptr()
     if a < b + out.numel() * out.element_size() and b < a + inp.numel() * inp.element_size():
-        return inp.clone()
+        return scratch(inp) if scratch is not None else inp.clone()
     return inp
 
 
@@ -304,6 +307,7 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         self._completer = _torch_work.Completer("psyne-torch-completer", self._n.timeout)
         self._shared = _torch_shared.Registry()  # the buffers of empty_shared on this group
         self._any_shared = self._shared.bufs  # its dict: an empty one is a cheap test on the hot path
+        self._scratch = torch.empty(0, dtype=torch.uint8)  # see _scratch_copy
 
     # torch asks these
     def getBackendName(self) -> str:
@@ -416,8 +420,18 @@ class ProcessGroupPsyne(dist.ProcessGroup):
             plan.then(partial(_scale, tensors, _premul(opts)))
         return self._go(plan, opts)
 
-    def _all_gather_into(self, plan: _Plan, out: torch.Tensor, inp: torch.Tensor) -> None:
-        inp = _apart(inp, out)
+    def _scratch_copy(self, t: torch.Tensor) -> torch.Tensor:
+        """A copy of ``t`` in the group's scratch memory, grown to the largest copy asked and
+        reused by the next one (so only for blocking calls: the copy must not outlive the call).
+        A new tensor per call costs more than the copy: at 8 MiB and up its fresh pages fault in
+        (FSDP2's in-place all-gathers took 2x their time with ``clone()``: results/torch-fsdp/)."""
+        nbytes = t.numel() * t.element_size()
+        if self._scratch.numel() < nbytes:
+            self._scratch = torch.empty(nbytes, dtype=torch.uint8)
+        return self._scratch[:nbytes].view(t.dtype).view(t.shape).copy_(t)
+
+    def _all_gather_into(self, plan: _Plan, out: torch.Tensor, inp: torch.Tensor, scratch: Any = None) -> None:
+        inp = _apart(inp, out, scratch)
         a, n, tag = _buf(inp, "all_gather")
         b, m, otag = _buf(out, "all_gather output")
         _same(tag, otag, "all_gather")
@@ -443,7 +457,8 @@ class ProcessGroupPsyne(dist.ProcessGroup):
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
         plan = _Plan("all_gather_into_tensor", [output])
-        self._all_gather_into(plan, output, input)
+        blocking = opts is not None and not opts.asyncOp
+        self._all_gather_into(plan, output, input, self._scratch_copy if blocking else None)
         return self._go(plan, opts)
 
     def all_gather_single_coalesced(

@@ -91,35 +91,47 @@ def batch(step, rank):
     return torch.randn(16, 64, generator=g), torch.randn(16, 8, generator=g)
 
 
-def train(net, ranks, steps=8):
+def train(net, ranks, steps=8, to_none=True):
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     for step in range(steps):
         xs, ys = zip(*(batch(step, r) for r in ranks))
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=to_none)
         nn.functional.mse_loss(net(torch.cat(xs)), torch.cat(ys)).backward()
         opt.step()
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
 
 
-def check_ddp_hook():
-    net = DDP(model(), bucket_cap_mb=0.1)
-    net.register_comm_hook(psyne.torch.SharedBuckets(), psyne.torch.shared_allreduce_hook)
+def check_ddp_hook(view, to_none):
+    """DDP with the shared hook, its gradients views of the buckets or not, set to None by
+    zero_grad or zeroed: equal on every rank and to one process; with views, the buckets moved
+    into the shared buffers (the gradients then live there)."""
+    what = f"DDP (gradient_as_bucket_view={view}, set_to_none={to_none}) with shared_allreduce_hook"
+    net = DDP(model(), bucket_cap_mb=0.1, gradient_as_bucket_view=view)
+    state = psyne.torch.SharedBuckets()
+    net.register_comm_hook(state, psyne.torch.shared_allreduce_hook)
     before = runs["shared"]
-    mine = train(net, [R])
+    mine = train(net, [R], to_none=to_none)
     if runs["shared"] == before:
-        fail("DDP with shared_allreduce_hook never took the shared path")
+        fail(f"{what} never took the shared path")
+    if bool(state.adopted) != view:
+        fail(f"{what}: {state.adopted} buckets moved into shared memory")
+    if view:
+        shared = {t.untyped_storage().data_ptr() for t in state.buffers.values()}
+        if any(p.grad.untyped_storage().data_ptr() not in shared for p in net.parameters()):
+            fail(f"{what}: a gradient is not in a shared buffer after training")
     single = train(model(), range(S))
     every = torch.empty(S * mine.numel())
     dist.all_gather_into_tensor(every, mine)
     for r, theirs in enumerate(every.chunk(S)):
         if not torch.equal(theirs, mine):
-            fail(f"DDP parameters differ from rank {r}'s")
+            fail(f"{what}: parameters differ from rank {r}'s")
     if not torch.allclose(mine, single, rtol=1e-4, atol=1e-5):
-        fail(f"DDP with the shared hook differs from one process by {(mine - single).abs().max()}")
+        fail(f"{what} differs from one process by {(mine - single).abs().max()}")
 
 
 check_all_reduce()
-check_ddp_hook()
+for view, to_none in ((False, True), (True, True), (True, False)):
+    check_ddp_hook(view, to_none)
 print(f"rank {R}/{S}: shared OK ({runs['shared']} shared all-reduces)", flush=True)
 sys.stdout.flush()
 os._exit(0)

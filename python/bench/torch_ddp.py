@@ -27,7 +27,6 @@ step − ``local``'s step in the same round), steadier when the machine's load c
 import os
 import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -35,6 +34,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import psyne.torch
+from _rounds import alternated, median_step
 
 torch.set_num_threads(1)
 dist.init_process_group("psyne")
@@ -93,28 +93,10 @@ def step(mode):
     opt.step()
 
 
-def median_step(mode):
-    for _ in range(5):
-        step(mode)
-    dist.barrier()
-    times = []
-    for _ in range(STEPS):
-        t0 = time.perf_counter()
-        step(mode)
-        times.append(time.perf_counter() - t0)
-    t = torch.tensor([statistics.median(times) * 1e3], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
-
-
 if R == 0:
     print(f"params {sum(p.numel() for p in NETS['local'].parameters()) / 1e6:.2f} M, {S} ranks, "
           f"load {os.getloadavg()[0]:.1f}, affinity {sorted(os.sched_getaffinity(0))}", flush=True)
-results = {m: [] for m in NETS}
-modes = list(NETS)
-for i in range(ROUNDS):
-    for m in modes if i % 2 == 0 else modes[::-1]:
-        results[m].append(median_step(m))
+results = alternated(list(NETS), ROUNDS, lambda m: median_step(step, m, 5, STEPS))
 if R == 0:
     local = statistics.median(results["local"])
     for m, v in results.items():

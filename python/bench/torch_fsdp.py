@@ -34,6 +34,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
 import psyne.torch
+from _rounds import alternated, median_step
 
 torch.set_num_threads(1)
 dist.init_process_group("psyne")
@@ -122,30 +123,13 @@ def profile(mode):
               "methods (blocking calls: the whole collective)", flush=True)
 
 
-def median_step(mode):
-    for _ in range(3):
-        step(mode)
-    dist.barrier()
-    times = []
-    for _ in range(STEPS):
-        t0 = time.perf_counter()
-        step(mode)
-        times.append(time.perf_counter() - t0)
-    t = torch.tensor([statistics.median(times) * 1e3], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
-
-
 if R == 0:
     print(f"FSDP2 params {sum(p.numel() for p in NETS['local'].parameters()) / 1e6:.2f} M, {S} ranks, "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
 if os.environ.get("PROFILE"):
     profile("psyne")
     profile("psyne-async")
-results = {m: [] for m in NETS}
-for i in range(ROUNDS):
-    for m in MODES if i % 2 == 0 else MODES[::-1]:
-        results[m].append(median_step(m))
+results = alternated(MODES, ROUNDS, lambda m: median_step(step, m, 3, STEPS))
 if R == 0:
     local = statistics.median(results["local"])
     for m, v in results.items():

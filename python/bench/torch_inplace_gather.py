@@ -1,5 +1,5 @@
 """In-place all_gather_into_tensor (the input the output's own chunk, as FSDP2 passes it) against a separate input, on the psyne group: `psyrun -n 2 python3 python/bench/torch_inplace_gather.py`."""
-import os, sys, time, statistics, torch, torch.distributed as dist
+import os, time, statistics, torch, torch.distributed as dist
 import psyne.torch
 torch.set_num_threads(1)
 dist.init_process_group("psyne")

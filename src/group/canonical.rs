@@ -58,19 +58,8 @@ pub(crate) struct Choice {
     pub(crate) order: ReduceOrder,
 }
 
-/// Whether `coll` of `bytes` per rank with `op` on `T` needs the canonical path: the order is
+/// Whether `coll` of `bytes` per rank of `dtype` with `op` needs the canonical path: the order is
 /// canonical and the fast path would not fold in rank order anyway (see the module docs).
-fn needs_canonical<T: Element>(
-    core: &Core,
-    choice: Choice,
-    coll: Collective,
-    op: ReduceOp,
-    bytes: usize,
-) -> Result<bool> {
-    runs_canonical_path(core, choice, coll, T::DTYPE, op, bytes)
-}
-
-/// [`needs_canonical`] for an element type known at run time.
 pub(crate) fn runs_canonical_path(
     core: &Core,
     choice: Choice,
@@ -134,7 +123,7 @@ pub(crate) fn all_reduce<T: Element>(
     op: ReduceOp,
 ) -> Result<()> {
     let bytes = std::mem::size_of_val(buf);
-    if !needs_canonical::<T>(core, choice, Collective::AllReduce, op, bytes)? {
+    if !runs_canonical_path(core, choice, Collective::AllReduce, T::DTYPE, op, bytes)? {
         return ops::all_reduce(core, choice.algo, buf, op);
     }
     let (p, n) = (core.size, buf.len());
@@ -171,7 +160,7 @@ pub(crate) fn reduce<T: Element>(
     check_root(core.size, "reduce", root)?;
     let coll = Collective::Reduce { root };
     let bytes = std::mem::size_of_val(buf);
-    if !needs_canonical::<T>(core, choice, coll, op, bytes)? {
+    if !runs_canonical_path(core, choice, coll, T::DTYPE, op, bytes)? {
         return ops::reduce(core, choice.algo, buf, op, root);
     }
     let (p, n, is_root) = (core.size, buf.len(), core.rank == root);
@@ -210,7 +199,7 @@ pub(crate) fn reduce_scatter_into<T: Element>(
 ) -> Result<()> {
     let coll = Collective::ReduceScatter;
     let bytes = std::mem::size_of_val(input);
-    if !needs_canonical::<T>(core, choice, coll, op, bytes)? {
+    if !runs_canonical_path(core, choice, coll, T::DTYPE, op, bytes)? {
         return ops::reduce_scatter_into(core, choice.algo, input, out, op);
     }
     ops::check_op::<T>(op)?;

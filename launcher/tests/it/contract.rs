@@ -30,8 +30,8 @@ i=0; while [ ! -e "$D/go" ]; do i=$((i+1)); [ $i -gt 1000 ] && exit 98; sleep 0.
     );
     let mut cmd = psyrun(&dir);
     cmd.args(["-n", &N.to_string(), "--timeout", "60", "sh", "-c", &script]);
-    let job = Job::start(cmd, &dir);
-    let pids = wait_for_pids(&dir, N);
+    let mut job = Job::start(cmd, &dir);
+    let pids = job.wait_for_pids(N);
     eventually(DEADLINE, "every rank's environment", || {
         (0..N).all(|r| dir.path().join(format!("env.{r}")).exists())
     });

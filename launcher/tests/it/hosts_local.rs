@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{
-    check_long_lines, children, eventually, gone, long_lines_sh, psyrun, run, wait_for_pids, Job,
-    Known, TempDir, GRANDCHILD, LONG, RECORD_PID,
+    check_long_lines, children, eventually, gone, long_lines_sh, psyrun, run, Job, Known, TempDir,
+    GRANDCHILD, LONG, RECORD_PID,
 };
 use std::time::Duration;
 
@@ -273,7 +273,7 @@ fn dry_run_and_check_start_nothing() {
 fn a_killed_launcher_leaves_no_rank_behind_on_any_host() {
     let dir = TempDir::new("hl-kill");
     let body = format!("{RECORD_PID}; exec sleep 60");
-    let job = Job::start(
+    let mut job = Job::start(
         local(
             &dir,
             &[
@@ -282,7 +282,7 @@ fn a_killed_launcher_leaves_no_rank_behind_on_any_host() {
         ),
         &dir,
     );
-    let pids = wait_for_pids(&dir, 4);
+    let pids = job.wait_for_pids(4);
     job.signal(libc::SIGKILL);
     let done = job.wait(Duration::from_secs(10));
     assert_eq!(done.status.code(), None);

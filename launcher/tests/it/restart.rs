@@ -168,8 +168,8 @@ fn a_signal_to_psyrun_stops_the_job_without_a_restart() {
     let mut cmd = psyrun(&dir);
     cmd.args(["-n", "2", "--max-restarts", "3", "--grace", "1"])
         .arg(script);
-    let job = Job::start(cmd, &dir);
-    wait_for_pids(&dir, 2);
+    let mut job = Job::start(cmd, &dir);
+    job.wait_for_pids(2);
     job.signal(libc::SIGTERM);
     let done = job.wait(DEADLINE);
     assert_eq!(done.code(), Some(143), "stderr:\n{}", done.stderr);

@@ -123,8 +123,8 @@ fn sigint_stops_every_rank_and_exits_130() {
     let dir = TempDir::new("sigint");
     let mut cmd = psyrun(&dir);
     cmd.args(["-n", "3", "sh", "-c", &sleeper()]);
-    let job = Job::start(cmd, &dir);
-    let pids = wait_for_pids(&dir, 3);
+    let mut job = Job::start(cmd, &dir);
+    let pids = job.wait_for_pids(3);
     job.signal(libc::SIGINT);
     let done = job.wait(DEADLINE);
     assert_eq!(done.code(), Some(130), "stderr: {}", done.stderr);
@@ -143,8 +143,8 @@ fn sigterm_and_sighup_give_128_plus_the_signal() {
         let dir = TempDir::new("sigterm");
         let mut cmd = psyrun(&dir);
         cmd.args(["-n", "2", "sh", "-c", &sleeper()]);
-        let job = Job::start(cmd, &dir);
-        let pids = wait_for_pids(&dir, 2);
+        let mut job = Job::start(cmd, &dir);
+        let pids = job.wait_for_pids(2);
         job.signal(sig);
         let done = job.wait(DEADLINE);
         assert_eq!(done.code(), Some(code), "stderr: {}", done.stderr);
@@ -158,8 +158,8 @@ fn a_second_sigint_skips_the_grace_period() {
     let mut cmd = psyrun(&dir);
     let script = format!("trap '' TERM; {}", sleeper());
     cmd.args(["-n", "2", "--grace", "120", "sh", "-c", &script]);
-    let job = Job::start(cmd, &dir);
-    let pids = wait_for_pids(&dir, 2);
+    let mut job = Job::start(cmd, &dir);
+    let pids = job.wait_for_pids(2);
     job.signal(libc::SIGINT);
     // Two signals sent back to back may arrive as one: wait until psyrun acted on the first.
     eventually(DEADLINE, "psyrun to act on the first SIGINT", || {
@@ -182,8 +182,8 @@ fn ranks_die_with_psyrun_even_when_it_is_sigkilled() {
     let dir = TempDir::new("pdeathsig");
     let mut cmd = psyrun(&dir);
     cmd.args(["-n", "3", "sh", "-c", &sleeper()]);
-    let job = Job::start(cmd, &dir);
-    let pids = wait_for_pids(&dir, 3);
+    let mut job = Job::start(cmd, &dir);
+    let pids = job.wait_for_pids(3);
     job.signal(libc::SIGKILL);
     let done = job.wait(DEADLINE);
     assert_eq!(done.status.code(), None, "psyrun was killed");

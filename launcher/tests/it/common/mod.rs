@@ -162,6 +162,44 @@ impl Job {
         assert_eq!(sent, 0, "signalling psyrun");
     }
 
+    /// Waits until `n` ranks recorded their pids (at most `limit`) and returns them; if psyrun
+    /// exits first, or the limit passes, panics with what psyrun printed.
+    pub fn wait_for_pids_within(&mut self, n: usize, limit: Duration) -> Vec<i32> {
+        let dir = self
+            .pid_dir
+            .clone()
+            .expect("a job started with a directory");
+        let until = Instant::now() + limit;
+        loop {
+            let pids = rank_pids(&dir);
+            if pids.len() >= n {
+                return pids;
+            }
+            if let Some(status) = self.child.try_wait().expect("waiting for psyrun") {
+                self.reaped = true;
+                panic!(
+                    "psyrun exited ({status}) before {n} ranks recorded their pids ({} did); \
+                     stderr:\n{}",
+                    pids.len(),
+                    self.stderr.finish()
+                );
+            }
+            assert!(
+                Instant::now() < until,
+                "timed out after {limit:?} waiting for {n} rank pid files ({} there); \
+                 psyrun's stderr so far:\n{}",
+                pids.len(),
+                self.stderr.text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// [`Job::wait_for_pids_within`] the usual [`DEADLINE`].
+    pub fn wait_for_pids(&mut self, n: usize) -> Vec<i32> {
+        self.wait_for_pids_within(n, DEADLINE)
+    }
+
     /// Waits for psyrun to exit, at most `limit`; panics (and the drop kills everything) past it.
     pub fn wait(mut self, limit: Duration) -> Done {
         let start = Instant::now();
@@ -245,16 +283,6 @@ pub fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Waits until `n` ranks recorded their pids, and returns them.
-pub fn wait_for_pids(dir: &TempDir, n: usize) -> Vec<i32> {
-    let mut pids = Vec::new();
-    eventually(DEADLINE, &format!("{n} rank pid files"), || {
-        pids = rank_pids(dir.path());
-        pids.len() >= n
-    });
-    pids
 }
 
 /// The process state letter from /proc/PID/stat, or None if there is no such process.

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{eventually, gone, psyrun_path, wait_for_pids, Job, TempDir, RECORD_PID};
+use common::{eventually, gone, psyrun_path, Job, TempDir, RECORD_PID};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -468,8 +468,8 @@ fn sleeping_job(
     let mut args = vec!["-H", hosts, "-n", &n, "-x", "D", "--grace", "1"];
     args.extend_from_slice(extra);
     args.extend(["sh", "-c", &body]);
-    let job = Job::start(c.psyrun(dir, &args), dir);
-    let pids = wait_for_pids(dir, ranks);
+    let mut job = Job::start(c.psyrun(dir, &args), dir);
+    let pids = job.wait_for_pids(ranks);
     (job, pids)
 }
 

@@ -98,7 +98,7 @@ pub mod prelude {
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use group::{
-    Group, GroupBuilder, GroupOptions, SharedBuf, Work, CANONICAL_BOARD_PIECES_MAX,
+    CanonicalPath, Group, GroupBuilder, GroupOptions, SharedBuf, Work, CANONICAL_BOARD_PIECES_MAX,
     CANONICAL_GATHER_MAX, MIN_SHARED_BYTES,
 };
 pub use half::{bf16, f16};

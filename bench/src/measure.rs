@@ -158,7 +158,8 @@ pub fn measure<C: BenchComm>(comm: &C, case: &Case) -> Result<Measurement> {
 }
 
 /// `algo` labelled with the reduction order of a native reducing `case` in canonical order:
-/// `canonical` where the call runs canonical order's exchange and rank-order fold,
+/// `canonical-PATH` where the call runs one of canonical order's own paths
+/// ([`psyne::CanonicalPath::name`]),
 /// `canonical:ALGO` where the algorithm it names folds in rank order anyway (2 ranks, the node
 /// board, integers); unchanged in fast order, so the rows of the two orders never merge.
 fn order_label<C: BenchComm>(comm: &C, case: &Case, algo: String, bytes: usize) -> Result<String> {
@@ -168,10 +169,9 @@ fn order_label<C: BenchComm>(comm: &C, case: &Case, algo: String, bytes: usize) 
     if !c.reduces() || g.reduce_order() != psyne::ReduceOrder::Canonical || algo == "shared" {
         return Ok(algo);
     }
-    Ok(if g.runs_canonical_path(c, case.dtype, case.op, bytes)? {
-        "canonical".to_string()
-    } else {
-        format!("canonical:{algo}")
+    Ok(match g.canonical_path(c, case.dtype, case.op, bytes)? {
+        Some(path) => format!("canonical-{}", path.name()),
+        None => format!("canonical:{algo}"),
     })
 }
 

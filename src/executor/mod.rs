@@ -29,6 +29,7 @@ pub(crate) mod fail;
 pub(crate) mod flat;
 mod header;
 pub(crate) mod shared;
+pub(crate) mod staging;
 mod step;
 pub(crate) mod stray;
 mod view;

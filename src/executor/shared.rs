@@ -156,7 +156,7 @@ impl<T: Element> std::ops::Deref for SharedBuf<T> {
     fn deref(&self) -> &[T] {
         match &self.inner {
             Inner::Private(v) => v,
-            Inner::Mapped(m) => m.slice(m.rank),
+            Inner::Mapped(m) => m.own(),
         }
     }
 }
@@ -165,17 +165,52 @@ impl<T: Element> std::ops::DerefMut for SharedBuf<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         match &mut self.inner {
             Inner::Private(v) => v,
-            Inner::Mapped(m) => {
-                let rank = m.rank;
-                m.slice_mut(rank)
-            }
+            Inner::Mapped(m) => m.own_mut(),
         }
     }
 }
 
 impl<T: Element> Mapped<T> {
+    /// A view of `len` elements of `T` per rank over `segments` (every rank's, by rank),
+    /// whose last arrival was `epoch`; the segments back if one has no room for `len` elements
+    /// after its arrival page.
+    pub(crate) fn over(
+        rank: usize,
+        len: usize,
+        segments: Vec<Segment>,
+        epoch: u32,
+    ) -> std::result::Result<Mapped<T>, Vec<Segment>> {
+        let need = segment_len::<T>(len);
+        if !segments.iter().all(|s| need.is_some_and(|n| s.len() >= n)) {
+            return Err(segments);
+        }
+        Ok(Mapped {
+            rank,
+            len,
+            segments,
+            epoch,
+            _type: PhantomData,
+        })
+    }
+
+    /// The segments and the last arrival's epoch, for a later [`Mapped::over`].
+    pub(crate) fn into_parts(self) -> (Vec<Segment>, u32) {
+        (self.segments, self.epoch)
+    }
+
+    /// This rank's buffer.
+    pub(crate) fn own(&self) -> &[T] {
+        self.slice(self.rank)
+    }
+
+    /// This rank's buffer, to write.
+    pub(crate) fn own_mut(&mut self) -> &mut [T] {
+        self.slice_mut(self.rank)
+    }
+
     fn data(&self, rank: usize) -> *mut T {
-        // SAFETY: every segment is `segment_len::<T>(len)` bytes (checked when it was opened), so
+        // SAFETY: every segment is at least `segment_len::<T>(len)` bytes (checked when it was
+        // opened, or by `Mapped::over`), so
         // the data starts `DATA_AT` bytes in, inside the mapping, page aligned (aligned for `T`).
         unsafe { self.segments[rank].as_ptr().add(DATA_AT).cast::<T>() }
     }

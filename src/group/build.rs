@@ -230,11 +230,10 @@ fn assemble(
     shared: SharedScope,
 ) -> Group {
     Group {
-        core: Arc::new(Core::new(links, board, tunables, server)),
+        core: Arc::new(Core::new(links, board, tunables, server, shared)),
         worker: Arc::<work::Worker>::default(),
         algo: None,
         order: None,
-        shared: Arc::new(shared),
         splitter: None,
     }
 }

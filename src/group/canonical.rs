@@ -14,6 +14,12 @@
 //!
 //! - **a few board slots** (at most [`BOARD_PIECES_MAX`] bytes per rank, on a group with a node
 //!   board): all-reduce runs one board call per slot-sized piece, each folding in rank order;
+//! - **shared** (all-reduce of more than [`BOARD_PIECES_MAX`] bytes per rank, on a group whose
+//!   ranks share memory): each rank copies its buffer into the group's staging buffers in shared
+//!   memory, each folds its chunk of every rank's in rank order straight out of them and writes
+//!   the result into all of them (the pass of `Group::all_reduce_shared`), and each copies the
+//!   result out ([`crate::executor::staging`]). Where the staging buffers cannot be made, the
+//!   call gathers or runs the all-to-all below;
 //! - **small** (every rank's whole buffer together at most [`GATHER_MAX`] bytes): all-reduce
 //!   gathers every rank's buffer to every rank (one all-gather) and reduce to the root (one
 //!   gather), which folds them in rank order;
@@ -25,7 +31,11 @@
 //!
 //! A forced algorithm ([`crate::Group::with_algo`], `PSY_ALGO`) for a reducing call cannot
 //! change its bits here: it serves the phase it implements (`ring` and `hier` the all-gather,
-//! `binomial` and `linear` the gather), and the others run their automatic choice.
+//! `binomial` and `linear` the gather), and the others run their automatic choice; the board
+//! pieces and the shared path use none.
+//!
+//! [`CanonicalPath`] names the path a call takes ([`crate::Group::canonical_path`]; psybench's
+//! `canonical-NAME` rows).
 
 use super::core::Core;
 use super::ops;
@@ -47,6 +57,11 @@ pub const GATHER_MAX: usize = 64 << 10;
 /// VM, `results/reduce-order/`), where the all-gather of whole buffers took 24 µs at 8 KiB.
 pub const BOARD_PIECES_MAX: usize = 4 * FLAT_MAX_BYTES;
 
+/// The fewest bytes per rank for which canonical all-reduce on a group that may share memory
+/// runs through the group's staging buffers ([`Core::all_reduce_staged`]): copied into shared
+/// memory, folded there in one pass, copied out.
+pub const STAGED_MIN: usize = BOARD_PIECES_MAX + 1;
+
 /// Elements folded per block: the block of the result stays in cache while every rank's block
 /// is added to it.
 const FOLD_BLOCK_BYTES: usize = 32 << 10;
@@ -58,27 +73,69 @@ pub(crate) struct Choice {
     pub(crate) order: ReduceOrder,
 }
 
-/// Whether `coll` of `bytes` per rank of `dtype` with `op` needs the canonical path: the order is
-/// canonical and the fast path would not fold in rank order anyway (see the module docs).
-pub(crate) fn runs_canonical_path(
+/// How a reducing call in canonical order runs where the algorithm the fast path would take
+/// does not fold in rank order (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CanonicalPath {
+    /// All-reduce as one node-board call per slot-sized piece.
+    BoardPieces,
+    /// All-reduce through the group's staging buffers in shared memory: copied in, folded in
+    /// one pass, copied out.
+    Shared,
+    /// Every rank's whole buffer gathered (to every rank for all-reduce), then folded.
+    Gather,
+    /// An all-to-all of chunks, the fold, then an all-gather or a gather.
+    AllToAll,
+}
+
+impl CanonicalPath {
+    /// The path's name, as psybench labels its rows (`canonical-NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CanonicalPath::BoardPieces => "pieces",
+            CanonicalPath::Shared => "shared",
+            CanonicalPath::Gather => "gather",
+            CanonicalPath::AllToAll => "alltoall",
+        }
+    }
+}
+
+/// The canonical path `coll` of `bytes` per rank of `dtype` with `op` takes, or `None` where
+/// it runs the fast path: the order is fast, or the fast path folds in rank order anyway (see
+/// the module docs). Where it says [`CanonicalPath::Shared`] but the staging buffers cannot be
+/// made, the call gathers or runs the all-to-all instead.
+pub(crate) fn canonical_path(
     core: &Core,
     choice: Choice,
     coll: Collective,
     dtype: DType,
     op: ReduceOp,
     bytes: usize,
-) -> Result<bool> {
+) -> Result<Option<CanonicalPath>> {
     if choice.order != ReduceOrder::Canonical
         || !coll.reduces()
         || core.size <= 2
         || !dtype.is_float()
         || !matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg)
     {
-        return Ok(false);
+        return Ok(None);
     }
     // The check of a forced algorithm (one that does not implement `coll` is an error) and
     // whether the node board takes the call.
-    Ok(core.algo_for(coll, choice.algo, bytes)? != Algo::Flat)
+    if core.algo_for(coll, choice.algo, bytes)? == Algo::Flat {
+        return Ok(None);
+    }
+    let gathers = bytes.saturating_mul(core.size) <= GATHER_MAX;
+    Ok(Some(match coll {
+        Collective::AllReduce if bytes <= BOARD_PIECES_MAX && takes_board(core, choice)? => {
+            CanonicalPath::BoardPieces
+        }
+        Collective::AllReduce if bytes >= STAGED_MIN && core.may_stage(bytes) => {
+            CanonicalPath::Shared
+        }
+        Collective::AllReduce | Collective::Reduce { .. } if gathers => CanonicalPath::Gather,
+        _ => CanonicalPath::AllToAll,
+    }))
 }
 
 /// Whether an all-reduce of one board slot would run on the node board: the group has one, and
@@ -123,14 +180,16 @@ pub(crate) fn all_reduce<T: Element>(
     op: ReduceOp,
 ) -> Result<()> {
     let bytes = std::mem::size_of_val(buf);
-    if !runs_canonical_path(core, choice, Collective::AllReduce, T::DTYPE, op, bytes)? {
-        return ops::all_reduce(core, choice.algo, buf, op);
-    }
+    let path = canonical_path(core, choice, Collective::AllReduce, T::DTYPE, op, bytes)?;
+    let path = match path {
+        None => return ops::all_reduce(core, choice.algo, buf, op),
+        Some(CanonicalPath::BoardPieces) => return ops::all_reduce_board_pieces(core, buf, op),
+        // Staged, averaged and done; or every rank could not stage it, and goes on below.
+        Some(CanonicalPath::Shared) if core.all_reduce_staged(buf, op)? => return Ok(()),
+        Some(path) => path,
+    };
     let (p, n) = (core.size, buf.len());
-    if bytes <= BOARD_PIECES_MAX && takes_board(core, choice)? {
-        return ops::all_reduce_board_pieces(core, buf, op);
-    }
-    if bytes.saturating_mul(p) <= GATHER_MAX {
+    if path != CanonicalPath::AllToAll && bytes.saturating_mul(p) <= GATHER_MAX {
         core.with_scratch(p * n, |all: &mut [T]| {
             ops::all_gather_into(core, phase(choice, Collective::AllGather), buf, all)?;
             fold(op, all, buf);
@@ -160,12 +219,12 @@ pub(crate) fn reduce<T: Element>(
     check_root(core.size, "reduce", root)?;
     let coll = Collective::Reduce { root };
     let bytes = std::mem::size_of_val(buf);
-    if !runs_canonical_path(core, choice, coll, T::DTYPE, op, bytes)? {
+    let Some(path) = canonical_path(core, choice, coll, T::DTYPE, op, bytes)? else {
         return ops::reduce(core, choice.algo, buf, op, root);
-    }
+    };
     let (p, n, is_root) = (core.size, buf.len(), core.rank == root);
     let gather = phase(choice, Collective::Gather { root });
-    if bytes.saturating_mul(p) <= GATHER_MAX {
+    if path == CanonicalPath::Gather {
         core.with_scratch(if is_root { p * n } else { 0 }, |all: &mut [T]| {
             ops::gather_into(core, gather, buf, all, p * n, root)?;
             if is_root {
@@ -199,7 +258,7 @@ pub(crate) fn reduce_scatter_into<T: Element>(
 ) -> Result<()> {
     let coll = Collective::ReduceScatter;
     let bytes = std::mem::size_of_val(input);
-    if !runs_canonical_path(core, choice, coll, T::DTYPE, op, bytes)? {
+    if canonical_path(core, choice, coll, T::DTYPE, op, bytes)?.is_none() {
         return ops::reduce_scatter_into(core, choice.algo, input, out, op);
     }
     ops::check_op::<T>(op)?;

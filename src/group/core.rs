@@ -5,7 +5,8 @@ use crate::bootstrap::StoreServer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::BoardCollective;
-use crate::executor::shared::{Mapped, SharedAllReduce};
+use crate::executor::shared::{Mapped, SharedAllReduce, SharedScope};
+use crate::executor::staging::Staging;
 use crate::executor::{
     abort_links, fail, Call, Engine, Links, OpDesc, OpKind, StepMemory, Steps, WorkView,
 };
@@ -184,6 +185,11 @@ pub(crate) struct Core {
     /// The scratch of canonical-order reductions, which call collectives that use the work
     /// buffer while they hold it ([`Core::with_scratch`]).
     scratch: Mutex<Vec<u64>>,
+    /// What shared buffers of this group are named after, and whether there can be any.
+    pub(crate) shared: Arc<SharedScope>,
+    /// The group's own shared buffers, for canonical all-reduces of private ones
+    /// ([`Core::all_reduce_staged`]).
+    staging: Staging,
     _store_server: Option<StoreServer>,
     /// Where to record a peer a failed call lost (the world group under psyrun).
     losses: std::sync::OnceLock<super::losses::LossReport>,
@@ -211,6 +217,7 @@ impl Core {
         board: Option<Board>,
         tunables: Tunables,
         store_server: Option<StoreServer>,
+        shared: SharedScope,
     ) -> Core {
         let size = links.links.len();
         let me = &links.peers[links.rank];
@@ -251,6 +258,8 @@ impl Core {
             work: Mutex::new(Vec::new()),
             reduce_order: tunables.reduce_order,
             scratch: Mutex::new(Vec::new()),
+            shared: Arc::new(shared),
+            staging: Staging::default(),
             _store_server: store_server,
             losses: std::sync::OnceLock::new(),
             interrupt: std::sync::OnceLock::new(),
@@ -534,6 +543,43 @@ impl Core {
             canonical,
         };
         self.execute(wire, next_flat, desc, engine)
+    }
+
+    /// Whether an all-reduce of `bytes` per rank may run through the group's staging buffers
+    /// ([`Core::all_reduce_staged`]): the group shares memory, and no rank failed to make them
+    /// for a call this large before.
+    pub(crate) fn may_stage(&self, bytes: usize) -> bool {
+        self.staging.may_take(&self.shared, bytes)
+    }
+
+    /// The all-reduce of `buf` in rank order through the group's staging buffers in shared
+    /// memory ([`Staging`]): copied in, all-reduced there ([`Core::run_shared`], canonical),
+    /// copied out. False (and `buf` untouched) where the group cannot stage a call this large;
+    /// every rank then gets false. Runs within the call's turn: allocating calls collectives.
+    pub(crate) fn all_reduce_staged<T: Element>(
+        &self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<bool> {
+        let every_rank = |ok: bool| {
+            let mut all = [i64::from(ok)];
+            super::ops::all_reduce(self, None, &mut all, ReduceOp::Min)?;
+            Ok(all[0] == 1)
+        };
+        let staged = self.staging.with_buffers(
+            &self.shared,
+            self.rank,
+            self.size,
+            buf.len(),
+            every_rank,
+            |mapped: &mut Mapped<T>| {
+                mapped.own_mut().copy_from_slice(buf);
+                self.run_shared(mapped, op, true)?;
+                buf.copy_from_slice(mapped.own());
+                Ok(())
+            },
+        )?;
+        Ok(staged.is_some())
     }
 
     /// The refusal of a call on a poisoned group, if it is.

@@ -13,6 +13,7 @@ pub(crate) mod work;
 
 pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
 pub use build::{GroupBuilder, GroupOptions};
+pub use canonical::CanonicalPath;
 pub use canonical::BOARD_PIECES_MAX as CANONICAL_BOARD_PIECES_MAX;
 pub use canonical::GATHER_MAX as CANONICAL_GATHER_MAX;
 pub use work::Work;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::core::{Core, Turn};
-use crate::executor::shared::{self, SharedScope};
+use crate::executor::shared;
 
 /// The ranks of a job, connected to each other. Every collective must be called by every rank of
 /// the group, in the same order, with matching arguments; a rank that does otherwise gets an
@@ -44,8 +45,6 @@ pub struct Group {
     /// The reduction order of this view's calls ([`Group::with_reduce_order`]); `None`: the
     /// group's (`PSY_REDUCE_ORDER`, [`crate::Tunables::reduce_order`]).
     order: Option<ReduceOrder>,
-    /// What shared buffers of this group are named after, and whether there can be any.
-    shared: Arc<SharedScope>,
     /// The store and options the group was formed with, for [`Group::split`].
     splitter: Option<Arc<split::Splitter>>,
 }
@@ -127,19 +126,19 @@ impl Group {
         self.order.unwrap_or(self.core.reduce_order)
     }
 
-    /// Whether `coll` of `bytes` per rank (as [`Group::algorithm_for`] counts them) of `dtype`
-    /// with `op` runs, in this view's reduction order, as canonical order's exchange and
-    /// rank-order fold (module `group::canonical`) rather than with the algorithm
-    /// [`Group::algorithm_for`] names: false in fast order, and where that algorithm gives the
-    /// rank-order bits anyway (2 ranks, integers, min/max/bitwise ops, the node board).
-    pub fn runs_canonical_path(
+    /// How `coll` of `bytes` per rank (as [`Group::algorithm_for`] counts them) of `dtype` with
+    /// `op` runs in this view's reduction order where that is not with the algorithm
+    /// [`Group::algorithm_for`] names (module `group::canonical`): `None` in fast order, and where
+    /// that algorithm gives the rank-order bits anyway (2 ranks, integers, min/max/bitwise ops,
+    /// the node board).
+    pub fn canonical_path(
         &self,
         coll: crate::Collective,
         dtype: crate::DType,
         op: ReduceOp,
         bytes: usize,
-    ) -> Result<bool> {
-        canonical::runs_canonical_path(&self.core, self.choice(), coll, dtype, op, bytes)
+    ) -> Result<Option<CanonicalPath>> {
+        canonical::canonical_path(&self.core, self.choice(), coll, dtype, op, bytes)
     }
 
     /// The forced algorithm and the order of a reducing call.
@@ -213,7 +212,7 @@ impl Group {
         let tag = i64::from(T::DTYPE as u8);
         // One call settles what all ranks asked for and whether all may share memory, so every
         // rank takes the same path.
-        let mut facts = [n, -n, tag, -tag, i64::from(self.shared.allowed)];
+        let mut facts = [n, -n, tag, -tag, i64::from(self.core.shared.allowed)];
         self.all_reduce(&mut facts, ReduceOp::Min)?;
         if facts[0] != -facts[1] || facts[2] != -facts[3] {
             return Err(crate::Error::new(
@@ -227,11 +226,12 @@ impl Group {
         if facts[4] == 0 {
             return Ok(SharedBuf::private(len));
         }
-        let segments = shared::allocate::<T>(&self.shared, self.rank(), self.size(), len, |ok| {
-            let mut all = [i64::from(ok)];
-            self.all_reduce(&mut all, ReduceOp::Min)?;
-            Ok(all[0] == 1)
-        })?;
+        let segments =
+            shared::allocate::<T>(&self.core.shared, self.rank(), self.size(), len, |ok| {
+                let mut all = [i64::from(ok)];
+                self.all_reduce(&mut all, ReduceOp::Min)?;
+                Ok(all[0] == 1)
+            })?;
         Ok(match segments {
             Some(segments) => SharedBuf::mapped(self.rank(), len, segments),
             None => SharedBuf::private(len),

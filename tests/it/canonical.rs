@@ -232,3 +232,46 @@ fn shared_buffers_fold_in_rank_order() {
     let bad: Vec<&String> = results.iter().flatten().collect();
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// Which canonical path an f32 sum all-reduce takes on 4 ranks: the node board in pieces up to
+/// `CANONICAL_BOARD_PIECES_MAX`, then the group's staging buffers in shared memory over shm (and
+/// they grow, and shrink back to fewer elements, call after call); gathering and the all-to-all
+/// over TCP. Every result is the oracle's.
+#[test]
+fn large_all_reduces_run_through_shared_staging_over_shm_and_an_all_to_all_over_tcp() {
+    use psyne::{CanonicalPath, DType};
+    let pieces = psyne::CANONICAL_BOARD_PIECES_MAX;
+    for (wiring, small, large) in [
+        (
+            Wiring::Shm,
+            CanonicalPath::BoardPieces,
+            CanonicalPath::Shared,
+        ),
+        (Wiring::Tcp, CanonicalPath::Gather, CanonicalPath::AllToAll),
+    ] {
+        let results = common::with_wiring(4, wiring, T, move |g| {
+            let g = g.with_reduce_order(ReduceOrder::Canonical);
+            let path = |bytes| {
+                g.canonical_path(Collective::AllReduce, DType::F32, ReduceOp::Sum, bytes)
+                    .expect("path")
+            };
+            assert_eq!(path(pieces), Some(small), "{wiring:?} at {pieces} bytes");
+            assert_eq!(path(1 << 20), Some(large), "{wiring:?} at 1 MiB");
+            let mut bad = Vec::new();
+            for n in [pieces / 4 + 1, 300_007, 1 << 18, 70_001] {
+                check_collective::<f32, Group>(
+                    &g,
+                    Collective::AllReduce,
+                    n,
+                    ReduceOp::Sum,
+                    9,
+                    &mut bad,
+                )
+                .expect("f32");
+            }
+            bad
+        });
+        let bad: Vec<String> = results.iter().flatten().map(|m| m.to_string()).collect();
+        assert!(bad.is_empty(), "{wiring:?}: {bad:#?}");
+    }
+}

@@ -58,10 +58,19 @@ pub fn psyrun_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psyrun"))
 }
 
+/// What MPI ranks started in this (the host's) network namespace are told about networks: UCX
+/// (MPICH's transport) uses loopback only. It opens every interface it finds at `MPI_Init`, and
+/// the root tests' clusters add and remove veths and bridges on this namespace at any time: an
+/// interface gone between its listing and its opening failed MPICH's init ("init_worker No such
+/// device", 4 runs in 30 under such churn, none in 40 with this). Ranks in a cluster's
+/// namespaces do not get it: they talk across their veths.
+pub const LOCAL_NET: (&str, &str) = ("UCX_NET_DEVICES", "lo");
+
 /// A command running psyrun with `dir` in `$D` for the rank scripts.
 pub fn psyrun(dir: &TempDir) -> Command {
     let mut cmd = Command::new(psyrun_path());
     cmd.env("D", dir.path())
+        .env(LOCAL_NET.0, LOCAL_NET.1)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -476,6 +485,7 @@ pub fn mpirun(n: usize, env: &[(&str, &str)]) -> Command {
         &n.to_string(),
     ])
     .env("PSY_TIMEOUT", "60")
+    .env(LOCAL_NET.0, LOCAL_NET.1)
     .envs(env.iter().copied());
     cmd
 }

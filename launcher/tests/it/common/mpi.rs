@@ -154,7 +154,9 @@ impl Flavour {
             Flavour::Mpich5 => Command::new(format!("{MPICH5_VENV}/bin/mpiexec")),
             Flavour::IntelMpi => Command::new(format!("{IMPI_VENV}/bin/mpiexec")),
         };
-        cmd.args(["-n", &n]).envs(self.rank_env());
+        cmd.args(["-n", &n])
+            .envs(self.rank_env())
+            .env(super::LOCAL_NET.0, super::LOCAL_NET.1);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -197,6 +199,7 @@ impl Flavour {
     /// flavour's library (mpi4py's wheel dlopens libmpi at import).
     pub fn python(self) -> (PathBuf, Vec<(String, String)>) {
         let mut env = self.rank_env();
+        env.push((super::LOCAL_NET.0.into(), super::LOCAL_NET.1.into()));
         let python = match self {
             Flavour::OpenMpi => {
                 env.push(("MPI4PY_LIBMPI".into(), "libmpi.so.40".into()));

@@ -278,6 +278,7 @@ impl Job {
                 let mut cmd = Command::new(prog);
                 cmd.args(args)
                     .envs(access.env)
+                    .env(common::LOCAL_NET.0, common::LOCAL_NET.1)
                     .envs(env.iter().copied())
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())

@@ -151,6 +151,14 @@ fn phase(choice: Choice, coll: Collective) -> Option<Algo> {
         .filter(|a| Algo::for_collective(coll).contains(a))
 }
 
+/// Whether every rank's `ok` is true: a collective every rank calls (an integer all-reduce,
+/// which takes the fast path).
+fn every_rank(core: &Core, ok: bool) -> Result<bool> {
+    let mut all = [i64::from(ok)];
+    ops::all_reduce(core, None, &mut all, ReduceOp::Min)?;
+    Ok(all[0] == 1)
+}
+
 /// Writes to `out` the rank-order fold of `blocks`, `blocks.len() / out.len()` blocks of
 /// `out.len()` elements each, block by block so the result stays in cache.
 fn fold<T: Element>(op: ReduceOp, blocks: &[T], out: &mut [T]) {
@@ -185,7 +193,11 @@ pub(crate) fn all_reduce<T: Element>(
         None => return ops::all_reduce(core, choice.algo, buf, op),
         Some(CanonicalPath::BoardPieces) => return ops::all_reduce_board_pieces(core, buf, op),
         // Staged, averaged and done; or every rank could not stage it, and goes on below.
-        Some(CanonicalPath::Shared) if core.all_reduce_staged(buf, op)? => return Ok(()),
+        Some(CanonicalPath::Shared)
+            if core.all_reduce_staged(buf, op, |ok| every_rank(core, ok))? =>
+        {
+            return Ok(())
+        }
         Some(path) => path,
     };
     let (p, n) = (core.size, buf.len());

@@ -555,17 +555,14 @@ impl Core {
     /// The all-reduce of `buf` in rank order through the group's staging buffers in shared
     /// memory ([`Staging`]): copied in, all-reduced there ([`Core::run_shared`], canonical),
     /// copied out. False (and `buf` untouched) where the group cannot stage a call this large;
-    /// every rank then gets false. Runs within the call's turn: allocating calls collectives.
+    /// every rank then gets false. Runs within the call's turn; `every_rank` (a collective that
+    /// returns whether every rank's flag was true) runs when the buffers must be made.
     pub(crate) fn all_reduce_staged<T: Element>(
         &self,
         buf: &mut [T],
         op: ReduceOp,
+        every_rank: impl FnMut(bool) -> Result<bool>,
     ) -> Result<bool> {
-        let every_rank = |ok: bool| {
-            let mut all = [i64::from(ok)];
-            super::ops::all_reduce(self, None, &mut all, ReduceOp::Min)?;
-            Ok(all[0] == 1)
-        };
         let staged = self.staging.with_buffers(
             &self.shared,
             self.rank,

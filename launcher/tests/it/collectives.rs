@@ -71,8 +71,9 @@ fn every_collective_matches_the_oracle_in_5_oversubscribed_processes() {
 }
 
 /// Canonical reduce order in processes: `PSY_REDUCE_ORDER=canonical` over TCP (3 ranks) and
-/// `--reduce-order canonical` over shared memory (4 ranks) make psyne-check also compare float
-/// sums, products and means bit for bit with the rank-order oracle, which they must match.
+/// `--reduce-order canonical` over shared memory (4 ranks; 4500 f32 or f64 take the staging
+/// buffers in /dev/shm) make psyne-check also compare float sums, products and means bit for bit
+/// with the rank-order oracle, which they must match.
 #[test]
 fn canonical_order_matches_the_oracle_bit_for_bit_in_processes() {
     let dir = TempDir::new("canonical3");
@@ -88,7 +89,7 @@ fn canonical_order_matches_the_oracle_bit_for_bit_in_processes() {
         done.stdout
     );
     let dir = TempDir::new("canonical4");
-    let args = ["--counts", "7", "--reduce-order", "canonical"];
+    let args = ["--counts", "7,4500", "--reduce-order", "canonical"];
     let mut cmd = psyrun_check(&dir, 4, &args);
     cmd.env("PSY_TRANSPORT", "shm");
     let done = run(cmd, &dir);

@@ -46,6 +46,33 @@ pub fn announced_segment(value: &str) -> Option<std::path::PathBuf> {
     plain.then(|| path.into())
 }
 
+/// The segments of the announced kinds (MPICH's `mpich_shar_tmp*`, Intel MPI's `Intel_MPI_*`)
+/// that process `pid` maps and that still have a name in `/dev/shm`. Not every such segment is
+/// announced through PMI: MPICH makes more after `MPI_Init` and hands their names over shared
+/// memory, and one whose ranks are killed before all have mapped it is never unlinked. psyrun
+/// reads these while the ranks it is about to stop are still alive (the file is gone with them).
+pub fn mapped_by(pid: u32) -> Vec<std::path::PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut out: Vec<std::path::PathBuf> = Vec::new();
+    for line in maps.lines() {
+        // address perms offset dev inode path: the path, if any, is the sixth field; an
+        // unlinked file's path ends in " (deleted)", which the name check below refuses.
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        let plain = ANNOUNCED
+            .iter()
+            .find_map(|p| path.strip_prefix(p))
+            .is_some_and(|name| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric())
+            });
+        if plain && !line.ends_with(" (deleted)") && !out.iter().any(|o| o.as_os_str() == path) {
+            out.push(path.into());
+        }
+    }
+    out
+}
+
 /// 32-bit FNV-1a, as MPICH's `HASH_FNV`.
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(2_166_136_261u32, |h, &b| {
@@ -56,6 +83,49 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_mapped_by_a_process_are_found_by_name_and_unlinked_ones_skipped() {
+        use std::os::fd::AsRawFd;
+        let name = format!("/dev/shm/mpich_shar_tmpPsyTest{}", std::process::id());
+        let gone = format!("/dev/shm/Intel_MPI_PsyGone{}", std::process::id());
+        let map = |path: &str| {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+                .expect("a file in /dev/shm");
+            f.set_len(4096).expect("sizing it");
+            // SAFETY: a fresh shared mapping of a file we own, 4096 bytes long; it is never
+            // dereferenced and stays mapped until the test process ends (it is tiny).
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    f.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(at, libc::MAP_FAILED);
+        };
+        map(&name);
+        map(&gone);
+        std::fs::remove_file(&gone).expect("unlinking");
+        let found = mapped_by(std::process::id());
+        std::fs::remove_file(&name).expect("cleaning up");
+        assert!(found.contains(&name.clone().into()), "{found:?}");
+        assert!(
+            !found
+                .iter()
+                .any(|p| p.to_string_lossy().contains("PsyGone")),
+            "{found:?}"
+        );
+        assert!(mapped_by(u32::MAX).is_empty());
+    }
 
     fn hex(s: &str) -> String {
         s.bytes().map(|b| format!("{b:02X}")).collect()

@@ -98,8 +98,8 @@ pub mod prelude {
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use group::{
-    CanonicalPath, Group, GroupBuilder, GroupOptions, SharedBuf, Work, CANONICAL_BOARD_PIECES_MAX,
-    CANONICAL_GATHER_MAX, MIN_SHARED_BYTES,
+    CanonicalPath, Group, GroupBuilder, GroupOptions, SharedBuf, Work, CANONICAL_GATHER_MAX,
+    MIN_SHARED_BYTES,
 };
 pub use half::{bf16, f16};
 pub use init::init;

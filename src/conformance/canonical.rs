@@ -158,15 +158,14 @@ pub fn check_canonical<C: Communicator>(
 }
 
 /// The counts a canonical check uses for a group of `size`: 1, `size ± 1`, an odd count, the
-/// counts either side of where all-reduce stops running in node board slots
-/// ([`crate::group::CANONICAL_BOARD_PIECES_MAX`]), and either side of where all-reduce and reduce
-/// change from gathering whole f32 buffers to the all-to-all
-/// ([`crate::group::CANONICAL_GATHER_MAX`]).
+/// counts either side of the node board's slot for f32 (on it, or the staging buffers in shared
+/// memory), and either side of where all-reduce and reduce change from gathering whole f32
+/// buffers to the all-to-all ([`crate::group::CANONICAL_GATHER_MAX`]).
 pub fn canonical_counts(size: usize) -> Vec<usize> {
     let edge = crate::group::CANONICAL_GATHER_MAX / (4 * size.max(1));
-    let pieces = crate::group::CANONICAL_BOARD_PIECES_MAX / 4;
+    let slot = crate::tuning::FLAT_MAX_BYTES / 4;
     let mut c = vec![1, size.saturating_sub(1), size + 1, 1001];
-    c.extend([pieces, pieces + 1, edge, edge + 1]);
+    c.extend([slot, slot + 1, edge, edge + 1]);
     c.sort_unstable();
     c.dedup();
     c

@@ -12,11 +12,9 @@
 //!
 //! Otherwise the call moves data with collectives that do not reduce, and folds locally:
 //!
-//! - **a few board slots** (at most [`BOARD_PIECES_MAX`] bytes per rank, on a group with a node
-//!   board): all-reduce runs one board call per slot-sized piece, each folding in rank order;
-//! - **shared** (all-reduce of more than [`BOARD_PIECES_MAX`] bytes per rank, on a group whose
-//!   ranks share memory): each rank copies its buffer into the group's staging buffers in shared
-//!   memory, each folds its chunk of every rank's in rank order straight out of them and writes
+//! - **shared** (all-reduce on a group whose ranks share memory, larger than the node board's
+//!   slot): each rank copies its buffer into the group's staging buffers in shared memory, each
+//!   folds its chunk of every rank's in rank order straight out of them and writes
 //!   the result into all of them (the pass of `Group::all_reduce_shared`), and each copies the
 //!   result out ([`crate::executor::staging`]). Where the staging buffers cannot be made, the
 //!   call gathers or runs the all-to-all below;
@@ -31,8 +29,8 @@
 //!
 //! A forced algorithm ([`crate::Group::with_algo`], `PSY_ALGO`) for a reducing call cannot
 //! change its bits here: it serves the phase it implements (`ring` and `hier` the all-gather,
-//! `binomial` and `linear` the gather), and the others run their automatic choice; the board
-//! pieces and the shared path use none.
+//! `binomial` and `linear` the gather), and the others run their automatic choice; the shared
+//! path uses none.
 //!
 //! [`CanonicalPath`] names the path a call takes ([`crate::Group::canonical_path`]; psybench's
 //! `canonical-NAME` rows).
@@ -44,23 +42,11 @@ use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::reduce::{reduce_slice, ReduceOp, ReduceOrder};
 use crate::schedule::{chunk_span, Algo, Collective};
-use crate::tuning::FLAT_MAX_BYTES;
 
 /// The most bytes of every rank's buffer together (`size * bytes`) for which canonical all-reduce
 /// and reduce gather whole buffers instead of running an all-to-all then an all-gather or gather
 /// (one collective instead of two).
 pub const GATHER_MAX: usize = 64 << 10;
-
-/// The most bytes per rank for which canonical all-reduce on a group with a node board runs as
-/// board calls of one slot each ([`ops::all_reduce_board_pieces`]) instead of gathering: each
-/// call costs about what one board all-reduce of a slot does (8 µs on 4 ranks on this 2-core
-/// VM, `results/reduce-order/`), where the all-gather of whole buffers took 24 µs at 8 KiB.
-pub const BOARD_PIECES_MAX: usize = 4 * FLAT_MAX_BYTES;
-
-/// The fewest bytes per rank for which canonical all-reduce on a group that may share memory
-/// runs through the group's staging buffers ([`Core::all_reduce_staged`]): copied into shared
-/// memory, folded there in one pass, copied out.
-pub const STAGED_MIN: usize = BOARD_PIECES_MAX + 1;
 
 /// Elements folded per block: the block of the result stays in cache while every rank's block
 /// is added to it.
@@ -77,8 +63,6 @@ pub(crate) struct Choice {
 /// does not fold in rank order (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CanonicalPath {
-    /// All-reduce as one node-board call per slot-sized piece.
-    BoardPieces,
     /// All-reduce through the group's staging buffers in shared memory: copied in, folded in
     /// one pass, copied out.
     Shared,
@@ -92,7 +76,6 @@ impl CanonicalPath {
     /// The path's name, as psybench labels its rows (`canonical-NAME`).
     pub fn name(self) -> &'static str {
         match self {
-            CanonicalPath::BoardPieces => "pieces",
             CanonicalPath::Shared => "shared",
             CanonicalPath::Gather => "gather",
             CanonicalPath::AllToAll => "alltoall",
@@ -127,21 +110,10 @@ pub(crate) fn canonical_path(
     }
     let gathers = bytes.saturating_mul(core.size) <= GATHER_MAX;
     Ok(Some(match coll {
-        Collective::AllReduce if bytes <= BOARD_PIECES_MAX && takes_board(core, choice)? => {
-            CanonicalPath::BoardPieces
-        }
-        Collective::AllReduce if bytes >= STAGED_MIN && core.may_stage(bytes) => {
-            CanonicalPath::Shared
-        }
+        Collective::AllReduce if core.may_stage(bytes) => CanonicalPath::Shared,
         Collective::AllReduce | Collective::Reduce { .. } if gathers => CanonicalPath::Gather,
         _ => CanonicalPath::AllToAll,
     }))
-}
-
-/// Whether an all-reduce of one board slot would run on the node board: the group has one, and
-/// neither the call, `PSY_ALGO` nor the tuning file chose another algorithm.
-fn takes_board(core: &Core, choice: Choice) -> Result<bool> {
-    Ok(core.algo_for(Collective::AllReduce, choice.algo, FLAT_MAX_BYTES)? == Algo::Flat)
 }
 
 /// The forced algorithm, for a phase running `coll`, if it implements it.
@@ -191,7 +163,6 @@ pub(crate) fn all_reduce<T: Element>(
     let path = canonical_path(core, choice, Collective::AllReduce, T::DTYPE, op, bytes)?;
     let path = match path {
         None => return ops::all_reduce(core, choice.algo, buf, op),
-        Some(CanonicalPath::BoardPieces) => return ops::all_reduce_board_pieces(core, buf, op),
         // Staged, averaged and done; or every rank could not stage it, and goes on below.
         Some(CanonicalPath::Shared)
             if core.all_reduce_staged(buf, op, |ok| every_rank(core, ok))? =>

@@ -14,7 +14,6 @@ pub(crate) mod work;
 pub use crate::executor::shared::{SharedBuf, MIN_SHARED_BYTES};
 pub use build::{GroupBuilder, GroupOptions};
 pub use canonical::CanonicalPath;
-pub use canonical::BOARD_PIECES_MAX as CANONICAL_BOARD_PIECES_MAX;
 pub use canonical::GATHER_MAX as CANONICAL_GATHER_MAX;
 pub use work::Work;
 

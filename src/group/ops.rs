@@ -72,31 +72,6 @@ pub(crate) fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
     op.check(T::DTYPE)
 }
 
-/// All-reduce of `buf` on the node board in pieces of at most one slot each
-/// ([`crate::tuning::FLAT_MAX_BYTES`]), one board call per piece: every piece is folded in rank
-/// order, so this is the canonical order's path for buffers a few slots long (see
-/// [`super::canonical`]). The caller checks that the group has a board.
-pub(crate) fn all_reduce_board_pieces<T: Element>(
-    core: &Core,
-    buf: &mut [T],
-    op: ReduceOp,
-) -> Result<()> {
-    check_op::<T>(op)?;
-    let step = (crate::tuning::FLAT_MAX_BYTES / std::mem::size_of::<T>()).max(1);
-    for piece in buf.chunks_mut(step) {
-        run(
-            core,
-            Collective::AllReduce,
-            Algo::Flat,
-            Some(op),
-            piece.len(),
-            piece,
-        )?;
-    }
-    finish_avg(op, core.size, buf);
-    Ok(())
-}
-
 pub(crate) fn all_reduce<T: Element>(
     core: &Core,
     algo: Option<Algo>,

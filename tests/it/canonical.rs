@@ -20,19 +20,18 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(120);
 
 /// Counts for `size` ranks: 1, uneven small ones, either side of the node board's slot for f32
-/// (4096 bytes), of where canonical all-reduce stops running in board slots and of where it
-/// stops gathering whole f32 buffers.
+/// (4096 bytes: the board, or the staging buffers in shared memory), a few slots, and either side
+/// of where canonical all-reduce stops gathering whole f32 buffers (TCP).
 fn counts(size: usize) -> Vec<usize> {
     let edge = psyne::CANONICAL_GATHER_MAX / (4 * size);
-    let pieces = psyne::CANONICAL_BOARD_PIECES_MAX / 4;
     let mut c = vec![
         1,
         size - 1,
         size + 1,
         1024,
         1025,
-        pieces,
-        pieces + 1,
+        4096,
+        4097,
         edge,
         edge + 1,
     ];
@@ -233,20 +232,14 @@ fn shared_buffers_fold_in_rank_order() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
-/// Which canonical path an f32 sum all-reduce takes on 4 ranks: the node board in pieces up to
-/// `CANONICAL_BOARD_PIECES_MAX`, then the group's staging buffers in shared memory over shm (and
-/// they grow, and shrink back to fewer elements, call after call); gathering and the all-to-all
-/// over TCP. Every result is the oracle's.
+/// Which canonical path an f32 sum all-reduce takes on 4 ranks: past the node board's slot, the
+/// group's staging buffers in shared memory over shm (and they grow, and serve fewer elements
+/// again, call after call); gathering and the all-to-all over TCP. Every result is the oracle's.
 #[test]
 fn large_all_reduces_run_through_shared_staging_over_shm_and_an_all_to_all_over_tcp() {
     use psyne::{CanonicalPath, DType};
-    let pieces = psyne::CANONICAL_BOARD_PIECES_MAX;
     for (wiring, small, large) in [
-        (
-            Wiring::Shm,
-            CanonicalPath::BoardPieces,
-            CanonicalPath::Shared,
-        ),
+        (Wiring::Shm, CanonicalPath::Shared, CanonicalPath::Shared),
         (Wiring::Tcp, CanonicalPath::Gather, CanonicalPath::AllToAll),
     ] {
         let results = common::with_wiring(4, wiring, T, move |g| {
@@ -255,10 +248,10 @@ fn large_all_reduces_run_through_shared_staging_over_shm_and_an_all_to_all_over_
                 g.canonical_path(Collective::AllReduce, DType::F32, ReduceOp::Sum, bytes)
                     .expect("path")
             };
-            assert_eq!(path(pieces), Some(small), "{wiring:?} at {pieces} bytes");
+            assert_eq!(path(8 << 10), Some(small), "{wiring:?} at 8 KiB");
             assert_eq!(path(1 << 20), Some(large), "{wiring:?} at 1 MiB");
             let mut bad = Vec::new();
-            for n in [pieces / 4 + 1, 300_007, 1 << 18, 70_001] {
+            for n in [1025, 300_007, 1 << 18, 70_001, 2048] {
                 check_collective::<f32, Group>(
                     &g,
                     Collective::AllReduce,

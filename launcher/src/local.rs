@@ -10,6 +10,7 @@ use crate::losses::{self, LossReports};
 use crate::output::{self, Console, LookPlan, RankFiles, Stream, OUTPUT_DRAIN};
 use crate::plan::{JobPlan, RankPlan};
 use crate::pmi::serve::{HostServing, SilenceCheck};
+use crate::pmi::simple::leftovers;
 use crate::pmi::{self, Alone as OneHost, Exchange, HostRanks, Interface, JobMap, RankAccess};
 use crate::spawn::{self, OutputSink, RankCommand, RankState, Watched};
 use crate::supervise::{Cause, Event, Outcome, ProcessGroups, SignalWatch, Supervisor};
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 /// function until the ranks are gone. Returns an error if a rank could not be started, after
 /// stopping the ones that were.
 pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Result<Outcome, Error> {
+    let began = std::time::SystemTime::now();
     let mut files = output::open_output_files(launch.output_dir.as_deref(), plan.ranks.len())?;
     let (store, info) = serve_job(launch, &console)?;
     if launch.binding.report {
@@ -80,7 +82,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         &drained_rx,
         &console,
         (signals, store, watchdog),
-        (&info.job_id, &noted),
+        (&info.job_id, &noted, began),
     );
     match started.error {
         Some(e) => Err(e),
@@ -342,14 +344,15 @@ fn rank_command(rank_plan: &RankPlan, env: &RankEnv) -> RankCommand {
 /// After the supervisor is done: kills whatever the ranks left in their process groups (so that
 /// nothing outlives the job and the output pipes close) and disarms the watchdog, drains the
 /// output, stops watching signals and serving the store, and removes the shared memory the job
-/// left (psyne's segments, those its MPI libraries announced or name by the job id, and those
-/// `noted` as mapped by ranks psyrun stopped).
+/// left (psyne's segments, those its MPI libraries announced or name by the job id, those
+/// `noted` as mapped by ranks psyrun stopped, and MPI segments made since the job `began` that
+/// nothing uses any more: [`leftovers::orphans_since`]).
 fn tear_down(
     started: &Started,
     drained: &Receiver<usize>,
     console: &Console,
     serving: (SignalWatch, StoreServer, Watchdog),
-    (job_id, noted): (&str, &Mutex<Vec<PathBuf>>),
+    (job_id, noted, began): (&str, &Mutex<Vec<PathBuf>>, std::time::SystemTime),
 ) {
     for &pid in &started.pids {
         let _ = spawn::signal_group(pid, libc::SIGKILL);
@@ -358,7 +361,8 @@ fn tear_down(
     watchdog.disarm();
     drain(drained, started.streams, console);
     drop((signals, store));
-    let noted = std::mem::take(&mut *noted.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut noted = std::mem::take(&mut *noted.lock().unwrap_or_else(|e| e.into_inner()));
+    noted.extend(leftovers::orphans_since(began));
     let by_mpi = started
         .serving
         .as_ref()

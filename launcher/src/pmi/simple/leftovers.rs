@@ -73,6 +73,86 @@ pub fn mapped_by(pid: u32) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// The segments of the announced kinds in `/dev/shm` that this user owns, that were created (or
+/// last changed) at `since` or later, and that no process maps or holds open: what ranks killed
+/// between making one and mapping it leave (MPICH makes its node segment inside `MPI_Init`, after
+/// a PMI barrier that a rank's death may release, and psyrun's SIGTERM then lands before the
+/// segment is mapped or unlinked). A file a live process uses, another job's included, is never
+/// listed; nor is one of another user. `/proc` is read only when there is a candidate.
+pub fn orphans_since(since: std::time::SystemTime) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = own_uid();
+    let candidates: Vec<std::path::PathBuf> = std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let text = p.to_string_lossy();
+            let named = ANNOUNCED
+                .iter()
+                .find_map(|a| text.strip_prefix(a))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric()));
+            named
+                && std::fs::symlink_metadata(p).is_ok_and(|m| {
+                    m.is_file() && m.uid() == uid && m.modified().is_ok_and(|t| t >= since)
+                })
+        })
+        .collect();
+    if candidates.is_empty() {
+        return candidates;
+    }
+    let in_use = files_in_use();
+    candidates
+        .into_iter()
+        .filter(|p| !in_use.contains(p))
+        .collect()
+}
+
+/// This process's real user id.
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self is owned by the process's user; no libc call needed.
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+}
+
+/// Every `/dev/shm` path some process maps or holds open (as far as this user may look).
+fn files_in_use() -> std::collections::HashSet<std::path::PathBuf> {
+    let mut used = std::collections::HashSet::new();
+    let pids = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        });
+    for pid in pids {
+        let dir = pid.path();
+        if let Ok(maps) = std::fs::read_to_string(dir.join("maps")) {
+            used.extend(
+                maps.lines()
+                    .filter_map(|l| l.split_whitespace().nth(5))
+                    .filter(|p| p.starts_with("/dev/shm/"))
+                    .map(std::path::PathBuf::from),
+            );
+        }
+        for fd in std::fs::read_dir(dir.join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                if target.starts_with("/dev/shm/") {
+                    used.insert(target);
+                }
+            }
+        }
+    }
+    used
+}
+
 /// 32-bit FNV-1a, as MPICH's `HASH_FNV`.
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(2_166_136_261u32, |h, &b| {
@@ -83,6 +163,38 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn orphans_are_unused_files_of_the_announced_kinds_made_since_the_job_began() {
+        use std::time::{Duration, SystemTime};
+        let tag = std::process::id();
+        let before = SystemTime::now() - Duration::from_secs(1);
+        let orphan = format!("/dev/shm/mpich_shar_tmpPsyOrphan{tag}");
+        let held = format!("/dev/shm/Intel_MPI_PsyHeld{tag}");
+        let other = format!("/dev/shm/psyne-not-mpi-{tag}");
+        std::fs::write(&orphan, b"x").expect("a file in /dev/shm");
+        std::fs::write(&other, b"x").expect("a file in /dev/shm");
+        let open = std::fs::File::create(&held).expect("a file in /dev/shm");
+        let found = orphans_since(before);
+        let later = orphans_since(SystemTime::now() + Duration::from_secs(60));
+        drop(open);
+        for f in [&orphan, &held, &other] {
+            let _ = std::fs::remove_file(f);
+        }
+        assert!(found.contains(&orphan.clone().into()), "{found:?}");
+        assert!(
+            !found.contains(&held.clone().into()),
+            "an open file is in use: {found:?}"
+        );
+        assert!(
+            !found.contains(&other.clone().into()),
+            "not an MPI name: {found:?}"
+        );
+        assert!(
+            !later.contains(&orphan.into()),
+            "made before `since`: {later:?}"
+        );
+    }
 
     #[test]
     fn segments_mapped_by_a_process_are_found_by_name_and_unlinked_ones_skipped() {

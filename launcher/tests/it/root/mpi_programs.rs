@@ -762,11 +762,12 @@ fn mpi4py_suite_passes_under_psyrun_with_mpich_5_and_intel_mpi() {
 /// `--max-restarts 1`: in the first attempt rank 1 fails before `MPI_Init` (a wrapper exits 3
 /// when `PSY_RESTART_COUNT` is 0); psyrun stops the others, stuck in `MPI_Init`, and starts the
 /// job again, whose MPI world of 3 forms with a new job id (for Open MPI: a new namespace on
-/// the PMIx server psyrun keeps across attempts). The wrapper is a shell script, so the
-/// interface is forced.
+/// the PMIx server psyrun keeps across attempts), and leaves nothing of either attempt in
+/// /dev/shm. The wrapper is a shell script, so the interface is forced.
 fn psyrun_restart(flavour: Flavour, iface: &str) {
     let prog = ring(flavour);
     let _one = one_job();
+    let before = mpi_segments();
     let dir = TempDir::new(&format!("psyrun-restart-{}", flavour.name()));
     let wrapper = dir.script(
         "first-attempt-fails.sh",
@@ -784,6 +785,12 @@ fn psyrun_restart(flavour: Flavour, iface: &str) {
     assert_eq!(done.code(), Some(0), "{ctx}");
     assert!(done.stderr.contains("rank 1 (pid "), "{ctx}");
     assert_eq!(ring_lines(&done.stdout), ring_ok_lines(3), "{ctx}");
+    // The first attempt's ranks die inside MPI_Init, where MPICH makes its node segment.
+    let left: Vec<String> = mpi_segments()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(left.is_empty(), "psyrun left {left:?} in /dev/shm: {ctx}");
 }
 
 #[test]

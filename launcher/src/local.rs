@@ -20,7 +20,6 @@ use psyne::internal::StoreServer;
 use psyne::Secret;
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, RawFd};
-use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,10 +46,13 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
     let signals = SignalWatch::start(events_tx.clone())
         .map_err(|e| Error::io("installing psyrun's signal handlers", e))?;
     let (drained_tx, drained_rx) = mpsc::channel();
-    let stopper = ProcessGroups::default();
-    let noted = stopper.noted.clone();
-    let mut supervisor =
-        Supervisor::new(&console, stopper, launch.grace, launch.timeout, events_rx);
+    let mut supervisor = Supervisor::new(
+        &console,
+        ProcessGroups,
+        launch.grace,
+        launch.timeout,
+        events_rx,
+    );
     if launch.on_failure == OnFailure::Continue {
         supervisor = supervisor.going_on_after_failures();
     }
@@ -82,7 +84,7 @@ pub fn run_plan(launch: &Launch, plan: &JobPlan, console: Arc<Console>) -> Resul
         &drained_rx,
         &console,
         (signals, store, watchdog),
-        (&info.job_id, &noted, began),
+        (&info.job_id, began),
     );
     match started.error {
         Some(e) => Err(e),
@@ -344,15 +346,15 @@ fn rank_command(rank_plan: &RankPlan, env: &RankEnv) -> RankCommand {
 /// After the supervisor is done: kills whatever the ranks left in their process groups (so that
 /// nothing outlives the job and the output pipes close) and disarms the watchdog, drains the
 /// output, stops watching signals and serving the store, and removes the shared memory the job
-/// left (psyne's segments, those its MPI libraries announced or name by the job id, those
-/// `noted` as mapped by ranks psyrun stopped, and MPI segments made since the job `began` that
-/// nothing uses any more: [`leftovers::orphans_since`]).
+/// left (psyne's segments, those its MPI libraries announced or name by the job id, and MPI
+/// segments made since the job `began` that nothing uses any more:
+/// [`leftovers::orphans_since`]).
 fn tear_down(
     started: &Started,
     drained: &Receiver<usize>,
     console: &Console,
     serving: (SignalWatch, StoreServer, Watchdog),
-    (job_id, noted, began): (&str, &Mutex<Vec<PathBuf>>, std::time::SystemTime),
+    (job_id, began): (&str, std::time::SystemTime),
 ) {
     for &pid in &started.pids {
         let _ = spawn::signal_group(pid, libc::SIGKILL);
@@ -361,13 +363,11 @@ fn tear_down(
     watchdog.disarm();
     drain(drained, started.streams, console);
     drop((signals, store));
-    let mut noted = std::mem::take(&mut *noted.lock().unwrap_or_else(|e| e.into_inner()));
-    noted.extend(leftovers::orphans_since(began));
     let by_mpi = started
         .serving
         .as_ref()
         .map_or(0, HostServing::remove_leftovers)
-        + noted
+        + leftovers::orphans_since(began)
             .iter()
             .filter(|f| std::fs::remove_file(f).is_ok())
             .count();

@@ -25,9 +25,7 @@ use crate::exit;
 use crate::output::Console;
 use crate::spawn::signal_group;
 use crate::termination::{signal_name, Termination};
-use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long psyrun waits for ranks to die after SIGKILL before it gives up on them (a process in
@@ -225,27 +223,12 @@ pub trait Stopper {
     fn signal(&mut self, rank: usize, pid: u32, signal: i32) -> std::io::Result<()>;
 }
 
-/// The real [`Stopper`]: signals each rank's process group (see [`signal_group`]). Before a
-/// rank is told to stop, notes the MPI shared-memory segments it maps
-/// ([`crate::pmi::simple::leftovers::mapped_by`]) into `noted`, for the tear-down to remove:
-/// ranks stopped early cannot unlink them, and they are gone once the rank is.
-#[derive(Debug, Default, Clone)]
-pub struct ProcessGroups {
-    /// Segments the stopped ranks mapped, shared with whoever tears the job down.
-    pub noted: Arc<Mutex<Vec<PathBuf>>>,
-}
+/// The real [`Stopper`]: signals each rank's process group (see [`signal_group`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessGroups;
 
 impl Stopper for ProcessGroups {
     fn signal(&mut self, _rank: usize, pid: u32, signal: i32) -> std::io::Result<()> {
-        if signal == libc::SIGTERM || signal == libc::SIGKILL {
-            let mapped = crate::pmi::simple::leftovers::mapped_by(pid);
-            let mut noted = self.noted.lock().unwrap_or_else(|e| e.into_inner());
-            for path in mapped {
-                if !noted.contains(&path) {
-                    noted.push(path);
-                }
-            }
-        }
         signal_group(pid, signal)
     }
 }

@@ -41,43 +41,24 @@ pub fn announced_segment(value: &str) -> Option<std::path::PathBuf> {
         .map(|i| u8::from_str_radix(value.get(i..i + 2)?, 16).ok())
         .collect::<Option<_>>()?;
     let path = String::from_utf8(bytes).ok()?;
-    let name = ANNOUNCED.iter().find_map(|p| path.strip_prefix(p))?;
-    let plain = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric());
-    plain.then(|| path.into())
+    of_announced_kind(&path).then(|| path.into())
 }
 
-/// The segments of the announced kinds (MPICH's `mpich_shar_tmp*`, Intel MPI's `Intel_MPI_*`)
-/// that process `pid` maps and that still have a name in `/dev/shm`. Not every such segment is
-/// announced through PMI: MPICH makes more after `MPI_Init` and hands their names over shared
-/// memory, and one whose ranks are killed before all have mapped it is never unlinked. psyrun
-/// reads these while the ranks it is about to stop are still alive (the file is gone with them).
-pub fn mapped_by(pid: u32) -> Vec<std::path::PathBuf> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let mut out: Vec<std::path::PathBuf> = Vec::new();
-    for line in maps.lines() {
-        // address perms offset dev inode path: the path, if any, is the sixth field; an
-        // unlinked file's path ends in " (deleted)", which the name check below refuses.
-        let Some(path) = line.split_whitespace().nth(5) else {
-            continue;
-        };
-        let plain = ANNOUNCED
-            .iter()
-            .find_map(|p| path.strip_prefix(p))
-            .is_some_and(|name| {
-                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric())
-            });
-        if plain && !line.ends_with(" (deleted)") && !out.iter().any(|o| o.as_os_str() == path) {
-            out.push(path.into());
-        }
-    }
-    out
+/// Whether `path` is a plain file name under `/dev/shm` of a kind the MPI libraries announce
+/// ([`ANNOUNCED`] and letters and digits).
+fn of_announced_kind(path: &str) -> bool {
+    ANNOUNCED
+        .iter()
+        .find_map(|p| path.strip_prefix(p))
+        .is_some_and(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// The segments of the announced kinds in `/dev/shm` that this user owns, that were created (or
-/// last changed) at `since` or later, and that no process maps or holds open: what ranks killed
-/// between making one and mapping it leave (MPICH makes its node segment inside `MPI_Init`, after
-/// a PMI barrier that a rank's death may release, and psyrun's SIGTERM then lands before the
-/// segment is mapped or unlinked). A file a live process uses, another job's included, is never
+/// last changed) at `since` or later, and that no process maps or holds open: what a job's ranks
+/// killed before every rank mapped one leave. Not every such segment is announced through PMI:
+/// MPICH makes more inside and after `MPI_Init` and hands their names over shared memory (a
+/// rank's death can release a PMI barrier, and the next rank makes its node segment just before
+/// psyrun's SIGTERM lands). A file a live process uses, another job's included, is never
 /// listed; nor is one of another user. `/proc` is read only when there is a candidate.
 pub fn orphans_since(since: std::time::SystemTime) -> Vec<std::path::PathBuf> {
     use std::os::unix::fs::MetadataExt;
@@ -88,12 +69,7 @@ pub fn orphans_since(since: std::time::SystemTime) -> Vec<std::path::PathBuf> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            let text = p.to_string_lossy();
-            let named = ANNOUNCED
-                .iter()
-                .find_map(|a| text.strip_prefix(a))
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric()));
-            named
+            of_announced_kind(&p.to_string_lossy())
                 && std::fs::symlink_metadata(p).is_ok_and(|m| {
                     m.is_file() && m.uid() == uid && m.modified().is_ok_and(|t| t >= since)
                 })
@@ -166,51 +142,28 @@ mod tests {
 
     #[test]
     fn orphans_are_unused_files_of_the_announced_kinds_made_since_the_job_began() {
+        use std::os::fd::AsRawFd;
         use std::time::{Duration, SystemTime};
         let tag = std::process::id();
         let before = SystemTime::now() - Duration::from_secs(1);
         let orphan = format!("/dev/shm/mpich_shar_tmpPsyOrphan{tag}");
         let held = format!("/dev/shm/Intel_MPI_PsyHeld{tag}");
+        let mapped = format!("/dev/shm/mpich_shar_tmpPsyMapped{tag}");
         let other = format!("/dev/shm/psyne-not-mpi-{tag}");
         std::fs::write(&orphan, b"x").expect("a file in /dev/shm");
         std::fs::write(&other, b"x").expect("a file in /dev/shm");
         let open = std::fs::File::create(&held).expect("a file in /dev/shm");
-        let found = orphans_since(before);
-        let later = orphans_since(SystemTime::now() + Duration::from_secs(60));
-        drop(open);
-        for f in [&orphan, &held, &other] {
-            let _ = std::fs::remove_file(f);
-        }
-        assert!(found.contains(&orphan.clone().into()), "{found:?}");
-        assert!(
-            !found.contains(&held.clone().into()),
-            "an open file is in use: {found:?}"
-        );
-        assert!(
-            !found.contains(&other.clone().into()),
-            "not an MPI name: {found:?}"
-        );
-        assert!(
-            !later.contains(&orphan.into()),
-            "made before `since`: {later:?}"
-        );
-    }
-
-    #[test]
-    fn segments_mapped_by_a_process_are_found_by_name_and_unlinked_ones_skipped() {
-        use std::os::fd::AsRawFd;
-        let name = format!("/dev/shm/mpich_shar_tmpPsyTest{}", std::process::id());
-        let gone = format!("/dev/shm/Intel_MPI_PsyGone{}", std::process::id());
-        let map = |path: &str| {
+        {
+            // Mapped, its descriptor closed at the end of this block: in use only through the map.
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .open(path)
+                .open(&mapped)
                 .expect("a file in /dev/shm");
             f.set_len(4096).expect("sizing it");
-            // SAFETY: a fresh shared mapping of a file we own, 4096 bytes long; it is never
+            // SAFETY: a fresh shared mapping of a 4096-byte file we own; it is never
             // dereferenced and stays mapped until the test process ends (it is tiny).
             let at = unsafe {
                 libc::mmap(
@@ -223,20 +176,30 @@ mod tests {
                 )
             };
             assert_ne!(at, libc::MAP_FAILED);
-        };
-        map(&name);
-        map(&gone);
-        std::fs::remove_file(&gone).expect("unlinking");
-        let found = mapped_by(std::process::id());
-        std::fs::remove_file(&name).expect("cleaning up");
-        assert!(found.contains(&name.clone().into()), "{found:?}");
+        }
+        let found = orphans_since(before);
+        let later = orphans_since(SystemTime::now() + Duration::from_secs(60));
+        drop(open);
+        for f in [&orphan, &held, &mapped, &other] {
+            let _ = std::fs::remove_file(f);
+        }
+        assert!(found.contains(&orphan.clone().into()), "{found:?}");
         assert!(
-            !found
-                .iter()
-                .any(|p| p.to_string_lossy().contains("PsyGone")),
-            "{found:?}"
+            !found.contains(&held.clone().into()),
+            "an open file is in use: {found:?}"
         );
-        assert!(mapped_by(u32::MAX).is_empty());
+        assert!(
+            !found.contains(&mapped.clone().into()),
+            "a mapped file is in use: {found:?}"
+        );
+        assert!(
+            !found.contains(&other.clone().into()),
+            "not an MPI name: {found:?}"
+        );
+        assert!(
+            !later.contains(&orphan.into()),
+            "made before `since`: {later:?}"
+        );
     }
 
     fn hex(s: &str) -> String {

@@ -33,3 +33,15 @@ def alternated(modes: List[str], rounds: int, measure: Callable[[str], float]) -
         for m in modes if i % 2 == 0 else modes[::-1]:
             results[m].append(measure(m))
     return results
+
+
+def print_costs(results: Dict[str, List[float]], cost: str) -> None:
+    """One line per mode: its median step, the ``cost`` (median step minus the ``local`` mode's),
+    the cost paired round by round (median of step minus that round's ``local`` step), and every
+    round's step, in ms."""
+    local = statistics.median(results["local"])
+    for m, v in results.items():
+        med = statistics.median(v)
+        paired = statistics.median(x - y for x, y in zip(v, results["local"]))
+        print(f"{m:22s} step {med:8.2f} ms  {cost} {med - local:8.2f} ms  paired {paired:8.2f} ms  "
+              f"rounds {' '.join(f'{x:.2f}' for x in v)}", flush=True)

@@ -25,7 +25,6 @@ step − ``local``'s step in the same round), steadier when the machine's load c
 """
 
 import os
-import statistics
 import sys
 
 import torch
@@ -34,7 +33,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import psyne.torch
-from _rounds import alternated, median_step
+from _rounds import alternated, median_step, print_costs
 
 torch.set_num_threads(1)
 dist.init_process_group("psyne")
@@ -98,12 +97,7 @@ if R == 0:
           f"load {os.getloadavg()[0]:.1f}, affinity {sorted(os.sched_getaffinity(0))}", flush=True)
 results = alternated(list(NETS), ROUNDS, lambda m: median_step(step, m, 5, STEPS))
 if R == 0:
-    local = statistics.median(results["local"])
-    for m, v in results.items():
-        med = statistics.median(v)
-        paired = statistics.median(x - y for x, y in zip(v, results["local"]))
-        print(f"{m:22s} step {med:8.2f} ms  gradients {med - local:8.2f} ms  paired {paired:8.2f} ms  "
-              f"rounds {' '.join(f'{x:.2f}' for x in v)}", flush=True)
+    print_costs(results, "gradients")
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)
 dist.barrier()
 sys.stdout.flush()

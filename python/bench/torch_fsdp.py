@@ -23,7 +23,6 @@ own work around the collectives: copies into and out of its buffers, their alloc
 """
 
 import os
-import statistics
 import sys
 import time
 
@@ -34,7 +33,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
 import psyne.torch
-from _rounds import alternated, median_step
+from _rounds import alternated, median_step, print_costs
 
 torch.set_num_threads(1)
 dist.init_process_group("psyne")
@@ -131,11 +130,7 @@ if os.environ.get("PROFILE"):
     profile("psyne-async")
 results = alternated(MODES, ROUNDS, lambda m: median_step(step, m, 3, STEPS))
 if R == 0:
-    local = statistics.median(results["local"])
-    for m, v in results.items():
-        med = statistics.median(v)
-        print(f"{m:11s} step {med:9.2f} ms  communication {med - local:9.2f} ms  rounds "
-              f"{' '.join(f'{x:.1f}' for x in v)}", flush=True)
+    print_costs(results, "communication")
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)
 dist.barrier()
 sys.stdout.flush()

@@ -1,5 +1,6 @@
 import os, sys, time
 import torch, torch.distributed as dist
+from _median_time import best
 import psyne.torch
 from psyne import torch as pt
 import torch.testing._internal.distributed.fake_pg  # noqa
@@ -19,16 +20,6 @@ dist.Backend.register_backend("null", make, devices=["cpu"])
 null = dist.new_group(list(range(S)), backend="null")
 fake = dist.new_group(list(range(S)), backend="fake")
 t = torch.ones(2)
-def best(f, k=20000, reps=7):
-    out = []
-    for _ in range(reps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(k):
-            f()
-        out.append((time.perf_counter() - t0) / k * 1e6)
-    out.sort()
-    return out[len(out)//2]
 res = {}
 for rep in range(2):
     res[f"psyne {rep}"] = best(lambda: dist.all_reduce(t))

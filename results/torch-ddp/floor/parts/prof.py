@@ -1,5 +1,6 @@
 import os, sys, time, timeit
 import torch, torch.distributed as dist
+from _median_time import best
 import psyne.torch
 import torch.testing._internal.distributed.fake_pg  # noqa
 from psyne import torch as pt
@@ -13,16 +14,6 @@ n = be._n
 call = pt._Call(pt._ALL_REDUCE, pt._DTYPES[t.dtype], (t.data_ptr(), t.numel()), (0, 0), pt._SUM)
 opts = dist.AllreduceOptions(); opts.asyncOp = False
 L=[t]
-def best(f, k=20000, reps=7):
-    out = []
-    for _ in range(reps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(k):
-            f()
-        out.append((time.perf_counter() - t0) / k * 1e6)
-    out.sort()
-    return out[len(out)//2]
 res = {}
 res["dist.all_reduce psyne"] = best(lambda: dist.all_reduce(t))
 res["dist.all_reduce psyne group=pg"] = best(lambda: dist.all_reduce(t, group=pg))

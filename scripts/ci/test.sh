@@ -54,6 +54,9 @@ phase setup scripts/setup.sh
 # The suite asserts the built-in algorithm choices: a tuning file on this machine must not change
 # them (tests of tuning files set PSY_TUNING themselves).
 export PSY_TUNING=off
+# A clone built once gains nothing from incremental compilation's caches, only their cost (set
+# CARGO_INCREMENTAL=1 to keep them between runs while editing).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 # Every cargo command selects the whole workspace with every feature, so that all of them share
 # one resolution of features and nothing is compiled twice.
 features=(--all-features)
@@ -62,12 +65,6 @@ bins=${CARGO_TARGET_DIR:-target}/debug
 
 if wants lint; then
   phase fmt cargo fmt --all -- --check
-  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build; then,
-  # without features, the targets whose code has `cfg(feature)` switches (psyne's lib and its
-  # unit tests, psyne-check, psybench and their tests), so code only the feature-less build
-  # compiles is linted too.
-  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
-  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
 fi
 
 if wants unit || wants process || wants root || wants python; then
@@ -76,17 +73,6 @@ if wants unit || wants process || wants root || wants python; then
   phase build cargo build --workspace --bins --examples "${features[@]}"
   phase build-tests cargo test --workspace --all-targets "${features[@]}" --no-run
 fi
-if wants lint; then
-  # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
-  # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
-  # runs; otherwise the flags are not checked).
-  if [ -x "$bins/psyrun" ] && [ -x "$bins/psybench" ]; then
-    phase docs python3 scripts/ci/check-docs.py --bin-dir "$bins"
-  else
-    phase docs python3 scripts/ci/check-docs.py
-  fi
-fi
-
 # Tiers that run beside the others, in the background, each into a log of its own that is shown
 # (and counted in the summary) when it has ended: the root tier, mostly waiting (on SSH clusters,
 # Slurm, MPI jobs, one at a time by their machine-wide locks). A failing tier ends the script: the
@@ -124,6 +110,16 @@ wait_beside() {
 }
 trap 'wait_beside || true; rm -f "$log" "$times"' EXIT
 
+# started_tests LOG: waits (at most two minutes) until cargo test writing LOG runs its tests.
+started_tests() {
+  local i
+  for i in $(seq 1200); do
+    grep -q '^     Running ' "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "test.sh: the tests beside have not started after 120 s; going on" >&2
+}
+
 others() { # whether any tier but $1 is wanted
   local t
   for t in lint unit process root python; do
@@ -131,12 +127,38 @@ others() { # whether any tier but $1 is wanted
   done
   return 1
 }
-# The root tier runs more test threads than it has locks: libtest starts tests in name order, and
-# with few threads every thread would wait on the MPI lock (mpi::, mpi_programs::) while the
-# cluster's lock (multihost::, slurm::) stood idle; with 16, both locks are busy from the start.
-root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 16)
+# The root tier runs a thread per test, so that every test starts at once and waits for its
+# machine-wide lock: libtest starts tests in name order, and with fewer threads than tests the
+# threads all wait on the MPI lock (mpi::, mpi_programs::) while the cluster's lock (multihost::,
+# slurm::) stands idle (with 16 threads, 108 s of it in a run here). Waiting costs nothing.
+root_test=(cargo test --workspace "${features[@]}" --test it -- root:: --test-threads 128)
 if wants root; then
-  if others root; then beside root "${root_test[@]}"; else phase root "${root_test[@]}"; fi
+  if others root; then
+    beside root "${root_test[@]}"
+    # cargo locks the target directory until its tests run: the next cargo command (clippy)
+    # waits until the root tier's has started them, so that it is not the one kept waiting.
+    started_tests "${beside_logs[-1]}"
+  else
+    phase root "${root_test[@]}"
+  fi
+fi
+
+if wants lint; then
+  # After the build, which clippy shares its build scripts and proc-macros with (about half of a
+  # check from nothing). One full pass with every feature (the MPI backend, RDMA), which is how the
+  # tests build; then, without features, the targets whose code has `cfg(feature)` switches
+  # (psyne's lib and its unit tests, psyne-check, psybench and their tests), so code only the
+  # feature-less build compiles is linted too.
+  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+  phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
+  # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
+  # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
+  # runs; otherwise the flags are not checked).
+  if [ -x "$bins/psyrun" ] && [ -x "$bins/psybench" ]; then
+    phase docs python3 scripts/ci/check-docs.py --bin-dir "$bins"
+  else
+    phase docs python3 scripts/ci/check-docs.py
+  fi
 fi
 
 if wants unit; then

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# psyne against every MPI on this host (issue 37): Open MPI 4.1 (Debian), MPICH 5 and Intel MPI
+# (the PyPI wheels scripts/setup.sh installs in /opt/psyne-mpich and /opt/psyne-impi), each as its
+# users run it: the plain C benchmark bench/c/mpi_coll_bench.c built with that MPI's compiler and
+# started by that MPI's own launcher (Open MPI's mpirun, Hydra's mpiexec), ranks bound to cores
+# (each launcher's default binding: Open MPI and Intel MPI bind by default, Hydra is told
+# `-bind-to core`); psyne as psybench under psyrun (which binds by default). One cadence, OSU's:
+# each call timed alone, then an untimed barrier, time = mean over ranks. Every result is checked
+# element by element (both programs exit non-zero on a wrong element).
+#
+#   scripts/bench/versus-every-mpi.sh [--allow-dirty] [OUT_DIR]     (default results/versus-every-mpi)
+#
+# Environment: ROUNDS (5), RANKS (2), SIZES (8,1K,64K,1M,16M,64M), COLLECTIVES (allreduce broadcast
+# allgather reducescatter), IMB=0 to leave out Intel's IMB-MPI1 (run once a round beside Intel
+# MPI's C-benchmark job as Intel's own cross-check of it), VERSUS_TIMEOUT (seconds a job may take,
+# default 600). Each round runs one job per program and collective; the order of the programs
+# rotates every round, so each goes first, second, third and fourth in turn.
+#
+# Writes OUT_DIR/raw/ (every job's CSV or JSON and runs.csv naming them) and OUT_DIR/README.md
+# (scripts/report/versus_every_mpi.py: machine, load, commands, the table of best MPI ÷ psyne per
+# cell with the best MPI named, each program's spread across rounds, and IMB beside the C
+# benchmark). A tree with uncommitted changes is refused unless --allow-dirty (scripts/report/publish.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/report/publish.sh
+set -- "${ARGS[@]}"
+
+out=${1:-results/versus-every-mpi}
+rounds=${ROUNDS:-5}
+ranks=${RANKS:-2}
+sizes=${SIZES:-8,1K,64K,1M,16M,64M}
+read -r -a collectives <<<"${COLLECTIVES:-allreduce broadcast allgather reducescatter}"
+limit=${VERSUS_TIMEOUT:-600}
+mpich=/opt/psyne-mpich
+impi=/opt/psyne-impi
+
+scripts/setup.sh >/dev/null
+for need in "$mpich/bin/mpiexec" "$impi/bin/mpiexec" "$impi/bin/IMB-MPI1" "$(command -v mpicc || true)"; do
+  if [ ! -x "$need" ]; then
+    echo "versus-every-mpi.sh: ${need:-mpicc} is missing: run scripts/setup.sh as root" >&2
+    exit 2
+  fi
+done
+cargo build --release -q -p psybench -p psyrun
+mkdir -p "$out/raw"
+raw=$(realpath "$out/raw")
+bin=$raw/bin
+mkdir -p "$bin"
+src=bench/c/mpi_coll_bench.c
+mpicc -O2 -Wall -Wextra -o "$bin/cb-openmpi" "$src"
+"$mpich/bin/mpicc" -O2 -Wall -Wextra -o "$bin/cb-mpich5" "$src"
+# Intel MPI's mpicc wrapper from the wheel has unsubstituted paths (../shared/PITFALLS.md).
+gcc -O2 -Wall -Wextra -I"$impi/include" -L"$impi/lib" -Wl,-rpath,"$impi/lib" -o "$bin/cb-impi" "$src" -lmpi
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The command line of each program's job for collective $1, up to the benchmark's own flags.
+job() {
+  local who=$1 coll=$2
+  local sweep=("$coll" --cadence osu --sizes "$sizes")
+  case $who in
+    psyne) echo target/release/psyrun -n "$ranks" target/release/psybench "${sweep[@]}" --json ;;
+    openmpi) echo mpirun --oversubscribe -n "$ranks" "$bin/cb-openmpi" "${sweep[@]}" ;;
+    mpich5) echo "$mpich/bin/mpiexec" -bind-to core -n "$ranks" "$bin/cb-mpich5" "${sweep[@]}" ;;
+    impi) echo env LD_LIBRARY_PATH="$impi/lib" "$impi/bin/mpiexec" -n "$ranks" "$bin/cb-impi" "${sweep[@]}" ;;
+  esac
+}
+# IMB-MPI1's name of collective $1, and its message lengths (bytes per rank's buffer as IMB counts
+# them: all-gather and reduce-scatter per rank, so the C benchmark's sizes divided by the ranks).
+imb_name() {
+  case $1 in
+    allreduce) echo Allreduce ;; broadcast) echo Bcast ;;
+    allgather) echo Allgather ;; reducescatter) echo Reduce_scatter_block ;;
+  esac
+}
+
+load_before=$(python3 scripts/report/lib.py load)
+echo "round,collective,program,rc,file,command" >"$raw/runs.csv"
+programs=(psyne openmpi mpich5 impi)
+for ((round = 1; round <= rounds; round++)); do
+  for coll in "${collectives[@]}"; do
+    # Rotate: round r starts with program (r-1) mod 4.
+    order=()
+    for ((i = 0; i < ${#programs[@]}; i++)); do
+      order+=("${programs[$(((round - 1 + i) % ${#programs[@]}))]}")
+    done
+    for who in "${order[@]}"; do
+      cmd=$(job "$who" "$coll")
+      if [ "$who" = psyne ]; then
+        file="$raw/r$round-$coll-$who.json"
+        cmdline="$cmd $file"
+      else
+        file="$raw/r$round-$coll-$who.csv"
+        cmdline="$cmd"
+      fi
+      echo "# round $round/$rounds $coll: $who"
+      rc=0
+      if [ "$who" = psyne ]; then
+        timeout -k 10 "$limit" $cmdline >"$raw/r$round-$coll-$who.txt" 2>&1 || rc=$?
+      else
+        timeout -k 10 "$limit" $cmdline >"$file" 2>"$raw/r$round-$coll-$who.err" || rc=$?
+      fi
+      echo "$round,$coll,$who,$rc,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
+      [ "$rc" = 0 ] || echo "versus-every-mpi.sh: $who $coll round $round exited $rc" >&2
+    done
+    if [ "${IMB:-1}" != 0 ]; then
+      file="$raw/r$round-$coll-imb.txt"
+      msglens="$raw/imb-msglen-$coll"
+      python3 - "$sizes" "$coll" "$ranks" >"$msglens" <<'EOF'
+import sys
+sys.path.insert(0, "scripts/report")
+from versus_every_mpi import imb_lengths
+for n in imb_lengths(sys.argv[1], sys.argv[2], int(sys.argv[3])):
+    print(n)
+EOF
+      cmdline="env LD_LIBRARY_PATH=$impi/lib $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -npmin $ranks"
+      rc=0
+      timeout -k 10 "$limit" $cmdline >"$file" 2>&1 || rc=$?
+      echo "$round,$coll,imb,$rc,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
+    fi
+  done
+done
+load_after=$(python3 scripts/report/lib.py load)
+python3 scripts/report/versus_every_mpi.py "$out" --revision "$REVISION" \
+  --load-before "$load_before" --load-after "$load_after" --rounds "$rounds" \
+  --command "scripts/bench/versus-every-mpi.sh $* (ROUNDS=$rounds RANKS=$ranks SIZES=$sizes)"

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""The report of scripts/bench/versus-every-mpi.sh: psyne against Open MPI, MPICH 5 and Intel MPI,
+2 ranks over shared memory, OSU cadence, medians over alternated rounds.
+
+    scripts/report/versus_every_mpi.py OUT_DIR --revision REV [--rounds N] [--command CMD]
+        [--load-before L] [--load-after L]
+
+Reads OUT_DIR/raw/runs.csv and the files it names; writes OUT_DIR/README.md and
+OUT_DIR/summary.csv (one line per collective, size and program: median, min and max over rounds).
+Standard library only.
+"""
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lib  # noqa: E402  (the shared report library, beside this file)
+
+MPIS = {"openmpi": "Open MPI", "mpich5": "MPICH 5", "impi": "Intel MPI"}
+PROGRAMS = ["psyne", *MPIS]
+COLLECTIVES = ["allreduce", "broadcast", "allgather", "reducescatter"]
+NAMES = {"allreduce": "all-reduce", "broadcast": "broadcast", "allgather": "all-gather",
+         "reducescatter": "reduce-scatter"}
+F32 = 4
+# Collectives whose IMB message length is a per-rank part of the sweep's size.
+PER_RANK = ("allgather", "reducescatter")
+
+
+def parse_size(text: str) -> int:
+    """`64K` / `1M` / `8` (1024-based) as bytes."""
+    m = re.fullmatch(r"(\d+)([KMG]?)", text.strip())
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+
+
+def rounded(size: int, coll: str, ranks: int) -> int:
+    """The bytes psybench and the C benchmark measure for a size: whole f32 elements, and for
+    all-gather and reduce-scatter a count that the ranks divide."""
+    count = -(-size // F32)
+    if coll in ("allgather", "reducescatter"):
+        count = -(-count // ranks) * ranks
+    return count * F32
+
+
+def imb_lengths(sizes: str, coll: str, ranks: int) -> list:
+    """IMB-MPI1's message lengths for the sweep's sizes: the buffer for all-reduce and broadcast;
+    for all-gather each rank's contribution and for reduce-scatter each rank's block of the
+    result (IMB's send buffer is then the ranks times the length), so the size ÷ the ranks."""
+    out = []
+    for s in sizes.split(","):
+        b = rounded(parse_size(s), coll, ranks)
+        out.append(b // ranks if coll in PER_RANK else b)
+    return out
+
+
+def bytes_of_imb(length: int, coll: str, ranks: int) -> int:
+    """The sweep's size back from IMB's message length (see imb_lengths)."""
+    return length * ranks if coll in PER_RANK else length
+
+
+def read_psybench(path: Path) -> dict:
+    """{bytes: µs} from a psybench JSON report (mean over ranks in the OSU cadence); raises if a
+    result was wrong."""
+    report = json.loads(path.read_text())
+    times = {}
+    for r in report["records"]:
+        if r.get("wrong"):
+            raise ValueError(f"{path}: {r['wrong']} wrong elements at {r['bytes']} B")
+        times[r["bytes"]] = lib.time_of(r)
+    return times
+
+
+def read_c_bench(path: Path) -> dict:
+    """{bytes: µs} from mpi_coll_bench's CSV (time_us_avg: mean over ranks)."""
+    times = {}
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            if int(row["wrong"]):
+                raise ValueError(f"{path}: {row['wrong']} wrong elements at {row['bytes']} B")
+            times[int(row["bytes"])] = float(row["time_us_avg"])
+    return times
+
+
+def read_imb(path: Path, coll: str, ranks: int) -> dict:
+    """{bytes: µs} from IMB-MPI1's table (t_avg[usec]), sizes mapped back to the sweep's."""
+    times = {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0].isdigit() and re.fullmatch(r"[\d.]+", fields[-1]):
+            times[bytes_of_imb(int(fields[0]), coll, ranks)] = float(fields[-1])
+    return times
+
+
+def collect(raw: Path) -> tuple:
+    """({(program, coll, bytes): [µs per round]}, [failed runs], ranks)."""
+    runs = list(csv.DictReader((raw / "runs.csv").open()))
+    ranks = 2
+    m = re.search(r"-n (\d+)", runs[0]["command"]) if runs else None
+    if m:
+        ranks = int(m.group(1))
+    data, failed = {}, []
+    for run in runs:
+        who, coll, path = run["program"], run["collective"], raw / run["file"]
+        if run["rc"] != "0":
+            failed.append(f"round {run['round']} {coll} {who}: exit {run['rc']}")
+            continue
+        if who == "psyne":
+            times = read_psybench(path)
+        elif who == "imb":
+            times = read_imb(path, coll, ranks)
+        else:
+            times = read_c_bench(path)
+        for b, t in times.items():
+            data.setdefault((who, coll, b), []).append(t)
+    return data, failed, ranks
+
+
+def spread(values: list) -> float:
+    """(max − min) ÷ median, as a fraction."""
+    mid = statistics.median(values)
+    return (max(values) - min(values)) / mid if mid else 0.0
+
+
+def ratio_table(data: dict, sizes: list) -> list:
+    """Best MPI ÷ psyne per collective and size, the best MPI named; bold below 1."""
+    lines = ["| | " + " | ".join(lib.size_text(b, spaced=True) for b in sizes) + " |",
+             "|---|" + "---:|" * len(sizes)]
+    for coll in COLLECTIVES:
+        cells = []
+        for b in sizes:
+            psyne = data.get(("psyne", coll, b))
+            mpis = {who: statistics.median(v) for who in MPIS
+                    if (v := data.get((who, coll, b)))}
+            if not psyne or not mpis:
+                cells.append("-")
+                continue
+            best = min(mpis, key=mpis.get)
+            r = mpis[best] / statistics.median(psyne)
+            cells.append(f"**{r:.2f}** ({MPIS[best]})" if r < 1 else f"{r:.2f} ({MPIS[best]})")
+        if any(c != "-" for c in cells):
+            lines.append(f"| {NAMES[coll]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def times_table(data: dict, coll: str, sizes: list) -> list:
+    """Each program's median µs (min–max over rounds) for one collective."""
+    cols = [p for p in [*PROGRAMS, "imb"] if any((p, coll, b) in data for b in sizes)]
+    label = {**MPIS, "psyne": "psyne", "imb": "IMB-MPI1 (Intel MPI)"}
+    lines = ["| size | " + " | ".join(label[c] for c in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for b in sizes:
+        cells = [lib.median_cell(data.get((c, coll, b), []), fmt=fmt_us) for c in cols]
+        lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def fmt_us(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def spread_table(data: dict, sizes: list) -> list:
+    """The largest spread across rounds (max − min over the median) of each program, per size,
+    over the collectives."""
+    lines = ["| size | " + " | ".join(["psyne", *MPIS.values()]) + " |",
+             "|---|" + "---:|" * (1 + len(MPIS))]
+    for b in sizes:
+        cells = []
+        for who in PROGRAMS:
+            s = [spread(v) for coll in COLLECTIVES if len(v := data.get((who, coll, b), [])) > 1]
+            cells.append(f"{max(s) * 100:.0f} %" if s else "-")
+        lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_summary(out: Path, data: dict) -> None:
+    with (out / "summary.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["collective", "bytes", "program", "rounds", "median_us", "min_us", "max_us"])
+        for (who, coll, b), v in sorted(data.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+            mid, low, high = lib.median_range(v)
+            w.writerow([coll, b, who, len(v), f"{mid:.3f}", f"{low:.3f}", f"{high:.3f}"])
+
+
+def main(argv: list) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--revision", required=True)
+    ap.add_argument("--rounds", type=int, default=0)
+    ap.add_argument("--command", default="scripts/bench/versus-every-mpi.sh")
+    ap.add_argument("--load-before", default="")
+    ap.add_argument("--load-after", default="")
+    a = ap.parse_args(argv)
+    data, failed, ranks = collect(a.out / "raw")
+    sizes = sorted({b for (who, _, b) in data if who == "psyne"})
+    write_summary(a.out, data)
+    text = [
+        f"# psyne against Open MPI, MPICH 5 and Intel MPI: {ranks} ranks over shared memory",
+        "",
+        lib.made_by(a.command, a.revision),
+        "",
+        *lib.machine_table(a.load_before, a.load_after),
+        "",
+        "Each MPI runs `bench/c/mpi_coll_bench.c` built with its own compiler and started by its",
+        "own launcher (Open MPI 4.1's `mpirun`, MPICH 5.0.2's and Intel MPI's Hydra `mpiexec`),",
+        "ranks bound to cores; psyne runs psybench under psyrun. OSU cadence: each call timed",
+        "alone, an untimed barrier after it, the time is the mean over ranks. f32 sum, in place for",
+        "all-reduce. Every result was checked element by element. "
+        f"{a.rounds or '?'} rounds; each round runs every program once per collective, the order",
+        "rotating round by round. Medians over rounds.",
+        "",
+        "## Best MPI's time ÷ psyne's",
+        "",
+        "Above 1 psyne is faster; **below 1** the named MPI is faster.",
+        "",
+        *ratio_table(data, sizes),
+        "",
+        "## Spread across rounds",
+        "",
+        "The largest (max − min) ÷ median over the four collectives, per program and size: how far",
+        "apart the same job lands when it is run again.",
+        "",
+        *spread_table(data, sizes),
+        "",
+    ]
+    for coll in COLLECTIVES:
+        if any(k[1] == coll for k in data):
+            text += [f"## {NAMES[coll]}: µs, median (min–max over rounds)", "",
+                     *times_table(data, coll, sizes), ""]
+    text += ["IMB-MPI1 is Intel's own benchmark under Intel MPI's launcher, its default iterations",
+             "and `t_avg`, as a cross-check of the C benchmark's Intel MPI column.", ""]
+    if failed:
+        text += ["## Runs that failed", "", *[f"- {f}" for f in failed], ""]
+    (a.out / "README.md").write_text("\n".join(text))
+    print(f"wrote {a.out / 'README.md'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -19,6 +19,7 @@ pub mod board;
 pub mod cma;
 pub mod futex;
 mod link;
+mod pull_cost;
 pub mod ring;
 pub mod segment;
 pub mod upgrade;

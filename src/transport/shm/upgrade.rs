@@ -10,6 +10,7 @@
 
 use super::cma::{self, offsets, PullPolicy, SideInfo};
 use super::link::ShmLink;
+use super::pull_cost;
 use super::ring::Ring;
 use super::segment::{self, Segment};
 use crate::auth::with_deadline;
@@ -189,7 +190,7 @@ impl Setup<'_> {
         ))?;
         let accepted = self.accept(&offer);
         if let Ok((seg, _, _)) = &accepted {
-            introduce(seg, false, self.pulls != PullPolicy::Off);
+            introduce(seg, false, self.pulls);
         }
         let reply = if accepted.is_ok() { SHM_OK } else { SHM_NO };
         with_deadline(&mut stream, self.deadline, |s| s.write_all(reply)).map_err(failed(
@@ -262,7 +263,7 @@ impl Setup<'_> {
             to_higher.map_err(|e| Error::new(ErrorKind::Bootstrap, e))?,
             from_higher.map_err(|e| Error::new(ErrorKind::Bootstrap, e))?,
         );
-        introduce(&seg, true, self.pulls != PullPolicy::Off);
+        introduce(&seg, true, self.pulls);
         let link = ShmLink::new(
             seg,
             to_higher,
@@ -292,9 +293,10 @@ fn side(seg: &Segment, off: usize) -> &SideInfo {
 /// Writes this side's process id and probe address into the header page, then, if the peer's are
 /// there (always for the higher rank; for the lower rank once the higher answered), checks that
 /// this process can read the peer's memory and says so, so the peer may send large slices by
-/// pull descriptor. A failed check only costs speed: the rings carry everything. `pulls`: whether
-/// single-copy transfers are on ([`crate::transport::TransportTunables::shm_pulls`]).
-fn introduce(seg: &Segment, lower: bool, pulls: bool) {
+/// pull descriptor. A failed check only costs speed: the rings carry everything. `pulls`: the
+/// policy ([`crate::transport::TransportTunables::shm_pulls`]); under the default one, this side
+/// offers to pull only where pulls pay on this machine ([`pull_cost::pulls_pay`]).
+fn introduce(seg: &Segment, lower: bool, pulls: PullPolicy) {
     let (mine, theirs) = if lower {
         (offsets::SIDE_LOWER, offsets::SIDE_HIGHER)
     } else {
@@ -306,7 +308,12 @@ fn introduce(seg: &Segment, lower: bool, pulls: bool) {
         .store(std::ptr::addr_of!(PROBE) as u64, SeqCst);
     let peer = side(seg, theirs);
     let (pid, addr) = (peer.pid.load(SeqCst) as i32, peer.probe_addr.load(SeqCst));
-    if pid <= 0 || !pulls {
+    let offered = match pulls {
+        PullPolicy::Off => false,
+        PullPolicy::Every { .. } => true,
+        PullPolicy::ByTraffic => pull_cost::pulls_pay(),
+    };
+    if pid <= 0 || !offered {
         return;
     }
     if cma::probe(pid, addr).is_ok() {
@@ -333,7 +340,7 @@ impl Setup<'_> {
         }
         // The lower rank's pid and probe address, for the peer's check (it cannot probe yet
         // itself).
-        introduce(&seg, true, self.pulls != PullPolicy::Off);
+        introduce(&seg, true, self.pulls);
         Ok((seg, nonce))
     }
 

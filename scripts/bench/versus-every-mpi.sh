@@ -112,7 +112,7 @@ from versus_every_mpi import imb_lengths
 for n in imb_lengths(sys.argv[1], sys.argv[2], int(sys.argv[3])):
     print(n)
 EOF
-      cmdline="env LD_LIBRARY_PATH=$impi/lib $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -npmin $ranks"
+      cmdline="env LD_LIBRARY_PATH=$impi/lib $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -msglog 27 -npmin $ranks"
       rc=0
       timeout -k 10 "$limit" $cmdline >"$file" 2>&1 || rc=$?
       echo "$round,$coll,imb,$rc,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"

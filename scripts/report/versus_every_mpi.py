@@ -231,8 +231,10 @@ def main(argv: list) -> int:
         if any(k[1] == coll for k in data):
             text += [f"## {NAMES[coll]}: µs, median (min–max over rounds)", "",
                      *times_table(data, coll, sizes), ""]
-    text += ["IMB-MPI1 is Intel's own benchmark under Intel MPI's launcher, its default iterations",
-             "and `t_avg`, as a cross-check of the C benchmark's Intel MPI column.", ""]
+    text += ["IMB-MPI1 is Intel's own benchmark under Intel MPI's launcher, as a cross-check of the C",
+             "benchmark's Intel MPI column: `t_avg`, its own iteration policy (1000 repetitions for",
+             "small messages, as few as 1 or 2 at 16–64 MiB, so those cells are single samples), the",
+             "buffers reused as IMB does by default.", ""]
     if failed:
         text += ["## Runs that failed", "", *[f"- {f}" for f in failed], ""]
     (a.out / "README.md").write_text("\n".join(text))

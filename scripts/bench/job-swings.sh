@@ -28,7 +28,7 @@ csv="$out/jobs.csv"
 echo "job,revision,load1,bounce_ns,program,bytes,time_us" >"$csv"
 for ((j = 1; j <= jobs; j++)); do
   load=$(cut -d' ' -f1 /proc/loadavg)
-  bounce=$("$bin/core-bounce" 20000 | awk '{print $5}')
+  bounce=$("$bin/core-bounce" 20000 | awk '{print $7}')
   target/release/psyrun -n 2 target/release/psybench "$coll" --cadence osu --sizes "$sizes" \
     --csv "$bin/psyne.csv" >/dev/null
   mpirun --oversubscribe -n 2 "$bin/cb-openmpi" "$coll" --cadence osu --sizes "$sizes" >"$bin/ompi.csv"

@@ -14,7 +14,9 @@
 # allgather reducescatter), IMB=0 to leave out Intel's IMB-MPI1 (run once a round beside Intel
 # MPI's C-benchmark job as Intel's own cross-check of it), VERSUS_TIMEOUT (seconds a job may take,
 # default 600). Each round runs one job per program and collective; the order of the programs
-# rotates every round, so each goes first, second, third and fourth in turn.
+# rotates every round, so each goes first, second, third and fourth in turn. Before each job the
+# machine's cross-core round trip is measured (scripts/probes/core-bounce.c): the report counts the
+# jobs that ran while the VM was in its slow state (results/job-swings/).
 #
 # Writes OUT_DIR/raw/ (every job's CSV or JSON and runs.csv naming them) and OUT_DIR/README.md
 # (scripts/report/versus_every_mpi.py: machine, load, commands, the table of best MPI ÷ psyne per
@@ -51,6 +53,9 @@ mpicc -O2 -Wall -Wextra -o "$bin/cb-openmpi" "$src"
 "$mpich/bin/mpicc" -O2 -Wall -Wextra -o "$bin/cb-mpich5" "$src"
 # Intel MPI's mpicc wrapper from the wheel has unsubstituted paths (../shared/PITFALLS.md).
 gcc -O2 -Wall -Wextra -I"$impi/include" -L"$impi/lib" -Wl,-rpath,"$impi/lib" -o "$bin/cb-impi" "$src" -lmpi
+# The machine's state before each job: the cross-core round trip (results/job-swings/).
+gcc -O2 -Wall -Wextra -pthread -o "$bin/core-bounce" scripts/probes/core-bounce.c
+bounce() { "$bin/core-bounce" 20000 | awk '{print $7}'; }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The command line of each program's job for collective $1, up to the benchmark's own flags.
@@ -74,7 +79,7 @@ imb_name() {
 }
 
 load_before=$(python3 scripts/report/lib.py load)
-echo "round,collective,program,rc,file,command" >"$raw/runs.csv"
+echo "round,collective,program,rc,bounce_ns,file,command" >"$raw/runs.csv"
 programs=(psyne openmpi mpich5 impi)
 for ((round = 1; round <= rounds; round++)); do
   for coll in "${collectives[@]}"; do
@@ -93,13 +98,14 @@ for ((round = 1; round <= rounds; round++)); do
         cmdline="$cmd"
       fi
       echo "# round $round/$rounds $coll: $who"
+      ns=$(bounce)
       rc=0
       if [ "$who" = psyne ]; then
         timeout -k 10 "$limit" $cmdline >"$raw/r$round-$coll-$who.txt" 2>&1 || rc=$?
       else
         timeout -k 10 "$limit" $cmdline >"$file" 2>"$raw/r$round-$coll-$who.err" || rc=$?
       fi
-      echo "$round,$coll,$who,$rc,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
+      echo "$round,$coll,$who,$rc,$ns,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
       [ "$rc" = 0 ] || echo "versus-every-mpi.sh: $who $coll round $round exited $rc" >&2
     done
     if [ "${IMB:-1}" != 0 ]; then
@@ -113,9 +119,10 @@ for n in imb_lengths(sys.argv[1], sys.argv[2], int(sys.argv[3])):
     print(n)
 EOF
       cmdline="env LD_LIBRARY_PATH=$impi/lib $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -msglog 27 -npmin $ranks"
+      ns=$(bounce)
       rc=0
       timeout -k 10 "$limit" $cmdline >"$file" 2>&1 || rc=$?
-      echo "$round,$coll,imb,$rc,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
+      echo "$round,$coll,imb,$rc,$ns,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
     fi
   done
 done

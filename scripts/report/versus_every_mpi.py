@@ -120,6 +120,29 @@ def collect(raw: Path) -> tuple:
     return data, failed, ranks
 
 
+# A job ran in the machine's slow state when its cross-core round trip was over this many times
+# the run's median (results/job-swings/: 334 ns against 52-60).
+SLOW_STATE = 2.0
+
+
+def state_lines(raw: Path) -> list:
+    """What the cross-core round trip before each job says of the machine during the run: its
+    range, and the jobs that ran in the slow state. Empty for runs made before it was measured."""
+    runs = list(csv.DictReader((raw / "runs.csv").open()))
+    ns = [(r, float(r["bounce_ns"])) for r in runs if r.get("bounce_ns")]
+    if not ns:
+        return []
+    mid = statistics.median(v for _, v in ns)
+    slow = [(r, v) for r, v in ns if v > SLOW_STATE * mid]
+    lines = [f"Before every job the cross-core round trip (`scripts/probes/core-bounce.c`) was "
+             f"measured: median {mid:.0f} ns, {min(v for _, v in ns):.0f}–"
+             f"{max(v for _, v in ns):.0f} ns over {len(ns)} jobs; {len(slow)} ran in the "
+             f"machine's slow state (over {SLOW_STATE:g}× the median, results/job-swings/)"
+             + (":" if slow else ".")]
+    lines += [f"- round {r['round']} {r['collective']} {r['program']}: {v:.0f} ns" for r, v in slow]
+    return lines
+
+
 def spread(values: list) -> float:
     """(max − min) ÷ median, as a fraction."""
     mid = statistics.median(values)
@@ -225,6 +248,8 @@ def main(argv: list) -> int:
         "apart the same job lands when it is run again.",
         "",
         *spread_table(data, sizes),
+        "",
+        *state_lines(a.out / "raw"),
         "",
     ]
     for coll in COLLECTIVES:

@@ -96,9 +96,11 @@ def read_imb(path: Path, coll: str, ranks: int) -> dict:
     return times
 
 
-def collect(raw: Path) -> tuple:
-    """({(program, coll, bytes): [µs per round]}, [failed runs], ranks)."""
+def collect(raw: Path, normal_only: bool = False) -> tuple:
+    """({(program, coll, bytes): [µs per round]}, [failed runs], ranks); with `normal_only`, only
+    the jobs that did not run in the machine's slow state ([`slow_jobs`])."""
     runs = list(csv.DictReader((raw / "runs.csv").open()))
+    slow = {id_of(r) for r, _ in slow_jobs(runs)[1]} if normal_only else set()
     ranks = 2
     m = re.search(r"-n (\d+)", runs[0]["command"]) if runs else None
     if m:
@@ -106,6 +108,8 @@ def collect(raw: Path) -> tuple:
     data, failed = {}, []
     for run in runs:
         who, coll, path = run["program"], run["collective"], raw / run["file"]
+        if id_of(run) in slow:
+            continue
         if run["rc"] != "0":
             failed.append(f"round {run['round']} {coll} {who}: exit {run['rc']}")
             continue
@@ -125,20 +129,32 @@ def collect(raw: Path) -> tuple:
 SLOW_STATE = 2.0
 
 
+def id_of(run: dict) -> tuple:
+    return run["round"], run["collective"], run["program"]
+
+
+def slow_jobs(runs: list) -> tuple:
+    """(the run's median round trip in ns or None, [(run, ns)] of the jobs whose cross-core round
+    trip before them was over SLOW_STATE times that median)."""
+    ns = [(r, float(r["bounce_ns"])) for r in runs if r.get("bounce_ns")]
+    if not ns:
+        return None, []
+    mid = statistics.median(v for _, v in ns)
+    return mid, [(r, v) for r, v in ns if v > SLOW_STATE * mid]
+
+
 def state_lines(raw: Path) -> list:
     """What the cross-core round trip before each job says of the machine during the run: its
     range, and the jobs that ran in the slow state. Empty for runs made before it was measured."""
     runs = list(csv.DictReader((raw / "runs.csv").open()))
-    ns = [(r, float(r["bounce_ns"])) for r in runs if r.get("bounce_ns")]
-    if not ns:
+    mid, slow = slow_jobs(runs)
+    if mid is None:
         return []
-    mid = statistics.median(v for _, v in ns)
-    slow = [(r, v) for r, v in ns if v > SLOW_STATE * mid]
+    ns = [float(r["bounce_ns"]) for r in runs if r.get("bounce_ns")]
     lines = [f"Before every job the cross-core round trip (`scripts/probes/core-bounce.c`) was "
-             f"measured: median {mid:.0f} ns, {min(v for _, v in ns):.0f}–"
-             f"{max(v for _, v in ns):.0f} ns over {len(ns)} jobs; {len(slow)} ran in the "
-             f"machine's slow state (over {SLOW_STATE:g}× the median, results/job-swings/)"
-             + (":" if slow else ".")]
+             f"measured: median {mid:.0f} ns, {min(ns):.0f}–{max(ns):.0f} ns over {len(ns)} jobs; "
+             f"{len(slow)} ran in the machine's slow state (over {SLOW_STATE:g}× the median, "
+             "results/job-swings/)" + (":" if slow else ".")]
     lines += [f"- round {r['round']} {r['collective']} {r['program']}: {v:.0f} ns" for r, v in slow]
     return lines
 
@@ -164,7 +180,7 @@ def ratio_table(data: dict, sizes: list) -> list:
                 continue
             best = min(mpis, key=mpis.get)
             r = mpis[best] / statistics.median(psyne)
-            cells.append(f"**{r:.2f}** ({MPIS[best]})" if r < 1 else f"{r:.2f} ({MPIS[best]})")
+            cells.append(f"**{r:.2f}** ({MPIS[best]})" if round(r, 2) < 1 else f"{r:.2f} ({MPIS[best]})")
         if any(c != "-" for c in cells):
             lines.append(f"| {NAMES[coll]} | " + " | ".join(cells) + " |")
     return lines
@@ -198,6 +214,18 @@ def spread_table(data: dict, sizes: list) -> list:
             cells.append(f"{max(s) * 100:.0f} %" if s else "-")
         lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def normal_state_section(raw: Path, sizes: list) -> list:
+    """The ratio table again over the jobs that ran in the machine's normal state only, when some
+    ran in the slow state; each cell then has fewer rounds."""
+    if not slow_jobs(list(csv.DictReader((raw / "runs.csv").open())))[1]:
+        return []
+    normal, _, _ = collect(raw, normal_only=True)
+    return ["### The same, jobs in the machine's normal state only", "",
+            "Leaving out the jobs listed under the spread below (a cell's median is then over fewer",
+            "rounds, and a cell with none left is `-`):", "",
+            *ratio_table(normal, sizes), ""]
 
 
 def write_summary(out: Path, data: dict) -> None:
@@ -242,6 +270,7 @@ def main(argv: list) -> int:
         "",
         *ratio_table(data, sizes),
         "",
+        *normal_state_section(a.out / "raw", sizes),
         "## Spread across rounds",
         "",
         "The largest (max − min) ÷ median over the four collectives, per program and size: how far",

@@ -4,9 +4,9 @@
 //! source's pages and copies in the kernel, and what that costs beside a `memcpy` depends on the
 //! CPU, the kernel and the hypervisor. On the Intel Xeon VM the pull windows were tuned on
 //! (`results/shm-pulls/`) a pull cost about as much as a copy, and pulled collectives ran up to 2x
-//! faster; on this project's AMD EPYC VM a 256 KiB pull takes 2-4x as long as a `memcpy` of it,
-//! and the same collectives ran up to 2x slower pulled than through the ring
-//! (`results/versus-every-mpi/`). So under the default policy
+//! faster; on this project's AMD EPYC VM a pull takes 2-5x as long as a `memcpy` of the same
+//! bytes, and the same collectives ran up to 2.5x slower pulled than through the ring
+//! (`results/shm-pull-cost/`). So under the default policy
 //! ([`super::cma::PullPolicy::ByTraffic`]) a process offers to pull only where it measured a pull
 //! to cost at most [`PULLS_PAY_RATIO`] times a copy; `PSY_SHM_CMA=1` pulls regardless.
 

@@ -308,12 +308,15 @@ fn introduce(seg: &Segment, lower: bool, pulls: PullPolicy) {
         .store(std::ptr::addr_of!(PROBE) as u64, SeqCst);
     let peer = side(seg, theirs);
     let (pid, addr) = (peer.pid.load(SeqCst) as i32, peer.probe_addr.load(SeqCst));
+    if pid <= 0 {
+        return;
+    }
     let offered = match pulls {
         PullPolicy::Off => false,
         PullPolicy::Every { .. } => true,
         PullPolicy::ByTraffic => pull_cost::pulls_pay(),
     };
-    if pid <= 0 || !offered {
+    if !offered {
         return;
     }
     if cma::probe(pid, addr).is_ok() {

@@ -30,14 +30,18 @@ for ((j = 1; j <= jobs; j++)); do
   load=$(cut -d' ' -f1 /proc/loadavg)
   bounce=$("$bin/core-bounce" 20000 | awk '{print $7}')
   target/release/psyrun -n 2 target/release/psybench "$coll" --cadence osu --sizes "$sizes" \
-    --csv "$bin/psyne.csv" >/dev/null
+    --json "$bin/psyne.json" >/dev/null
   mpirun --oversubscribe -n 2 "$bin/cb-openmpi" "$coll" --cadence osu --sizes "$sizes" >"$bin/ompi.csv"
-  python3 - "$bin/psyne.csv" "$bin/ompi.csv" "$j,$REVISION,$load,$bounce" >>"$csv" <<'EOF'
-import csv, sys
+  # Both read as scripts/report/versus_every_mpi.py reads them (which also refuses wrong results).
+  python3 - "$bin/psyne.json" "$bin/ompi.csv" "$j,$REVISION,$load,$bounce" >>"$csv" <<'EOF'
+import sys
+from pathlib import Path
+sys.path.insert(0, "scripts/report")
+from versus_every_mpi import read_c_bench, read_psybench
 psyne, ompi, head = sys.argv[1:]
-for program, path in (("psyne", psyne), ("openmpi", ompi)):
-    for row in csv.DictReader(l for l in open(path) if not l.startswith("#")):
-        print(f"{head},{program},{row['bytes']},{float(row['time_us_avg']):.3f}")
+for program, times in (("psyne", read_psybench(Path(psyne))), ("openmpi", read_c_bench(Path(ompi)))):
+    for b, t in sorted(times.items()):
+        print(f"{head},{program},{b},{t:.3f}")
 EOF
 done
 column -s, -t "$csv"

@@ -67,6 +67,30 @@ if wants lint; then
   phase fmt cargo fmt --all -- --check
 fi
 
+# clippy_in_build: whether the builds below run clippy too. `cargo clippy` is `cargo check` with
+# clippy-driver as the workspace's rustc wrapper; the same wrapper on `cargo build` lints every
+# workspace target it compiles while compiling it, so the suite's builds (every target, every
+# feature) are its clippy pass, with no second compilation of the workspace and its dependencies
+# (about a minute here). clippy-driver takes its lint flags from CLIPPY_ARGS as `cargo clippy`
+# passes them; a probe first checks that this driver fails a file with a lint in it, else clippy
+# runs on its own after the build (as it does when only the lint tier runs).
+clippy_in_build=0
+if wants lint && { wants unit || wants process || wants root || wants python; }; then
+  driver=$(command -v clippy-driver || true)
+  probe=$(mktemp -d)
+  printf 'pub fn f() -> u8 {\n    return 1;\n}\n' >"$probe/lib.rs"
+  if [ -n "$driver" ] &&
+    ! CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' "$driver" rustc --edition 2021 \
+      --crate-type lib --emit metadata -o "$probe/lib.rmeta" "$probe/lib.rs" >"$probe/out" 2>&1 &&
+    grep -q needless_return "$probe/out"; then
+    clippy_in_build=1
+    export RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__'
+  else
+    echo "test.sh: clippy-driver did not fail a probe with a lint; clippy runs on its own" >&2
+  fi
+  rm -rf "$probe"
+fi
+
 if wants unit || wants process || wants root || wants python; then
   # Everything the tests run and every test binary, in one profile and feature set: the programs
   # (launcher/tests/it/common: BUILD_COMMAND), then the test binaries, which reuse the libraries.
@@ -144,12 +168,13 @@ if wants root; then
 fi
 
 if wants lint; then
-  # After the build, which clippy shares its build scripts and proc-macros with (about half of a
-  # check from nothing). One full pass with every feature (the MPI backend, RDMA), which is how the
-  # tests build; then, without features, the targets whose code has `cfg(feature)` switches
-  # (psyne's lib and its unit tests, psyne-check, psybench and their tests), so code only the
-  # feature-less build compiles is linted too.
-  phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+  # One full pass with every feature (the MPI backend, RDMA), which is how the tests build: the
+  # builds above were it (clippy_in_build), or it runs here, after the build when there was one,
+  # sharing its build scripts and proc-macros (about half of a check from nothing). Then, without
+  # features, the targets whose code has `cfg(feature)` switches (psyne's lib and its unit tests,
+  # psyne-check, psybench and their tests), so code only the feature-less build compiles is
+  # linted too.
+  [ "$clippy_in_build" = 1 ] || phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
   phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
   # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
   # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
@@ -172,7 +197,8 @@ fi
 if wants python; then
   # Builds the Python package into the venv setup.sh made, then its pytest suites, which run the
   # psyrun built above. Its closing line joins the summary below.
-  phase python scripts/ci/test-python.sh "$bins/psyrun"
+  # (The extension builds as users build it: rustc, not the linting wrapper.)
+  phase python env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS scripts/ci/test-python.sh "$bins/psyrun"
 fi
 wait_beside
 

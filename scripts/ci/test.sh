@@ -36,20 +36,28 @@ wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
 log=$(mktemp)
 times=$(mktemp)
+# busy: the machine's CPU time so far (user, nice, system, irq, softirq), in clock ticks.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+hz=$(getconf CLK_TCK)
 # phase NAME COMMAND...: runs COMMAND (its output also into the log the summary counts, or into
-# $phase_log), and records how long it took.
+# $phase_log), and records how long it took and how much CPU the whole machine spent meanwhile
+# (this phase's and any tier's beside it: where the suite's core-seconds go).
 phase() {
-  local name=$1 start end
+  local name=$1 start end b0 b1
   shift
   start=$(date +%s.%N)
+  b0=$(busy)
   echo "=== $name: $*"
   "$@" 2>&1 | tee -a "${phase_log:-$log}"
   end=$(date +%s.%N)
-  awk -v n="$name" -v s="$start" -v e="$end" 'BEGIN { printf "%-10s %6.1f s\n", n, e - s }' >>"$times"
+  b1=$(busy)
+  awk -v n="$name" -v s="$start" -v e="$end" -v c="$(((b1 - b0) / hz))" \
+    'BEGIN { printf "%-10s %6.1f s %6d core-s busy\n", n, e - s, c }' >>"$times"
 }
 
 started_load=$(uptime | sed 's/.*load average//')
 started=$(date +%s.%N)
+started_busy=$(busy)
 phase setup scripts/setup.sh
 # The suite asserts the built-in algorithm choices: a tuning file on this machine must not change
 # them (tests of tuning files set PSY_TUNING themselves).
@@ -202,8 +210,9 @@ if wants python; then
 fi
 wait_beside
 
-echo "time per phase (load average at the start$started_load; at the end$(uptime | sed "s/.*load average//"))":
+echo "time per phase, and the machine's CPU meanwhile (load average at the start$started_load; at the end$(uptime | sed "s/.*load average//"))":
 cat "$times"
-awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%-10s %6.1f s\n", "total", e - s }'
+awk -v s="$started" -v e="$(date +%s.%N)" -v c="$((($(busy) - started_busy) / hz))" \
+  'BEGIN { printf "%-10s %6.1f s %6d core-s busy\n", "total", e - s, c }'
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f }' "$log"

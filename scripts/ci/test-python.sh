@@ -6,8 +6,8 @@
 #
 # /dev/shm: pytest checks that no test leaves a psyne segment there. As root, pytest runs in a
 # mount namespace of its own with a fresh tmpfs on /dev/shm, so that those checks see only its own
-# jobs' segments whatever runs beside (scripts/ci/test.sh runs this beside the Rust tests), and
-# nothing it leaves outlives it. PSYNE_PYTEST_SHM=own insists on that (an error if it cannot be
+# jobs' segments whatever runs beside (in scripts/ci/test.sh, the root tier's MPI and psyne jobs),
+# and nothing it leaves outlives it. PSYNE_PYTEST_SHM=own insists on that (an error if it cannot be
 # had), =shared uses the machine's /dev/shm; unset: own when possible.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -133,13 +133,19 @@ impl Site<'_> {
 
     /// `owner`'s part of this call was withdrawn by `w.by`, which gave up waiting for it
     /// ([`crate::transport::shm::withdraw`]): the call fails on every rank. `owner` is this rank
-    /// when it arrived too late to join; another rank's is the one this rank waited for too, so
-    /// the error is about it ([`Error::peer`]: psyrun names the rank the others lost).
-    pub(crate) fn withdrawn(&self, owner: usize, w: Withdrawal) -> Error {
+    /// when it arrived too late to join. `gone` is a rank of this host whose process has ended,
+    /// if the caller found one: a rank that gave up because it lost a peer withdraws every part
+    /// it still waited for, so the lost rank may be neither `owner` nor `w.by`. The error is about
+    /// the lost rank when known, else about `owner` if that is another rank ([`Error::peer`]:
+    /// psyrun names the rank the others lost).
+    pub(crate) fn withdrawn(&self, owner: usize, w: Withdrawal, gone: Option<usize>) -> Error {
         let kind = super::header::kind_of(w.code);
         let why = match kind {
             ErrorKind::Timeout => "its deadline passed (PSY_TIMEOUT)".to_string(),
-            ErrorKind::PeerLost => "it found that rank gone".to_string(),
+            ErrorKind::PeerLost => match gone {
+                Some(g) => format!("it found {} gone", self.who(g)),
+                None => "it found a rank gone".to_string(),
+            },
             ErrorKind::Mismatch => "it found that rank in another call".to_string(),
             other => format!("of a {other:?} error"),
         };
@@ -157,10 +163,10 @@ impl Site<'_> {
                 self.who(w.by),
             ),
         );
-        if owner == self.rank {
-            err
-        } else {
-            err.about_peer(owner)
+        let lost = gone.filter(|_| kind == ErrorKind::PeerLost);
+        match lost.or((owner != self.rank).then_some(owner)) {
+            Some(about) => err.about_peer(about),
+            None => err,
         }
     }
 
@@ -225,4 +231,75 @@ pub(crate) fn refused(label: &str, first: &Error) -> Error {
         ErrorKind::Aborted,
         format!("{label} refused: this group is unusable after an earlier failure and cannot be used again (create a new one): {first}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::header::{kind_code, OpKind};
+    use crate::transport::TransportKind;
+    use crate::{Collective, DType, ReduceOp};
+    use std::sync::Arc;
+
+    fn peers(n: usize) -> Vec<PeerInfo> {
+        (0..n)
+            .map(|r| PeerInfo {
+                host: Arc::from("h"),
+                addr: None,
+                host_key: Arc::from("h"),
+                shm_ok: true,
+                transport: if r == 0 {
+                    TransportKind::Local
+                } else {
+                    TransportKind::Shm
+                },
+            })
+            .collect()
+    }
+
+    fn desc() -> OpDesc {
+        OpDesc {
+            kind: OpKind::Collective(Collective::AllReduce),
+            algo: None,
+            dtype: DType::F32,
+            op: Some(ReduceOp::Sum),
+            count: 20,
+            seq: 1,
+        }
+    }
+
+    #[test]
+    fn a_withdrawal_for_a_lost_rank_names_the_lost_rank_not_the_one_that_withdrew() {
+        let (peers, desc) = (peers(3), desc());
+        let site = Site {
+            desc: &desc,
+            rank: 0,
+            peers: &peers,
+        };
+        let lost = Withdrawal {
+            by: 2,
+            code: kind_code(ErrorKind::PeerLost),
+        };
+        // Rank 0 came too late: rank 2 had given up because rank 1's process ended.
+        let e = site.withdrawn(0, lost, Some(1));
+        assert_eq!(e.kind(), ErrorKind::PeerLost);
+        assert!(e.message().contains("found rank 1 (h"), "{e}");
+        assert!(e.message().contains("too late"), "{e}");
+        assert_eq!(e.peer(), Some(1), "psyrun names the lost rank: {e}");
+        // Unknown (e.g. a rank of another host): no rank is named as the lost one.
+        let e = site.withdrawn(0, lost, None);
+        assert!(e.message().contains("found a rank gone"), "{e}");
+        assert_eq!(e.peer(), None, "{e}");
+        // Another rank's part: the error is about it unless the lost rank is known.
+        assert_eq!(site.withdrawn(2, lost, None).peer(), Some(2));
+        assert_eq!(site.withdrawn(2, lost, Some(1)).peer(), Some(1));
+        // A timeout names no lost rank, whatever process ended.
+        let late = Withdrawal {
+            by: 2,
+            code: kind_code(ErrorKind::Timeout),
+        };
+        let e = site.withdrawn(0, late, Some(1));
+        assert!(e.message().contains("PSY_TIMEOUT"), "{e}");
+        assert_eq!(e.peer(), None, "{e}");
+    }
 }

@@ -87,7 +87,7 @@ impl Engine for BoardCollective<'_> {
         // A peer that gave up waiting for this rank has withdrawn its part: too late to join.
         board
             .publish(k, &mine, &buf[bytes(part.published(me), es)])
-            .map_err(|w| site().withdrawn(me, w))?;
+            .map_err(|w| site().withdrawn(me, w, board.first_gone()))?;
         let ours = Ours {
             k,
             mine: &mine,
@@ -438,7 +438,7 @@ impl Watch<'_> {
     /// [`Watch::check_before_sleep`] without the withdrawal.
     fn checked_time_left(&mut self, peer: usize) -> Result<Duration> {
         if let Some(w) = self.board.slot(peer, self.parity).withdrawal(self.k) {
-            return Err(self.site().withdrawn(peer, w));
+            return Err(self.site().withdrawn(peer, w, self.board.first_gone()));
         }
         self.check_peers(peer)?;
         let timeout = self.call.timeout;

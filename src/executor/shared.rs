@@ -234,6 +234,12 @@ impl<T: Element> Mapped<T> {
         self.len
     }
 
+    /// The first rank whose process has ended, by the pids on the ranks' arrival lines.
+    fn first_gone(&self) -> Option<usize> {
+        let alive = |seg: &Segment| crate::wait::process_alive(arrival(seg).pid());
+        self.segments.iter().position(|seg| !alive(seg))
+    }
+
     /// Arrives at the next epoch with `(kind, count)` and waits for every peer to arrive; then
     /// checks they called the same thing.
     /// A peer that sends this rank a message meanwhile is in another call: its message says
@@ -250,7 +256,11 @@ impl<T: Element> Mapped<T> {
         // A peer that gave up waiting for this rank has withdrawn its arrival: too late to join.
         arrival(&self.segments[self.rank])
             .arrive(epoch, kind, self.len as u64)
-            .map_err(|w| call.site(links.rank, &links.peers).withdrawn(self.rank, w))?;
+            .map_err(|w| {
+                let gone = self.first_gone();
+                call.site(links.rank, &links.peers)
+                    .withdrawn(self.rank, w, gone)
+            })?;
         // A peer in a call over the links shows its message there, once its link is adopted.
         links.adopt_arrived()?;
         for (peer, seg) in self.segments.iter().enumerate() {
@@ -294,7 +304,7 @@ impl<T: Element> Mapped<T> {
                     interrupted.as_deref().unwrap_or_default(),
                 ),
                 Waited::Arrived if line.call(epoch) == (kind, self.len as u64) => continue,
-                Waited::Withdrawn(w) => site.withdrawn(peer, w),
+                Waited::Withdrawn(w) => site.withdrawn(peer, w, self.first_gone()),
                 Waited::Arrived => site.mismatch(
                     peer,
                     "a different call on its shared buffer of this allocation",

@@ -319,6 +319,12 @@ impl Board {
         self.pid_word(rank).load(Ordering::SeqCst)
     }
 
+    /// The first rank whose process has ended, by the pids the ranks recorded (for naming the
+    /// rank a peer lost when only the kind of its error reached this rank).
+    pub fn first_gone(&self) -> Option<usize> {
+        (0..self.size()).find(|&r| !crate::wait::process_alive(self.pid(r)))
+    }
+
     /// Marks this rank as having given up the group after an error of kind `code` (the
     /// executor's number for it, below 255) about rank `about`, if it was about one. Ranks
     /// waiting on the board for some other rank see it ([`Board::aborted`]) even when this

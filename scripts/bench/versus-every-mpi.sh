@@ -12,8 +12,10 @@
 #
 # Environment: ROUNDS (5), RANKS (2), SIZES (8,1K,64K,1M,16M,64M), COLLECTIVES (allreduce broadcast
 # allgather reducescatter), IMB=0 to leave out Intel's IMB-MPI1 (run once a round beside Intel
-# MPI's C-benchmark job as Intel's own cross-check of it), VERSUS_TIMEOUT (seconds a job may take,
-# default 600). Each round runs one job per program and collective; the order of the programs
+# MPI's C-benchmark job as Intel's own cross-check of it), FLOORS=0 to leave out the copy floors
+# (with 2 ranks, the sizes from 1 MiB up: scripts/probes/copy-floors.sh, a plain C program that
+# moves only the bytes the call must move, as one more program in the rotation), VERSUS_TIMEOUT
+# (seconds a job may take, default 600). Each round runs one job per program and collective; the order of the programs
 # rotates every round, so each goes first, second, third and fourth in turn. Before each job the
 # machine's cross-core round trip is measured (scripts/probes/core-bounce.c): the report counts the
 # jobs that ran while the VM was in its slow state (results/job-swings/).
@@ -57,6 +59,19 @@ gcc -O2 -Wall -Wextra -I"$impi/include" -L"$impi/lib" -Wl,-rpath,"$impi/lib" -o 
 gcc -O2 -Wall -Wextra -pthread -o "$bin/core-bounce" scripts/probes/core-bounce.c
 bounce() { "$bin/core-bounce" 20000 | awk '{print $7}'; }
 
+programs=(psyne openmpi mpich5 impi)
+# The copy floors' sizes: the sweep's from 1 MiB up, as the benchmarks round them.
+floor_sizes=$(python3 - "$sizes" "$ranks" <<'EOF'
+import sys
+sys.path.insert(0, "scripts/report")
+from versus_every_mpi import floor_sizes
+print(",".join(str(b) for b in floor_sizes(sys.argv[1], int(sys.argv[2]))))
+EOF
+)
+if [ "${FLOORS:-1}" != 0 ] && [ -n "$floor_sizes" ]; then
+  programs+=(floor)
+fi
+
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The command line of each program's job for collective $1, up to the benchmark's own flags.
 job() {
@@ -67,6 +82,7 @@ job() {
     openmpi) echo mpirun --oversubscribe -n "$ranks" "$bin/cb-openmpi" "${sweep[@]}" ;;
     mpich5) echo "$mpich/bin/mpiexec" -bind-to core -n "$ranks" "$bin/cb-mpich5" "${sweep[@]}" ;;
     impi) echo env LD_LIBRARY_PATH="$impi/lib" "$impi/bin/mpiexec" -n "$ranks" "$bin/cb-impi" "${sweep[@]}" ;;
+    floor) echo scripts/probes/copy-floors.sh "$coll" "$floor_sizes" ;;
   esac
 }
 # IMB-MPI1's name of collective $1, and its message lengths (bytes per rank's buffer as IMB counts
@@ -80,10 +96,9 @@ imb_name() {
 
 load_before=$(python3 scripts/report/lib.py load)
 echo "round,collective,program,rc,bounce_ns,file,command" >"$raw/runs.csv"
-programs=(psyne openmpi mpich5 impi)
 for ((round = 1; round <= rounds; round++)); do
   for coll in "${collectives[@]}"; do
-    # Rotate: round r starts with program (r-1) mod 4.
+    # Rotate: round r starts with program (r-1) mod (the number of programs).
     order=()
     for ((i = 0; i < ${#programs[@]}; i++)); do
       order+=("${programs[$(((round - 1 + i) % ${#programs[@]}))]}")
@@ -93,6 +108,9 @@ for ((round = 1; round <= rounds; round++)); do
       if [ "$who" = psyne ]; then
         file="$raw/r$round-$coll-$who.json"
         cmdline="$cmd $file"
+      elif [ "$who" = floor ]; then
+        file="$raw/r$round-$coll-$who.txt"
+        cmdline="$cmd"
       else
         file="$raw/r$round-$coll-$who.csv"
         cmdline="$cmd"

@@ -96,6 +96,32 @@ def read_imb(path: Path, coll: str, ranks: int) -> dict:
     return times
 
 
+# The copy floors (scripts/probes/copy-floors.sh) are measured from this size up, with 2 ranks.
+FLOOR_FROM = 1 << 20
+# The issue's goal: psyne within this fraction above its copy floor.
+FLOOR_GOAL = 1.15
+
+
+def floor_sizes(sizes: str, ranks: int) -> list:
+    """The sweep's sizes that have a copy floor, as the benchmarks round them (none unless 2
+    ranks: the floor program is a 2-rank one)."""
+    if ranks != 2:
+        return []
+    out = {rounded(parse_size(s), "allgather", ranks) for s in sizes.split(",")}
+    return sorted(b for b in out if b >= FLOOR_FROM)
+
+
+def read_floor(path: Path) -> dict:
+    """{bytes: µs} from scripts/probes/copy-floors.sh (`floor COLL BYTES SLICE MEAN SLOWER`: the
+    mean over the two ranks, as the others' times)."""
+    times = {}
+    for line in path.read_text().splitlines():
+        f = line.split()
+        if len(f) == 6 and f[0] == "floor":
+            times[int(f[2])] = float(f[4])
+    return times
+
+
 def read_runs(raw: Path) -> list:
     """The lines of runs.csv: one per job."""
     with (raw / "runs.csv").open() as f:
@@ -122,6 +148,8 @@ def collect(raw: Path, runs: list, normal_only: bool = False) -> tuple:
             times = read_psybench(path)
         elif who == "imb":
             times = read_imb(path, coll, ranks)
+        elif who == "floor":
+            times = read_floor(path)
         else:
             times = read_c_bench(path)
         for b, t in times.items():
@@ -197,10 +225,48 @@ def ratio_table(data: dict, sizes: list) -> list:
     return lines
 
 
+def floor_table(data: dict, sizes: list) -> list:
+    """psyne's time ÷ its copy floor's per collective and size (medians over rounds; bold above
+    FLOOR_GOAL), and the best MPI's ÷ the floor beside it. Empty without floors."""
+    sizes = [b for b in sizes if any(("floor", c, b) in data for c in COLLECTIVES)]
+    if not sizes:
+        return []
+    lines = ["| | " + " | ".join(lib.size_text(b, spaced=True) for b in sizes) + " |",
+             "|---|" + "---:|" * len(sizes)]
+    for coll in COLLECTIVES:
+        cells = []
+        for b in sizes:
+            floor, psyne = data.get(("floor", coll, b)), data.get(("psyne", coll, b))
+            if not floor or not psyne:
+                cells.append("-")
+                continue
+            f = statistics.median(floor)
+            r = statistics.median(psyne) / f
+            mpis = [statistics.median(v) for w in CANDIDATES if (v := data.get((w, coll, b)))]
+            mpi = f", best MPI {min(mpis) / f:.2f}" if mpis else ""
+            cell = f"**{r:.2f}**" if r > FLOOR_GOAL else f"{r:.2f}"
+            cells.append(f"{cell} ({fmt_us(f)} µs{mpi})")
+        lines.append(f"| {NAMES[coll]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def floor_section(data: dict, sizes: list) -> list:
+    table = floor_table(data, sizes)
+    if not table:
+        return []
+    return ["## psyne's time ÷ its copy floor", "",
+            "The floor: `scripts/probes/copy-floors.sh`, a plain C program run as one more program",
+            "in the rotation, that moves only the bytes the call must move (through a ring of four",
+            "slices in shared memory, both cores at once, the fastest of five slice sizes; same",
+            "buffers and semantics as psybench's, every element checked). In brackets the floor's",
+            f"µs and the best MPI's time ÷ the floor. **Bold**: more than {FLOOR_GOAL:g}× the floor,",
+            "the issue's goal from 1 MiB up.", "", *table, ""]
+
+
 def times_table(data: dict, coll: str, sizes: list) -> list:
     """Each program's median µs (min–max over rounds) for one collective."""
-    cols = [p for p in [*PROGRAMS, "imb"] if any((p, coll, b) in data for b in sizes)]
-    label = {**MPIS, "psyne": "psyne", "imb": "IMB-MPI1 (Intel MPI)"}
+    cols = [p for p in [*PROGRAMS, "imb", "floor"] if any((p, coll, b) in data for b in sizes)]
+    label = {**MPIS, "psyne": "psyne", "imb": "IMB-MPI1 (Intel MPI)", "floor": "copy floor"}
     lines = ["| size | " + " | ".join(label[c] for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for b in sizes:
@@ -304,6 +370,7 @@ def main(argv: list) -> int:
         *ratio_table(data, sizes),
         "",
         *normal_state_section(a.out / "raw", runs, sizes),
+        *floor_section(data, sizes),
         "## Spread across rounds",
         "",
         "The largest (max − min) ÷ median over the four collectives, per program and size: how far",

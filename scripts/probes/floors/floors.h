@@ -10,33 +10,33 @@
 #include <sys/uio.h>
 #include <time.h>
 
-static double now_us(void) {
+static inline double now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
 // Runs the calling process on core `core` only.
-static void pin_to_core(int core) {
+static inline void pin_to_core(int core) {
   cpu_set_t s;
   CPU_ZERO(&s);
   CPU_SET(core, &s);
   sched_setaffinity(0, sizeof s, &s);
 }
 
-static int by_value(const void *a, const void *b) {
+static inline int by_value(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
 // The median of `n` times (sorts them).
-static double median(double *t, int n) {
+static inline double median(double *t, int n) {
   qsort(t, n, sizeof(double), by_value);
   return t[n / 2];
 }
 
 // Copies `n` bytes at `src` in process `pid` into `dst`; exits on failure.
-static void pull(pid_t pid, void *dst, const void *src, size_t n) {
+static inline void pull(pid_t pid, void *dst, const void *src, size_t n) {
   struct iovec l = {dst, n}, r = {(void *)src, n};
   if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)n) {
     perror("process_vm_readv");

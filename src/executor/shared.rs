@@ -240,6 +240,12 @@ impl<T: Element> Mapped<T> {
         self.segments.iter().position(|seg| !alive(seg))
     }
 
+    /// This rank's error when a peer that gave up waiting for it withdrew its arrival.
+    fn too_late(&self, call: &Call, links: &Links, w: Withdrawal) -> Error {
+        let site = call.site(links.rank, &links.peers);
+        site.withdrawn(self.rank, w, self.first_gone())
+    }
+
     /// Arrives at the next epoch with `(kind, count)` and waits for every peer to arrive; then
     /// checks they called the same thing.
     /// A peer that sends this rank a message meanwhile is in another call: its message says
@@ -256,11 +262,7 @@ impl<T: Element> Mapped<T> {
         // A peer that gave up waiting for this rank has withdrawn its arrival: too late to join.
         arrival(&self.segments[self.rank])
             .arrive(epoch, kind, self.len as u64)
-            .map_err(|w| {
-                let gone = self.first_gone();
-                call.site(links.rank, &links.peers)
-                    .withdrawn(self.rank, w, gone)
-            })?;
+            .map_err(|w| self.too_late(call, links, w))?;
         // A peer in a call over the links shows its message there, once its link is adopted.
         links.adopt_arrived()?;
         for (peer, seg) in self.segments.iter().enumerate() {

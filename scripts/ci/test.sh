@@ -85,14 +85,15 @@ fi
 clippy_in_build=0
 if wants lint && { wants unit || wants process || wants root || wants python; }; then
   driver=$(command -v clippy-driver || true)
+  clippy_args=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ # `-D warnings`, as cargo clippy joins it
   probe=$(mktemp -d)
   printf 'pub fn f() -> u8 {\n    return 1;\n}\n' >"$probe/lib.rs"
   if [ -n "$driver" ] &&
-    ! CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' "$driver" rustc --edition 2021 \
-      --crate-type lib --emit metadata -o "$probe/lib.rmeta" "$probe/lib.rs" >"$probe/out" 2>&1 &&
+    ! CLIPPY_ARGS=$clippy_args "$driver" rustc --edition 2021 --crate-type lib --emit metadata \
+      -o "$probe/lib.rmeta" "$probe/lib.rs" >"$probe/out" 2>&1 &&
     grep -q needless_return "$probe/out"; then
     clippy_in_build=1
-    export RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__'
+    export RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS=$clippy_args
   else
     echo "test.sh: clippy-driver did not fail a probe with a lint; clippy runs on its own" >&2
   fi

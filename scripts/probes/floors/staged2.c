@@ -114,20 +114,17 @@ static void call(int mode, int me, float *buf, const float *in, float *out, size
         taken(peer, 0);
         break;
       case REDUCESCATTER:
-        put(me, 0, give + o, n);
-        p = next(peer, 0);
-        sum_into(out + o, keep + o, p, n);
-        taken(peer, 0);
-        break;
       case ALLREDUCE:
         put(me, 0, give + o, n);
         p = next(peer, 0);
-        sum_into(keep + o, keep + o, p, n);
+        sum_into((mode == ALLREDUCE ? keep : out) + o, keep + o, p, n);
         taken(peer, 0);
-        put(me, 1, keep + o, n);
-        p = next(peer, 1);
-        memcpy(give + o, p, n * 4);
-        taken(peer, 1);
+        if (mode == ALLREDUCE) {
+          put(me, 1, keep + o, n);
+          p = next(peer, 1);
+          memcpy(give + o, p, n * 4);
+          taken(peer, 1);
+        }
         break;
     }
   }

@@ -193,6 +193,12 @@ impl Spinner {
     }
 }
 
+/// The position of the first of `pids` (the ranks' recorded process ids, by rank) whose process
+/// has ended: for naming the rank a peer lost when only the kind of its error reached this rank.
+pub(crate) fn first_ended(pids: impl IntoIterator<Item = u32>) -> Option<usize> {
+    pids.into_iter().position(|pid| !process_alive(pid))
+}
+
 /// Whether process `pid` on this host exists (0, an unknown pid, counts as alive).
 pub(crate) fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -209,6 +215,22 @@ pub(crate) fn process_alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_ended_process_is_found_by_position() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let ended = child.id();
+        child.wait().expect("reap true");
+        let me = std::process::id();
+        assert_eq!(first_ended([me, 0, ended, ended]), Some(2));
+        assert_eq!(
+            first_ended([me, 0]),
+            None,
+            "alive, and 0 (not recorded yet)"
+        );
+    }
 
     #[test]
     fn a_spinner_looks_then_yields_then_blocks() {

@@ -236,8 +236,7 @@ impl<T: Element> Mapped<T> {
 
     /// The first rank whose process has ended, by the pids on the ranks' arrival lines.
     fn first_gone(&self) -> Option<usize> {
-        let alive = |seg: &Segment| crate::wait::process_alive(arrival(seg).pid());
-        self.segments.iter().position(|seg| !alive(seg))
+        crate::wait::first_ended(self.segments.iter().map(|seg| arrival(seg).pid()))
     }
 
     /// This rank's error when a peer that gave up waiting for it withdrew its arrival.

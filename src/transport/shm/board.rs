@@ -319,10 +319,9 @@ impl Board {
         self.pid_word(rank).load(Ordering::SeqCst)
     }
 
-    /// The first rank whose process has ended, by the pids the ranks recorded (for naming the
-    /// rank a peer lost when only the kind of its error reached this rank).
+    /// The first rank whose process has ended, by the pids the ranks recorded.
     pub fn first_gone(&self) -> Option<usize> {
-        (0..self.size()).find(|&r| !crate::wait::process_alive(self.pid(r)))
+        crate::wait::first_ended((0..self.size()).map(|r| self.pid(r)))
     }
 
     /// Marks this rank as having given up the group after an error of kind `code` (the

@@ -7,8 +7,7 @@
 # /dev/shm: pytest checks that no test leaves a psyne segment there. As root, pytest runs in a
 # mount namespace of its own with a fresh tmpfs on /dev/shm, so that those checks see only its own
 # jobs' segments whatever runs beside (in scripts/ci/test.sh, the root tier's MPI and psyne jobs),
-# and nothing it leaves outlives it. PSYNE_PYTEST_SHM=own insists on that (an error if it cannot be
-# had), =shared uses the machine's /dev/shm; unset: own when possible.
+# and nothing it leaves outlives it. Without root (or mount namespaces) it uses the machine's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,24 +22,10 @@ if [ ! -x "$venv/bin/python" ]; then
   exit 1
 fi
 
-own_shm_possible() { [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; }
-case "${PSYNE_PYTEST_SHM:-}" in
-  own)
-    own_shm_possible || {
-      echo "test-python.sh: PSYNE_PYTEST_SHM=own needs root and mount namespaces (unshare --mount)" >&2
-      exit 1
-    }
-    shm=own
-    ;;
-  shared) shm=shared ;;
-  "") if own_shm_possible; then shm=own; else shm=shared; fi ;;
-  *)
-    echo "test-python.sh: PSYNE_PYTEST_SHM is own or shared, not '$PSYNE_PYTEST_SHM'" >&2
-    exit 2
-    ;;
-esac
 run=()
-if [ "$shm" = own ]; then
+shm=shared
+if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
+  shm=own
   # shellcheck disable=SC2016 # $@ is the inner shell's
   run=(unshare --mount --propagation private sh -c 'mount -t tmpfs -o mode=1777 psyne-pytest /dev/shm && exec "$@"' sh)
 fi

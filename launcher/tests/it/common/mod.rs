@@ -58,19 +58,26 @@ pub fn psyrun_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psyrun"))
 }
 
-/// What MPI ranks started in this (the host's) network namespace are told about networks: UCX
-/// (MPICH's transport) uses loopback only. It opens every interface it finds at `MPI_Init`, and
-/// the root tests' clusters add and remove veths and bridges on this namespace at any time: an
-/// interface gone between its listing and its opening failed MPICH's init ("init_worker No such
-/// device", 4 runs in 30 under such churn, none in 40 with this). Ranks in a cluster's
-/// namespaces do not get it: they talk across their veths.
-pub const LOCAL_NET: (&str, &str) = ("UCX_NET_DEVICES", "lo");
+/// What MPI ranks started in this (the host's) network namespace are told about networks: use
+/// loopback only. The root tests' clusters add and remove veths and bridges on this namespace at
+/// any time, and an MPI's network layer that lists the interfaces at `MPI_Init` and opens them
+/// fails or hangs when one goes in between:
+///
+/// - UCX (Debian's MPICH) opens every interface it finds: "init_worker No such device" failed
+///   MPICH's init in 4 runs of 30 under such churn, none in 40 with `UCX_NET_DEVICES=lo`.
+/// - Intel MPI's libfabric `tcp` provider picks eth0 (so two simulated hosts of one machine talk
+///   over its address): under a veth added and removed in a loop, 1 of 25 runs of
+///   `pmi_simple::two_hosts_share_one_key_value_space` hung in `MPI_Init` (as once in CI),
+///   none of 60 with `FI_TCP_IFACE=lo`.
+///
+/// Ranks in a cluster's namespaces do not get these: they talk across their veths.
+pub const LOCAL_NET: [(&str, &str); 2] = [("UCX_NET_DEVICES", "lo"), ("FI_TCP_IFACE", "lo")];
 
 /// A command running psyrun with `dir` in `$D` for the rank scripts.
 pub fn psyrun(dir: &TempDir) -> Command {
     let mut cmd = Command::new(psyrun_path());
     cmd.env("D", dir.path())
-        .env(LOCAL_NET.0, LOCAL_NET.1)
+        .envs(LOCAL_NET)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -485,7 +492,7 @@ pub fn mpirun(n: usize, env: &[(&str, &str)]) -> Command {
         &n.to_string(),
     ])
     .env("PSY_TIMEOUT", "60")
-    .env(LOCAL_NET.0, LOCAL_NET.1)
+    .envs(LOCAL_NET)
     .envs(env.iter().copied());
     cmd
 }

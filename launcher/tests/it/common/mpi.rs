@@ -156,7 +156,7 @@ impl Flavour {
         };
         cmd.args(["-n", &n])
             .envs(self.rank_env())
-            .env(super::LOCAL_NET.0, super::LOCAL_NET.1);
+            .envs(super::LOCAL_NET);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -199,7 +199,7 @@ impl Flavour {
     /// flavour's library (mpi4py's wheel dlopens libmpi at import).
     pub fn python(self) -> (PathBuf, Vec<(String, String)>) {
         let mut env = self.rank_env();
-        env.push((super::LOCAL_NET.0.into(), super::LOCAL_NET.1.into()));
+        env.extend(super::LOCAL_NET.map(|(k, v)| (k.into(), v.into())));
         let python = match self {
             Flavour::OpenMpi => {
                 env.push(("MPI4PY_LIBMPI".into(), "libmpi.so.40".into()));

@@ -162,7 +162,7 @@ fn alone(args: &[&str], env: &[(&str, &str)]) -> Done {
     cmd.args(args)
         .env("OMPI_MCA_op", "^avx")
         .env("PSY_TIMEOUT", "60")
-        .env(common::LOCAL_NET.0, common::LOCAL_NET.1)
+        .envs(common::LOCAL_NET)
         .envs(env.iter().copied());
     run(cmd, DEADLINE)
 }

@@ -21,7 +21,7 @@ use psyrun::pmi::{Alone, Exchange, HostRanks, HostService, JobMap, Report, Repor
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -209,6 +209,8 @@ fn next_job() -> usize {
 struct Ended {
     rank: usize,
     code: Option<i32>,
+    /// The signal that ended it, if one did.
+    signal: Option<i32>,
     stdout: String,
     stderr: String,
 }
@@ -278,7 +280,7 @@ impl Job {
                 let mut cmd = Command::new(prog);
                 cmd.args(args)
                     .envs(access.env)
-                    .env(common::LOCAL_NET.0, common::LOCAL_NET.1)
+                    .envs(common::LOCAL_NET)
                     .envs(env.iter().copied())
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
@@ -389,6 +391,7 @@ fn collect(rank: usize, mut child: std::process::Child) -> Ended {
     Ended {
         rank,
         code: status.code(),
+        signal: status.signal(),
         stdout,
         stderr: err_thread.join().unwrap_or_default(),
     }
@@ -425,10 +428,11 @@ fn ring_ok(mpi: Mpi, pmi2: bool, hosts: &[&[usize]]) {
         );
         assert!(
             e.code == Some(0) && e.stdout.contains(&want),
-            "{mpi:?} pmi2={pmi2} hosts={hosts:?}: rank {} ended {:?}\nstdout: {}\nstderr: {}\n\
-             problems: {:?}",
+            "{mpi:?} pmi2={pmi2} hosts={hosts:?}: rank {} ended with code {:?}, signal {:?}\n\
+             stdout: {}\nstderr: {}\nproblems: {:?}",
             e.rank,
             e.code,
+            e.signal,
             e.stdout,
             e.stderr,
             job.problems()

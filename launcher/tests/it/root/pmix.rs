@@ -138,7 +138,7 @@ impl Ranks {
         let access = service.rank_access(rank).expect("rank_access");
         let mut cmd = Command::new(program);
         cmd.args(args)
-            .env(common::LOCAL_NET.0, common::LOCAL_NET.1)
+            .envs(common::LOCAL_NET)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -68,10 +68,12 @@ impl Engine for Steps<'_> {
         }
         await_messages(&call.desc, &self.schedule.steps, links, true);
         let mut buf = self.buf;
-        let result =
-            self.schedule.steps.iter().try_for_each(|step| {
-                run_step(&ctx, links, mid_message, step, &mut buf, self.memory)
-            });
+        let result = self
+            .schedule
+            .steps
+            .iter()
+            .try_for_each(|step| run_step(&ctx, links, mid_message, step, &mut buf, self.memory))
+            .map(|()| buf.finish());
         await_messages(&call.desc, &self.schedule.steps, links, false);
         result
     }
@@ -397,7 +399,7 @@ fn pump_sends(
     links: &mut [Option<Box<dyn Link>>],
     sends: &mut [SendSt],
     recvs: &[RecvSt],
-    buf: &WorkView<'_>,
+    buf: &mut WorkView<'_>,
 ) -> Result<bool> {
     let mut progressed = false;
     for i in 0..sends.len() {
@@ -421,7 +423,7 @@ fn send_some(
     links: &mut [Option<Box<dyn Link>>],
     s: &mut SendSt,
     avail: usize,
-    buf: &WorkView<'_>,
+    buf: &mut WorkView<'_>,
 ) -> Result<bool> {
     if s.hdr_done == HEADER_LEN && s.done >= avail {
         return Ok(false);
@@ -438,6 +440,7 @@ fn send_some(
             let h = n.min(HEADER_LEN - s.hdr_done);
             s.hdr_done += h;
             n -= h;
+            buf.sent(s.start + s.done..s.start + s.done + n);
             s.done += n;
             Ok(true)
         }
@@ -485,7 +488,7 @@ fn pump_recvs(
                     let pos = at % r.window;
                     let n = (e - r.start - at).min(r.window - pos);
                     let src = &mem.scratch[r.scratch_off + pos..r.scratch_off + pos + n];
-                    red.apply(buf.write(r.start + at..r.start + at + n), src);
+                    buf.reduce(r.start + at..r.start + at + n, src, red);
                     at += n;
                 }
             }

@@ -448,6 +448,7 @@ impl Core {
                 if !view.fits(&schedule, dtype.size()) {
                     return Ok(false);
                 }
+                view.prepare(&schedule, dtype.size());
                 let engine = Steps {
                     schedule: &schedule,
                     buf: view,

@@ -54,10 +54,6 @@ fn run_direct<T: Element>(
     out: &mut [T],
     out_at: usize,
 ) -> Result<bool> {
-    let (coll, algo, op) = call;
-    if algo == Algo::Flat {
-        return Ok(false); // the node board lays out its own slots; small calls copy little
-    }
     let es = std::mem::size_of::<T>();
     let view = WorkView::split(
         bytemuck::cast_slice(input),
@@ -65,7 +61,43 @@ fn run_direct<T: Element>(
         bytemuck::cast_slice_mut(out),
         out_at * es,
     );
+    run_view::<T>(core, call, count, view)
+}
+
+/// Runs `call` on `view` (`Ok(false)`, nothing done, where it does not fit).
+fn run_view<T: Element>(
+    core: &Core,
+    call: (Collective, Algo, Option<ReduceOp>),
+    count: usize,
+    view: WorkView<'_>,
+) -> Result<bool> {
+    let (coll, algo, op) = call;
+    if algo == Algo::Flat {
+        return Ok(false); // the node board lays out its own slots; small calls copy little
+    }
     core.run_collective_on(call_of::<T>(coll, algo, op, count), view)
+}
+
+/// [`run_direct`] of a reduction with `input` standing for the whole buffer and `out` for its
+/// elements from `out_at` on, whose values are `input`'s there until the call reduces into
+/// them ([`WorkView::seeded_from_input`]): `out` is not written unless the call runs.
+fn run_direct_seeded<T: Element>(
+    core: &Core,
+    call: (Collective, Algo, Option<ReduceOp>),
+    count: usize,
+    input: &[T],
+    out: &mut [T],
+    out_at: usize,
+) -> Result<bool> {
+    let es = std::mem::size_of::<T>();
+    let view = WorkView::split(
+        bytemuck::cast_slice(input),
+        0,
+        bytemuck::cast_slice_mut(out),
+        out_at * es,
+    )
+    .seeded_from_input();
+    run_view::<T>(core, call, count, view)
 }
 
 pub(crate) fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
@@ -140,9 +172,8 @@ pub(crate) fn all_gather_into<T: Element>(
     let algo = core.algo_for(coll, algo, largest)?;
     let es = std::mem::size_of::<T>();
     let at = mine.start * es;
-    out[mine].copy_from_slice(local);
     let call = call_of::<T>(coll, algo, None, out.len());
-    // This rank's chunk is sent from `local`, which holds the same bytes: see `with_mirror`.
+    // This rank's chunk is sent from `local` and copied into `out` as it is: see `with_mirror`.
     let view =
         WorkView::whole(bytemuck::cast_slice_mut(out)).with_mirror(bytemuck::cast_slice(local), at);
     let ran = core.run_collective_on(call, view)?;
@@ -174,10 +205,10 @@ pub(crate) fn reduce_scatter_into<T: Element>(
     let mine = check_reduce_scatter(core.rank, core.size, input.len(), out.len())?;
     let coll = Collective::ReduceScatter;
     let algo = core.algo_for(coll, algo, bytes(input))?;
-    // Where this rank only reduces into its own chunk (the ring of 2), it does so in `out`.
-    out.copy_from_slice(&input[mine.clone()]);
+    // Where this rank only reduces into its own chunk (the ring of 2), it does so in `out`,
+    // reading its own values from `input` as it goes (`WorkView::seeded_from_input`).
     let call = (coll, algo, Some(op));
-    if run_direct(core, call, input.len(), input, 0, out, mine.start)? {
+    if run_direct_seeded(core, call, input.len(), input, out, mine.start)? {
         finish_avg(op, core.size, out);
         return Ok(());
     }

@@ -91,6 +91,15 @@ fn every_pair_of_different_sending_calls_fails_both_ranks() {
 }
 
 #[test]
+fn a_two_rank_all_reduce_of_different_counts_in_pieces_fails_both_ranks() {
+    // Two ranks' large all-reduce runs in pieces whose number grows with the count (the ring of
+    // two, `pair_all_reduce`): 1 and 4 Mi elements take 5 and 17 steps; the first meets.
+    for wiring in [Wiring::Tcp, Wiring::Shm] {
+        both_fail_with_a_mismatch(wiring, [Call::AllReduce; 2], [1 << 20, 1 << 22]);
+    }
+}
+
+#[test]
 fn a_root_that_sends_a_different_count_learns_it() {
     // The case: the receiver notices; the root used to return Ok.
     for wiring in [Wiring::Tcp, Wiring::Shm] {

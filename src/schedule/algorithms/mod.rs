@@ -3,7 +3,10 @@
 //! Every algorithm returns the steps of one rank. The *structure* of a schedule (its steps, peers,
 //! modes and message counts) depends only on the collective, the rank and the world size, never on
 //! `count`: ranks that disagree about the count still exchange the same messages and find out
-//! from the headers. With one rank there is nothing to exchange, so every schedule is empty.
+//! from the headers. One exception: the all-reduce of two ranks runs in pieces whose number grows
+//! with the count (`ring::pair_all_reduce`); its first step is the same for every count, so two
+//! ranks that disagree meet there. With one rank there is nothing to exchange, so every schedule
+//! is empty.
 
 mod binomial;
 mod dissemination;

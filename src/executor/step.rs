@@ -7,6 +7,7 @@ use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
 use crate::schedule::{Collective, RecvMode, Schedule, Step};
+use crate::transport::shm::stream_copy::STREAM_MIN;
 use crate::transport::{Link, Traffic};
 use crate::wait::{Interrupt, Next, Spinner, WaitPolicy};
 use std::io::{self, IoSlice};
@@ -153,6 +154,9 @@ struct RecvSt {
     hdr_got: usize,
     got: usize,
     applied: usize,
+    /// Whether it is read bypassing the cache ([`STREAM_MIN`]: a copy receive that large that no
+    /// send of its step forwards).
+    streaming: bool,
     /// Where this receive's window starts in the step's scratch memory (reducing receives).
     scratch_off: usize,
     /// Its length: the message's, rounded up to 8 bytes, at most [`REDUCE_WINDOW`]. Byte `i` of
@@ -321,6 +325,10 @@ fn plan_recvs(
         } else {
             0
         };
+        let forwarded = step
+            .sends
+            .iter()
+            .any(|s| s.forward && s.span.start < r.span.end && r.span.start < s.span.end);
         recvs.push(RecvSt {
             peer: r.peer,
             start: r.span.start * es,
@@ -330,6 +338,7 @@ fn plan_recvs(
             hdr_got: 0,
             got: 0,
             applied: 0,
+            streaming: !reduce && len >= STREAM_MIN && !forwarded,
             scratch_off: scratch_bytes,
             window,
         });
@@ -567,7 +576,7 @@ fn receive(
         } else {
             buf.write(r.start + r.got..r.start + r.got + want)
         };
-        let n = read_or_lost(ctx, link, r.peer, dest)?;
+        let n = read_or_lost(ctx, link, r.peer, dest, r.streaming)?;
         r.got += n;
         progressed |= n > 0;
     }
@@ -592,7 +601,7 @@ fn receive_header(
         0
     };
     let want = HEADER_LEN - r.hdr_got + payload;
-    let n = read_or_lost(ctx, link, r.peer, &mut stage[..want])?;
+    let n = read_or_lost(ctx, link, r.peer, &mut stage[..want], false)?;
     if n == 0 {
         return Ok(false);
     }
@@ -616,16 +625,22 @@ fn receive_header(
     Ok(true)
 }
 
-/// Reads into `dest` from `peer`'s link: the bytes read, 0 when nothing has arrived; end of
-/// stream or a failure is the peer lost.
+/// Reads into `dest` from `peer`'s link (bypassing the cache if `streaming`): the bytes read, 0
+/// when nothing has arrived; end of stream or a failure is the peer lost.
 #[inline]
 fn read_or_lost(
     ctx: &StepCtx<'_>,
     link: &mut dyn Link,
     peer: usize,
     dest: &mut [u8],
+    streaming: bool,
 ) -> Result<usize> {
-    match link.read_some(dest) {
+    let read = if streaming {
+        link.read_some_streaming(dest)
+    } else {
+        link.read_some(dest)
+    };
+    match read {
         Ok(0) if !dest.is_empty() => {
             Err(ctx
                 .site
@@ -818,6 +833,7 @@ mod tests {
             hdr_got: HEADER_LEN,
             got,
             applied,
+            streaming: false,
             scratch_off: 0,
             window: len,
         }

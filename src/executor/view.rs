@@ -16,6 +16,7 @@
 
 use crate::reduce::Reducer;
 use crate::schedule::{RecvMode, Schedule, Span};
+use crate::transport::shm::stream_copy::{self, STREAM_MIN};
 use std::ops::Range;
 
 /// A schedule's work buffer: `ro` holds its bytes from `ro_at` on (read only), `rw` its bytes
@@ -82,11 +83,20 @@ impl<'a> WorkView<'a> {
 
     /// Copies the mirror's bytes from `from` (a position in it) up to `to` into the writable
     /// part, if they are not there yet.
+    /// A mirror this large is copied bypassing the cache (`stream_copy`), as large receives are.
     fn fill_mirror(&mut self, to: usize) {
         let from = self.mirror_filled;
         if to > from {
             let at = self.mirror_at - self.rw_at;
-            self.rw[at + from..at + to].copy_from_slice(&self.mirror[from..to]);
+            let dst = &mut self.rw[at + from..at + to];
+            let src = &self.mirror[from..to];
+            if self.mirror.len() >= STREAM_MIN {
+                // SAFETY: `src` and `dst` are slices of equal length; `dst` is an exclusive
+                // borrow, so they do not overlap.
+                unsafe { stream_copy::copy(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+            } else {
+                dst.copy_from_slice(src);
+            }
             self.mirror_filled = to;
         }
     }

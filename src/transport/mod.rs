@@ -61,6 +61,11 @@ pub trait Link: Send {
     fn write_some(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>;
     /// Reads into `buf`; `Ok(0)` is end of stream, `WouldBlock` means nothing has arrived yet.
     fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// [`Link::read_some`] for a large message that nothing reads soon: a transport that copies
+    /// out of memory may write `buf` bypassing the cache. The default reads as `read_some`.
+    fn read_some_streaming(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_some(buf)
+    }
     /// A descriptor that polls readable/writable when [`Link::read_some`]/[`Link::write_some`]
     /// can make progress, if the transport has one.
     fn poll_fd(&self) -> Option<RawFd>;

@@ -282,6 +282,27 @@ impl ShmLink {
         })
     }
 
+    /// Reads into `buf`: a pending pull first, else out of the receiving ring with `read`.
+    fn read_from(
+        &mut self,
+        buf: &mut [u8],
+        read: fn(&Ring, &mut [u8]) -> usize,
+    ) -> io::Result<usize> {
+        if self.accepts_pulls && !buf.is_empty() {
+            if let Some(pulled) = self.pull_pending(buf) {
+                return pulled;
+            }
+        }
+        match read(&self.rx, buf) {
+            0 if buf.is_empty() => Ok(0),
+            // Closed: whatever was written before the close has been read (a second look
+            // closes the race between the last write and the close flag).
+            0 if self.rx.is_closed() => Ok(read(&self.rx, buf)),
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
+
     /// Looks (without blocking) whether the peer's end of the TCP connection has closed; if so,
     /// marks the receiving ring closed, so reads drain what is there and then see the end, and
     /// writes fail.
@@ -377,19 +398,11 @@ impl Link for ShmLink {
     }
 
     fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.accepts_pulls && !buf.is_empty() {
-            if let Some(pulled) = self.pull_pending(buf) {
-                return pulled;
-            }
-        }
-        match self.rx.read(buf) {
-            0 if buf.is_empty() => Ok(0),
-            // Closed: whatever was written before the close has been read (a second look
-            // closes the race between the last write and the close flag).
-            0 if self.rx.is_closed() => Ok(self.rx.read(buf)),
-            0 => Err(io::ErrorKind::WouldBlock.into()),
-            n => Ok(n),
-        }
+        self.read_from(buf, Ring::read)
+    }
+
+    fn read_some_streaming(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_from(buf, Ring::read_streaming)
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

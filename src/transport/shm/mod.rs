@@ -22,6 +22,7 @@ mod link;
 mod pull_cost;
 pub mod ring;
 pub mod segment;
+pub(crate) mod stream_copy;
 pub mod upgrade;
 pub mod withdraw;
 

@@ -379,16 +379,21 @@ impl Ring {
     ///
     /// `dst.len() <= self.cap`, and the bytes `[pos, pos + dst.len())` are published: the caller
     /// is the only reader and has seen (Acquire) a `tail >= pos + dst.len()`.
-    unsafe fn copy_out(&self, pos: u64, dst: &mut [u8]) {
+    unsafe fn copy_out(&self, pos: u64, dst: &mut [u8], streaming: bool) {
         let off = (pos & self.mask) as usize;
         let first = dst.len().min(self.cap - off);
         let base = self.data.as_ptr();
+        let copy = if streaming {
+            super::stream_copy::copy
+        } else {
+            ptr::copy_nonoverlapping::<u8>
+        };
         // SAFETY: as in `copy_in`, both parts lie in the data region; the writer does not touch
         // published bytes until `head` passes them, and `dst` is an exclusive borrow that cannot
         // overlap the data region.
         unsafe {
-            ptr::copy_nonoverlapping(base.add(off), dst.as_mut_ptr(), first);
-            ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
+            copy(base.add(off), dst.as_mut_ptr(), first);
+            copy(base, dst.as_mut_ptr().add(first), dst.len() - first);
         }
     }
 
@@ -458,6 +463,16 @@ impl Ring {
     /// ring is empty (then, if [`Ring::is_closed`] was true *before* this call, the stream has
     /// ended). Never blocks. Wakes a writer sleeping in [`Ring::wait_writable`].
     pub fn read(&self, buf: &mut [u8]) -> usize {
+        self.read_with(buf, false)
+    }
+
+    /// Reader: [`Ring::read`], the copies into `buf` bypassing the cache (non-temporal stores,
+    /// `stream_copy`): for a large message that nothing reads soon.
+    pub fn read_streaming(&self, buf: &mut [u8]) -> usize {
+        self.read_with(buf, true)
+    }
+
+    fn read_with(&self, buf: &mut [u8], streaming: bool) -> usize {
         if buf.is_empty() {
             return 0;
         }
@@ -481,7 +496,7 @@ impl Ring {
             // SAFETY: `done + take <= n <= avail <= cap`, and `[head, head + n)` is published (by
             // the Acquire load of `tail` that computed `avail`, or an older view of it); we are
             // the only reader.
-            unsafe { self.copy_out(pos, &mut buf[done..done + take]) };
+            unsafe { self.copy_out(pos, &mut buf[done..done + take], streaming) };
             done += take;
             // SeqCst: a Release store (our copies happened before the writer reuses the space),
             // and ordered before the `sleeping` load (the lost-wake-up argument, mirrored). Space

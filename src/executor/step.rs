@@ -7,7 +7,7 @@ use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
 use crate::schedule::{Collective, RecvMode, Schedule, Step};
-use crate::transport::shm::stream_copy::STREAM_MIN;
+use crate::transport::shm::stream_copy::stream_min;
 use crate::transport::{Link, Traffic};
 use crate::wait::{Interrupt, Next, Spinner, WaitPolicy};
 use std::io::{self, IoSlice};
@@ -154,7 +154,7 @@ struct RecvSt {
     hdr_got: usize,
     got: usize,
     applied: usize,
-    /// Whether it is read bypassing the cache ([`STREAM_MIN`]: a copy receive that large that no
+    /// Whether it is read bypassing the cache ([`stream_min`]: a copy receive that large that no
     /// send of its step forwards).
     streaming: bool,
     /// Where this receive's window starts in the step's scratch memory (reducing receives).
@@ -338,7 +338,7 @@ fn plan_recvs(
             hdr_got: 0,
             got: 0,
             applied: 0,
-            streaming: !reduce && len >= STREAM_MIN && !forwarded,
+            streaming: !reduce && len >= stream_min() && !forwarded,
             scratch_off: scratch_bytes,
             window,
         });

@@ -16,7 +16,7 @@
 
 use crate::reduce::Reducer;
 use crate::schedule::{RecvMode, Schedule, Span};
-use crate::transport::shm::stream_copy::{self, STREAM_MIN};
+use crate::transport::shm::stream_copy::{self, stream_min};
 use std::ops::Range;
 
 /// A schedule's work buffer: `ro` holds its bytes from `ro_at` on (read only), `rw` its bytes
@@ -90,7 +90,7 @@ impl<'a> WorkView<'a> {
             let at = self.mirror_at - self.rw_at;
             let dst = &mut self.rw[at + from..at + to];
             let src = &self.mirror[from..to];
-            if self.mirror.len() >= STREAM_MIN {
+            if self.mirror.len() >= stream_min() {
                 // SAFETY: `src` and `dst` are slices of equal length; `dst` is an exclusive
                 // borrow, so they do not overlap.
                 unsafe { stream_copy::copy(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };

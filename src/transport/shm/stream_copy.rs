@@ -13,12 +13,42 @@
 //! Non-temporal stores are weakly ordered: [`copy`] ends with a store fence, so whatever the
 //! caller publishes after it (a ring's head, a flag a peer reads) is ordered after the data.
 
-/// The step engine reads copy receives of at least this many bytes that no send of their step
-/// forwards with [`crate::transport::Link::read_some_streaming`], and an all-gather copies its
-/// own chunk of this many bytes into its output so: on the 2-core AMD VM, 2-rank broadcasts of
-/// 16-64 MiB took 0.80-0.83 of the time and all-gathers of 8-64 MiB 0.80-0.82, and streaming every
-/// copy out of a ring made 1 MiB ones slower (`results/stream-copies/`).
-pub(crate) const STREAM_MIN: usize = 4 << 20;
+/// The smallest message worth streaming: the step engine reads copy receives of at least this
+/// many bytes that no send of their step forwards with
+/// [`crate::transport::Link::read_some_streaming`], and an all-gather copies its own chunk of
+/// this many bytes into its output so. A quarter of the last-level cache ([`last_level_cache`]),
+/// 8 MiB where it is not known: below that, the two ranks' buffers of a 2-rank call fit in the
+/// cache between calls and a streamed copy only sends them to memory. On the 2-core AMD VM (32 MiB
+/// L3), messages of 8-64 MiB took 0.80-0.88 of the time streamed (all-gather, broadcast,
+/// all-to-all, send/recv), messages of 4 MiB up to 1.7 times (`results/stream-copies/`).
+pub(crate) fn stream_min() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| last_level_cache().map_or(8 << 20, |bytes| bytes / 4))
+}
+
+/// The size of CPU 0's highest-level cache, from sysfs (`/sys/devices/system/cpu/cpu0/cache`).
+fn last_level_cache() -> Option<usize> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.flatten()
+        .filter_map(|e| {
+            let level = std::fs::read_to_string(e.path().join("level")).ok()?;
+            let size = std::fs::read_to_string(e.path().join("size")).ok()?;
+            Some((level.trim().parse::<u32>().ok()?, parse_size(size.trim())?))
+        })
+        .max()
+        .map(|(_, bytes)| bytes)
+}
+
+/// A sysfs cache size (`32768K`, `1M`, `512`) in bytes.
+fn parse_size(text: &str) -> Option<usize> {
+    let (digits, unit) = match text.as_bytes().last()? {
+        b'K' => (&text[..text.len() - 1], 1 << 10),
+        b'M' => (&text[..text.len() - 1], 1 << 20),
+        b'G' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
 
 /// Copies `len` bytes from `src` to `dst` with non-temporal stores where the CPU has them
 /// (x86-64: SSE2, part of the baseline), else an ordinary copy; then fences the stores.
@@ -69,6 +99,16 @@ unsafe fn copy_x86_64(src: *const u8, dst: *mut u8, len: usize) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sysfs_cache_sizes_parse() {
+        assert_eq!(super::parse_size("32768K"), Some(32 << 20));
+        assert_eq!(super::parse_size("1M"), Some(1 << 20));
+        assert_eq!(super::parse_size("512"), Some(512));
+        assert_eq!(super::parse_size("K"), None);
+        assert_eq!(super::parse_size("lots"), None);
+        assert!(super::stream_min() >= 1 << 10);
+    }
+
     #[test]
     fn every_length_and_alignment_copies_every_byte() {
         let src: Vec<u8> = (0..700u32).map(|i| (i * 7 + 3) as u8).collect();

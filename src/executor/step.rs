@@ -60,6 +60,7 @@ impl Engine for Steps<'_> {
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
             interrupt: &call.interrupt,
+            streams: self.schedule.buf_len * call.desc.dtype.size() >= stream_min(),
         };
         let traffic = traffic_of(&call.desc);
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
@@ -127,7 +128,13 @@ struct StepCtx<'a> {
     deadline: Instant,
     wait: WaitPolicy,
     interrupt: &'a Interrupt,
+    /// Whether the call's work buffer is large enough that its copy receives of at least
+    /// [`STREAM_MSG_MIN`] bytes bypass the cache ([`stream_min`]).
+    streams: bool,
 }
+
+/// The smallest copy receive read bypassing the cache in a call that streams.
+const STREAM_MSG_MIN: usize = 1 << 20;
 
 struct SendSt {
     peer: usize,
@@ -154,8 +161,8 @@ struct RecvSt {
     hdr_got: usize,
     got: usize,
     applied: usize,
-    /// Whether it is read bypassing the cache ([`stream_min`]: a copy receive that large that no
-    /// send of its step forwards).
+    /// Whether it is read bypassing the cache ([`StepCtx::streams`]: a large copy receive of a
+    /// large call that no send of its step forwards).
     streaming: bool,
     /// Where this receive's window starts in the step's scratch memory (reducing receives).
     scratch_off: usize,
@@ -338,7 +345,7 @@ fn plan_recvs(
             hdr_got: 0,
             got: 0,
             applied: 0,
-            streaming: !reduce && len >= stream_min() && !forwarded,
+            streaming: ctx.streams && !reduce && len >= STREAM_MSG_MIN && !forwarded,
             scratch_off: scratch_bytes,
             window,
         });

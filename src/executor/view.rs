@@ -83,14 +83,16 @@ impl<'a> WorkView<'a> {
 
     /// Copies the mirror's bytes from `from` (a position in it) up to `to` into the writable
     /// part, if they are not there yet.
-    /// A mirror this large is copied bypassing the cache (`stream_copy`), as large receives are.
+    /// Into a buffer of [`stream_min`] bytes or more the mirror is copied bypassing the cache, as
+    /// large receives are.
     fn fill_mirror(&mut self, to: usize) {
         let from = self.mirror_filled;
         if to > from {
             let at = self.mirror_at - self.rw_at;
+            let streams = self.rw.len() >= stream_min();
             let dst = &mut self.rw[at + from..at + to];
             let src = &self.mirror[from..to];
-            if self.mirror.len() >= stream_min() {
+            if streams {
                 // SAFETY: `src` and `dst` are slices of equal length; `dst` is an exclusive
                 // borrow, so they do not overlap.
                 unsafe { stream_copy::copy(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };

@@ -13,17 +13,18 @@
 //! Non-temporal stores are weakly ordered: [`copy`] ends with a store fence, so whatever the
 //! caller publishes after it (a ring's head, a flag a peer reads) is ordered after the data.
 
-/// The smallest message worth streaming: the step engine reads copy receives of at least this
-/// many bytes that no send of their step forwards with
-/// [`crate::transport::Link::read_some_streaming`], and an all-gather copies its own chunk of
-/// this many bytes into its output so. A quarter of the last-level cache ([`last_level_cache`]),
-/// 8 MiB where it is not known: below that, the two ranks' buffers of a 2-rank call fit in the
-/// cache between calls and a streamed copy only sends them to memory. On the 2-core AMD VM (32 MiB
-/// L3), messages of 8-64 MiB took 0.80-0.88 of the time streamed (all-gather, broadcast,
-/// all-to-all, send/recv), messages of 4 MiB up to 1.7 times (`results/stream-copies/`).
+/// The smallest call worth streaming: in a call whose work buffer (on this rank) is at least
+/// this many bytes, the step engine reads copy receives of 1 MiB or more that no send of their
+/// step forwards with [`crate::transport::Link::read_some_streaming`], and an all-gather copies
+/// its own chunk into its output so. Half the last-level cache ([`last_level_cache`]), 16 MiB
+/// where it is not known: below that, two ranks' buffers stay in the cache between calls and a
+/// streamed copy only sends them to memory. On the 2-core AMD VM (32 MiB L3): messages of
+/// 4-8 MiB in calls of 8 MiB took up to 1.7 times as long streamed (broadcast, send/recv), calls
+/// of 16-64 MiB 0.80-0.88 of the time (all-gather, broadcast, all-to-all, send/recv):
+/// `results/stream-copies/`.
 pub(crate) fn stream_min() -> usize {
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| last_level_cache().map_or(8 << 20, |bytes| bytes / 4))
+    *MIN.get_or_init(|| last_level_cache().map_or(16 << 20, |bytes| bytes / 2))
 }
 
 /// The size of CPU 0's highest-level cache, from sysfs (`/sys/devices/system/cpu/cpu0/cache`).

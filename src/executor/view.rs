@@ -16,7 +16,7 @@
 
 use crate::reduce::Reducer;
 use crate::schedule::{RecvMode, Schedule, Span};
-use crate::transport::shm::stream_copy::{self, stream_min};
+use crate::transport::shm::stream_copy;
 use std::ops::Range;
 
 /// A schedule's work buffer: `ro` holds its bytes from `ro_at` on (read only), `rw` its bytes
@@ -83,13 +83,13 @@ impl<'a> WorkView<'a> {
 
     /// Copies the mirror's bytes from `from` (a position in it) up to `to` into the writable
     /// part, if they are not there yet.
-    /// Into a buffer of [`stream_min`] bytes or more the mirror is copied bypassing the cache, as
-    /// large receives are.
+    /// Into a buffer large enough to stream ([`stream_copy::streams`]) the mirror is copied
+    /// bypassing the cache, as large receives are.
     fn fill_mirror(&mut self, to: usize) {
         let from = self.mirror_filled;
         if to > from {
             let at = self.mirror_at - self.rw_at;
-            let streams = self.rw.len() >= stream_min();
+            let streams = stream_copy::streams(self.rw.len());
             let dst = &mut self.rw[at + from..at + to];
             let src = &self.mirror[from..to];
             if streams {
@@ -139,10 +139,11 @@ impl<'a> WorkView<'a> {
     /// view only if nothing but reducing receives touches the writable part, each byte at most
     /// once; [`Self::prepare`] copies the bytes none of them covers before the run.
     pub(crate) fn seeded_from_input(self) -> Self {
-        let covered =
-            self.rw_at >= self.ro_at && self.rw_at + self.rw.len() <= self.ro_at + self.ro.len();
+        debug_assert!(
+            self.rw_at >= self.ro_at && self.rw_at + self.rw.len() <= self.ro_at + self.ro.len()
+        );
         WorkView {
-            seeded: covered && !self.rw.is_empty(),
+            seeded: !self.rw.is_empty(),
             ..self
         }
     }
@@ -183,6 +184,12 @@ impl<'a> WorkView<'a> {
         } else if r.start >= self.mirror_at && r.end <= self.mirror_at + self.mirror.len() {
             &self.mirror[r.start - self.mirror_at..r.end - self.mirror_at]
         } else if self.in_rw(&r) {
+            let unfilled = self.mirror_at + self.mirror_filled..self.mirror_at + self.mirror.len();
+            debug_assert!(
+                unfilled.is_empty() || r.end <= unfilled.start || r.start >= unfilled.end,
+                "a read of {r:?} across the mirror's bytes {unfilled:?} not yet copied: prepare() \
+                 copies them first"
+            );
             &self.rw[r.start - self.rw_at..r.end - self.rw_at]
         } else {
             &self.ro[r.start - self.ro_at..r.end - self.ro_at]
@@ -409,11 +416,24 @@ mod tests {
         assert!(std::ptr::eq(v.read(3..4).as_ptr(), mirror[1..].as_ptr()));
         v.write(0..1)[0] = 9;
         assert_eq!(v.read(0..2), &[9, 0]);
+        v.finish();
+        // Partly outside the mirror: the buffer serves it (once it holds the mirror's bytes).
+        assert_eq!(v.read(1..4), &[0, 7, 8]);
         assert_eq!(
             v.as_whole().map(|b| b.to_vec()),
             Some(vec![9, 0, 7, 8, 0]),
             "the whole buffer holds the mirror's bytes"
         );
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "not yet copied")]
+    fn a_read_across_mirror_bytes_not_yet_copied_is_caught() {
+        let mirror = [7u8, 8];
+        let mut buf = [0u8; 5];
+        let v = WorkView::whole(&mut buf).with_mirror(&mirror, 2);
+        let _ = v.read(1..4);
     }
 
     fn recv(peer: usize, span: Span, mode: RecvMode) -> Recv {

@@ -54,14 +54,24 @@ fn run_direct<T: Element>(
     out: &mut [T],
     out_at: usize,
 ) -> Result<bool> {
+    run_view::<T>(core, call, count, direct_view(input, input_at, out, out_at))
+}
+
+/// `input` standing for the work buffer's elements from `input_at` on and `out` for those from
+/// `out_at` on ([`WorkView::split`]).
+fn direct_view<'a, T: Element>(
+    input: &'a [T],
+    input_at: usize,
+    out: &'a mut [T],
+    out_at: usize,
+) -> WorkView<'a> {
     let es = std::mem::size_of::<T>();
-    let view = WorkView::split(
+    WorkView::split(
         bytemuck::cast_slice(input),
         input_at * es,
         bytemuck::cast_slice_mut(out),
         out_at * es,
-    );
-    run_view::<T>(core, call, count, view)
+    )
 }
 
 /// Runs `call` on `view` (`Ok(false)`, nothing done, where it does not fit).
@@ -76,28 +86,6 @@ fn run_view<T: Element>(
         return Ok(false); // the node board lays out its own slots; small calls copy little
     }
     core.run_collective_on(call_of::<T>(coll, algo, op, count), view)
-}
-
-/// [`run_direct`] of a reduction with `input` standing for the whole buffer and `out` for its
-/// elements from `out_at` on, whose values are `input`'s there until the call reduces into
-/// them ([`WorkView::seeded_from_input`]): `out` is not written unless the call runs.
-fn run_direct_seeded<T: Element>(
-    core: &Core,
-    call: (Collective, Algo, Option<ReduceOp>),
-    count: usize,
-    input: &[T],
-    out: &mut [T],
-    out_at: usize,
-) -> Result<bool> {
-    let es = std::mem::size_of::<T>();
-    let view = WorkView::split(
-        bytemuck::cast_slice(input),
-        0,
-        bytemuck::cast_slice_mut(out),
-        out_at * es,
-    )
-    .seeded_from_input();
-    run_view::<T>(core, call, count, view)
 }
 
 pub(crate) fn check_op<T: Element>(op: ReduceOp) -> Result<()> {
@@ -208,7 +196,8 @@ pub(crate) fn reduce_scatter_into<T: Element>(
     // Where this rank only reduces into its own chunk (the ring of 2), it does so in `out`,
     // reading its own values from `input` as it goes (`WorkView::seeded_from_input`).
     let call = (coll, algo, Some(op));
-    if run_direct_seeded(core, call, input.len(), input, out, mine.start)? {
+    let view = direct_view(input, 0, out, mine.start).seeded_from_input();
+    if run_view::<T>(core, call, input.len(), view)? {
         finish_avg(op, core.size, out);
         return Ok(());
     }

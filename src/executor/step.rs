@@ -7,7 +7,7 @@ use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
 use crate::schedule::{Collective, RecvMode, Schedule, Step};
-use crate::transport::shm::stream_copy::stream_min;
+use crate::transport::shm::stream_copy;
 use crate::transport::{Link, Traffic};
 use crate::wait::{Interrupt, Next, Spinner, WaitPolicy};
 use std::io::{self, IoSlice};
@@ -60,7 +60,7 @@ impl Engine for Steps<'_> {
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
             interrupt: &call.interrupt,
-            streams: self.schedule.buf_len * call.desc.dtype.size() >= stream_min(),
+            streams: stream_copy::streams(self.schedule.buf_len * call.desc.dtype.size()),
         };
         let traffic = traffic_of(&call.desc);
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
@@ -129,7 +129,7 @@ struct StepCtx<'a> {
     wait: WaitPolicy,
     interrupt: &'a Interrupt,
     /// Whether the call's work buffer is large enough that its copy receives of at least
-    /// [`STREAM_MSG_MIN`] bytes bypass the cache ([`stream_min`]).
+    /// [`STREAM_MSG_MIN`] bytes bypass the cache ([`stream_copy::streams`]).
     streams: bool,
 }
 

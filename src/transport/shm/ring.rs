@@ -384,7 +384,7 @@ impl Ring {
         let first = dst.len().min(self.cap - off);
         let base = self.data.as_ptr();
         let copy = if streaming {
-            super::stream_copy::copy
+            super::stream_copy::copy_unfenced
         } else {
             ptr::copy_nonoverlapping::<u8>
         };
@@ -469,7 +469,9 @@ impl Ring {
     /// Reader: [`Ring::read`], the copies into `buf` bypassing the cache (non-temporal stores,
     /// `stream_copy`): for a large message that nothing reads soon.
     pub fn read_streaming(&self, buf: &mut [u8]) -> usize {
-        self.read_with(buf, true)
+        let n = self.read_with(buf, true);
+        super::stream_copy::fence();
+        n
     }
 
     fn read_with(&self, buf: &mut [u8], streaming: bool) -> usize {

@@ -11,7 +11,9 @@
 //! (`results/versus-every-mpi/`) with no system call: single copies do not explain it.
 //!
 //! Non-temporal stores are weakly ordered: [`copy`] ends with a store fence, so whatever the
-//! caller publishes after it (a ring's head, a flag a peer reads) is ordered after the data.
+//! caller publishes after it (a flag a peer reads, the end of a call) is ordered after the data.
+//! A caller making many copies in a row ([`super::ring::Ring::read_streaming`], a 32 KiB piece at
+//! a time) uses [`copy_unfenced`] and one [`fence`] after the last.
 
 /// The smallest call worth streaming: in a call whose work buffer (on this rank) is at least
 /// this many bytes, the step engine reads copy receives of 1 MiB or more that no send of their
@@ -22,9 +24,14 @@
 /// 4-8 MiB in calls of 8 MiB took up to 1.7 times as long streamed (broadcast, send/recv), calls
 /// of 16-64 MiB 0.80-0.88 of the time (all-gather, broadcast, all-to-all, send/recv):
 /// `results/stream-copies/`.
-pub(crate) fn stream_min() -> usize {
+fn stream_min() -> usize {
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MIN.get_or_init(|| last_level_cache().map_or(16 << 20, |bytes| bytes / 2))
+}
+
+/// Whether a call whose work buffer holds `call_bytes` (on this rank) streams ([`stream_min`]).
+pub(crate) fn streams(call_bytes: usize) -> bool {
+    call_bytes >= stream_min()
 }
 
 /// The size of CPU 0's highest-level cache, from sysfs (`/sys/devices/system/cpu/cpu0/cache`).
@@ -59,6 +66,18 @@ fn parse_size(text: &str) -> Option<usize> {
 /// As [`std::ptr::copy_nonoverlapping`]: `src` readable and `dst` writable for `len` bytes, the
 /// two not overlapping.
 pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { copy_unfenced(src, dst, len) };
+    fence();
+}
+
+/// [`copy`] without the fence: the caller fences ([`fence`]) before it publishes anything the
+/// data must precede.
+///
+/// # Safety
+///
+/// As [`copy`].
+pub(crate) unsafe fn copy_unfenced(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract, passed on.
     unsafe {
@@ -71,9 +90,18 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
+/// Orders the non-temporal stores made before it before every store after it.
+pub(crate) fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is in every x86-64 CPU; the fence has no other effect.
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 unsafe fn copy_x86_64(src: *const u8, dst: *mut u8, len: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
     // SAFETY: every access is inside `[src, src + len)` or `[dst, dst + len)` (the caller's
     // contract): the head copy takes at most `len` bytes, the loop takes 64 bytes at `i` only while
     // `i + 64 <= len`, the tail takes the rest. `_mm_stream_si128` needs a 16-byte aligned address:
@@ -94,7 +122,6 @@ unsafe fn copy_x86_64(src: *const u8, dst: *mut u8, len: usize) {
             i += 64;
         }
         std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
-        _mm_sfence();
     }
 }
 
@@ -108,6 +135,7 @@ mod tests {
         assert_eq!(super::parse_size("K"), None);
         assert_eq!(super::parse_size("lots"), None);
         assert!(super::stream_min() >= 1 << 10);
+        assert!(super::streams(super::stream_min()) && !super::streams(super::stream_min() - 1));
     }
 
     #[test]

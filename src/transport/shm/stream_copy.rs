@@ -3,12 +3,12 @@
 //!
 //! An ordinary store to a line not in the cache first reads the line (the read for ownership), so
 //! a copy into a buffer larger than the cache reads the destination as well as the source. A
-//! non-temporal store writes the line without reading it and without evicting what is cached: on
-//! the 2-core AMD VM, a 2-rank broadcast of 16-64 MiB took 0.76-0.79 of the time and an all-gather
-//! 0.88-0.89 with them (an exploratory build that streamed every copy out of the ring; smaller
-//! copies and reduce windows, which are read right after, were slower so), and Intel MPI's
-//! all-gather at 16 MiB runs below the two-copy floor of `scripts/probes/floors/staged2.c`
-//! (`results/versus-every-mpi/`) with no system call: single copies do not explain it.
+//! non-temporal store writes the line without reading it and without evicting what is cached:
+//! 2-rank broadcasts, all-gathers, all-to-alls and send/recvs of 16-64 MiB took 0.83-0.90 of the
+//! time with them on the 2-core AMD VM (`results/stream-copies/`). Intel MPI's all-gather of
+//! 16 MiB runs below the two-copy floor of `scripts/probes/floors/staged2.c` with no copy by
+//! system call (`results/stream-copies/intel-allgather-strace.txt`): single copies do not
+//! explain it.
 //!
 //! Non-temporal stores are weakly ordered: [`copy`] ends with a store fence, so whatever the
 //! caller publishes after it (a flag a peer reads, the end of a call) is ordered after the data.
@@ -21,8 +21,8 @@
 /// its own chunk into its output so. Half the last-level cache ([`last_level_cache`]), 16 MiB
 /// where it is not known: below that, two ranks' buffers stay in the cache between calls and a
 /// streamed copy only sends them to memory. On the 2-core AMD VM (32 MiB L3): messages of
-/// 4-8 MiB in calls of 8 MiB took up to 1.7 times as long streamed (broadcast, send/recv), calls
-/// of 16-64 MiB 0.80-0.88 of the time (all-gather, broadcast, all-to-all, send/recv):
+/// 4-8 MiB in calls of 4-8 MiB took up to 1.7 times as long streamed (broadcast, send/recv),
+/// calls of 16-64 MiB 0.83-0.90 of the time (all-gather, broadcast, all-to-all, send/recv):
 /// `results/stream-copies/`.
 fn stream_min() -> usize {
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -14,7 +14,7 @@ export PSY_TUNING=off
 # crate|filter...: the tests of each crate's tests/it (cargo test filters, matched as substrings).
 groups=(
   "psyne|strangers:: nonblocking::a_send_to_a_waiting_receiver failures::a_rank_that_never_calls failures::a_rank_that_leaves failures::a_board_call_has_one_outcome lazy_connections::a_collective_not_every_rank_joins mismatch_roles::a_board_wait_finds interrupt:: rdma::"
-  "psyrun|env_rendezvous:: collectives::without_psyrun collectives::ranks_disagreeing collectives::a_rank_killed_during examples::torchrun_style supervision:: hosts_local::the_first_failure_names_its_rank restart::the_timeout shrink::a_stopped_rank examples::under_mpirun_without_pmix"
+  "psyrun|env_rendezvous:: collectives::without_psyrun collectives::ranks_disagreeing collectives::a_rank_killed_during examples::torchrun_style supervision:: hosts_local::the_first_failure_names_its_rank restart::the_timeout shrink::a_stopped_rank root::mpi_examples::under_mpirun_without_pmix"
   "psybench|e2e::sizes_beyond"
 )
 if [ "${STRESS_ROOT:-0}" = 1 ]; then

@@ -7,7 +7,9 @@
 # /dev/shm: pytest checks that no test leaves a psyne segment there. As root, pytest runs in a
 # mount namespace of its own with a fresh tmpfs on /dev/shm, so that those checks see only its own
 # jobs' segments whatever runs beside (in scripts/ci/test.sh, the root tier's MPI and psyne jobs),
-# and nothing it leaves outlives it. Without root (or mount namespaces) it uses the machine's.
+# and nothing it leaves outlives it; PSYNE_TEST_SHM=own tells the tests so (their mpirun jobs
+# then need not wait for the Rust tests' MPI lock). Without root (or mount namespaces) it uses
+# the machine's (PSYNE_TEST_SHM=shared).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -36,5 +38,5 @@ VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet -
 pylog=$(mktemp)
 trap 'rm -f "$pylog"' EXIT
 echo "pytest's /dev/shm: $shm"
-PSYRUN="$(realpath "$psyrun")" "${run[@]}" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
+PSYNE_TEST_SHM=$shm PSYRUN="$(realpath "$psyrun")" "${run[@]}" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$pylog"
 tail -n 1 "$pylog" | awk '{ p = 0; f = 0; for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p = $i; if ($(i+1) ~ /^failed/) f = $i } printf "test result: python. %d passed; %d failed;\n", p, f }'

@@ -30,6 +30,7 @@ mod tuning_file;
 mod root {
     mod cluster;
     mod mpi;
+    mod mpi_examples;
     mod mpi_programs;
     mod multihost;
     mod pmi_simple;

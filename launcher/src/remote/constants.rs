@@ -6,6 +6,11 @@ use std::time::Duration;
 /// How often each side says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
+/// How long an agent just started over SSH may take to say its first word when that is longer
+/// than the heartbeat timeout: its silence until then is the host starting a program (under
+/// load, seconds), not a lost link. The preflight's own deadline for the hello still applies.
+pub const FIRST_WORD: Duration = Duration::from_secs(30);
+
 /// The hidden flag that makes psyrun an agent.
 pub const AGENT_FLAG: &str = "--agent";
 

@@ -9,7 +9,7 @@
 //! terminal sshd does not signal the command when the connection drops; the agent therefore
 //! watches its stdin and heartbeat and stops its ranks itself (see [`super::agent`]).
 
-use super::constants::HEARTBEAT;
+use super::constants::{FIRST_WORD, HEARTBEAT};
 use super::link::{AgentLink, HostEvent, Route, IDLE_POLL};
 use super::protocol::{FrameReader, ToAgent};
 use super::ssh_config::{HostKeyPolicy, SshConfig};
@@ -275,7 +275,8 @@ pub fn agent_command(remote_psyrun: &Path) -> String {
 
 /// Drives `conn` on its own thread: frames to `events` as host `host`, messages from the
 /// returned link to the agent, a Ping after each quiet [`HEARTBEAT`], and the link closed after
-/// `silence` without a byte from the agent.
+/// `silence` without a byte from the agent (before its first byte, after the longer of `silence`
+/// and [`FIRST_WORD`]).
 pub fn run_link(
     route: Route,
     conn: Connected,
@@ -299,6 +300,7 @@ pub fn run_link(
         pending: Vec::new(),
         buf: vec![0u8; 64 * 1024],
         heard: Instant::now(),
+        heard_any: false,
         said: Instant::now(),
         closing: false,
     };
@@ -330,6 +332,8 @@ struct Driver {
     pending: Vec<u8>,
     buf: Vec<u8>,
     heard: Instant,
+    /// Whether the agent has said anything yet (until then it may be starting).
+    heard_any: bool,
     said: Instant,
     closing: bool,
 }
@@ -362,17 +366,25 @@ impl Driver {
         if self.conn.channel.eof() {
             return Err(self.agent_ended());
         }
-        if self.heard.elapsed() >= self.silence {
+        let silence = self.silence_allowed();
+        if self.heard.elapsed() >= silence {
             return Err((
-                format!(
-                    "no word from the agent for {:?} (the host or the network is down)",
-                    self.silence
-                ),
+                format!("no word from the agent for {silence:?} (the host or the network is down)"),
                 None,
             ));
         }
         self.wait();
         Ok(())
+    }
+
+    /// How long the agent may be silent now: the heartbeat timeout, or while it has not said
+    /// its first word (a program starting on a loaded host) at least [`FIRST_WORD`].
+    fn silence_allowed(&self) -> Duration {
+        if self.heard_any {
+            self.silence
+        } else {
+            self.silence.max(FIRST_WORD)
+        }
     }
 
     /// Moves every queued message into the send buffer (a Ping if there was nothing to say for
@@ -416,6 +428,7 @@ impl Driver {
                 Ok(0) => return Ok(()),
                 Ok(n) => {
                     self.heard = Instant::now();
+                    self.heard_any = true;
                     self.frames.feed(&self.buf[..n]);
                     self.route
                         .deliver(&mut self.frames, &self.events)
@@ -434,6 +447,7 @@ impl Driver {
                 break;
             }
             self.heard = Instant::now();
+            self.heard_any = true;
             self.diag.extend_from_slice(&self.buf[..n]);
             while let Some(i) = self.diag.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.diag.drain(..=i).collect();

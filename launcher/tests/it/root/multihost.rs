@@ -551,6 +551,51 @@ fn a_host_cut_off_the_network_fails_the_job_within_the_heartbeat_and_stops_itsel
     );
 }
 
+/// An agent that takes longer to start than the heartbeat timeout (a loaded host: here a
+/// `--remote-psyrun` that waits 5 s before it runs psyrun) is not taken for a lost host: its
+/// first word may take longer than the heartbeat, within the preflight's deadline.
+#[test]
+fn an_agent_slower_to_start_than_the_heartbeat_timeout_still_runs_the_job() {
+    let Some(c) = Cluster::up(2, "slow") else {
+        return;
+    };
+    let dir = TempDir::new("mh-slow");
+    let slow = dir.path().join("slow-psyrun");
+    std::fs::write(
+        &slow,
+        format!(
+            "#!/bin/sh\nsleep 5\nexec {} \"$@\"\n",
+            psyrun_path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let slow = slow.display().to_string();
+    let args = [
+        "-H",
+        "psyh1:1,psyh2:1",
+        "-n",
+        "2",
+        "--heartbeat-timeout",
+        "2",
+        "--remote-psyrun",
+        &slow,
+        "sh",
+        "-c",
+        "echo ran as rank $PSY_RANK",
+    ];
+    let done = common::run(c.psyrun(&dir, &args), &dir);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    for rank in 0..2 {
+        let line = format!("ran as rank {rank}");
+        assert!(
+            done.stdout.contains(&line),
+            "{line:?} not in:\n{}",
+            done.stdout
+        );
+    }
+}
+
 fn preflight_fails(c: &Cluster, dir: &TempDir, args: &[&str], expect: &[&str]) {
     let marker = dir.path().join("started");
     let body = format!("touch {}", marker.display());

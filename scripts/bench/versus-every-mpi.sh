@@ -11,7 +11,12 @@
 #   scripts/bench/versus-every-mpi.sh [--allow-dirty] [OUT_DIR]     (default results/versus-every-mpi)
 #
 # Environment: ROUNDS (5), RANKS (2), SIZES (8,1K,64K,1M,16M,64M), COLLECTIVES (allreduce broadcast
-# allgather reducescatter), IMB=0 to leave out Intel's IMB-MPI1 (run once a round beside Intel
+# allgather reducescatter), TRANSPORT (shm, or tcp: every program over loopback TCP, each as its
+# users ask for it: psybench --transport tcp; Open MPI's ob1 with only the tcp and self BTLs on lo;
+# MPICH's OFI netmod with the tcp provider on lo and MPIR_CVAR_NOLOCAL=1, so ranks of one host use
+# it too; Intel MPI with I_MPI_FABRICS=ofi, the tcp provider on lo and I_MPI_COLL_INTRANODE=pt2pt,
+# without which its collectives still run in shared memory (0.3 us at 8 B); no copy floors),
+# IMB=0 to leave out Intel's IMB-MPI1 (run once a round beside Intel
 # MPI's C-benchmark job as Intel's own cross-check of it), FLOORS=0 to leave out the copy floors
 # (with 2 ranks, the sizes from 1 MiB up: scripts/probes/copy-floors.sh, a plain C program that
 # moves only the bytes the call must move, as one more program in the rotation), VERSUS_TIMEOUT
@@ -35,6 +40,11 @@ ranks=${RANKS:-2}
 sizes=${SIZES:-8,1K,64K,1M,16M,64M}
 read -r -a collectives <<<"${COLLECTIVES:-allreduce broadcast allgather reducescatter}"
 limit=${VERSUS_TIMEOUT:-600}
+transport=${TRANSPORT:-shm}
+case $transport in
+  shm | tcp) ;;
+  *) echo "versus-every-mpi.sh: TRANSPORT must be shm or tcp, not '$transport'" >&2; exit 2 ;;
+esac
 mpich=/opt/psyne-mpich
 impi=/opt/psyne-impi
 
@@ -68,20 +78,28 @@ from versus_every_mpi import floor_sizes
 print(",".join(str(b) for b in floor_sizes(sys.argv[1], int(sys.argv[2]))))
 EOF
 )
-if [ "${FLOORS:-1}" != 0 ] && [ -n "$floor_sizes" ]; then
+if [ "${FLOORS:-1}" != 0 ] && [ -n "$floor_sizes" ] && [ "$transport" = shm ]; then
   programs+=(floor)
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Each program's settings for the transport (empty over shared memory: every default).
+psyne_net=() openmpi_net=() mpich_net=() impi_net=()
+if [ "$transport" = tcp ]; then
+  psyne_net=(--transport tcp)
+  openmpi_net=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+  mpich_net=(MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo)
+  impi_net=(I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt FI_PROVIDER=tcp FI_TCP_IFACE=lo)
+fi
 # The command line of each program's job for collective $1, up to the benchmark's own flags.
 job() {
   local who=$1 coll=$2
   local sweep=("$coll" --cadence osu --sizes "$sizes")
   case $who in
-    psyne) echo target/release/psyrun -n "$ranks" target/release/psybench "${sweep[@]}" --json ;;
-    openmpi) echo mpirun --oversubscribe -n "$ranks" "$bin/cb-openmpi" "${sweep[@]}" ;;
-    mpich5) echo "$mpich/bin/mpiexec" -bind-to core -n "$ranks" "$bin/cb-mpich5" "${sweep[@]}" ;;
-    impi) echo env LD_LIBRARY_PATH="$impi/lib" "$impi/bin/mpiexec" -n "$ranks" "$bin/cb-impi" "${sweep[@]}" ;;
+    psyne) echo target/release/psyrun -n "$ranks" target/release/psybench "${sweep[@]}" "${psyne_net[@]}" --json ;;
+    openmpi) echo mpirun --oversubscribe "${openmpi_net[@]}" -n "$ranks" "$bin/cb-openmpi" "${sweep[@]}" ;;
+    mpich5) echo env "${mpich_net[@]}" "$mpich/bin/mpiexec" -bind-to core -n "$ranks" "$bin/cb-mpich5" "${sweep[@]}" ;;
+    impi) echo env LD_LIBRARY_PATH="$impi/lib" "${impi_net[@]}" "$impi/bin/mpiexec" -n "$ranks" "$bin/cb-impi" "${sweep[@]}" ;;
     floor) echo scripts/probes/copy-floors.sh "$coll" "$floor_sizes" ;;
   esac
 }
@@ -136,7 +154,7 @@ from versus_every_mpi import imb_lengths
 for n in imb_lengths(sys.argv[1], sys.argv[2], int(sys.argv[3])):
     print(n)
 EOF
-      cmdline="env LD_LIBRARY_PATH=$impi/lib $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -msglog 27 -npmin $ranks"
+      cmdline="env LD_LIBRARY_PATH=$impi/lib ${impi_net[*]} $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -msglog 27 -npmin $ranks"
       ns=$(bounce)
       rc=0
       timeout -k 10 "$limit" $cmdline >"$file" 2>&1 || rc=$?
@@ -145,6 +163,6 @@ EOF
   done
 done
 load_after=$(python3 scripts/report/lib.py load)
-python3 scripts/report/versus_every_mpi.py "$out" --revision "$REVISION" \
+python3 scripts/report/versus_every_mpi.py "$out" --revision "$REVISION" --transport "$transport" \
   --load-before "$load_before" --load-after "$load_after" --rounds "$rounds" \
-  --command "scripts/bench/versus-every-mpi.sh $* (ROUNDS=$rounds RANKS=$ranks SIZES=$sizes)"
+  --command "scripts/bench/versus-every-mpi.sh $* (ROUNDS=$rounds RANKS=$ranks SIZES=$sizes TRANSPORT=$transport)"

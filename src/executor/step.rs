@@ -52,6 +52,7 @@ impl Engine for Steps<'_> {
             p2p,
             ..
         } = links;
+        let call_bytes = self.schedule.buf_len * call.desc.dtype.size();
         let ctx = StepCtx {
             site: call.site(*rank, peers),
             pairs: matches!(call.desc.kind, OpKind::Collective(_)).then_some(p2p.as_slice()),
@@ -60,12 +61,13 @@ impl Engine for Steps<'_> {
             deadline: Instant::now() + call.timeout,
             wait: call.wait,
             interrupt: &call.interrupt,
-            streams: stream_copy::streams(self.schedule.buf_len * call.desc.dtype.size()),
+            streams: stream_copy::streams(call_bytes),
         };
         let traffic = traffic_of(&call.desc);
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
             if let Some(Some(l)) = links.get_mut(send.peer) {
                 l.set_traffic(traffic);
+                l.set_call_bytes(call_bytes);
             }
         }
         await_messages(&call.desc, &self.schedule.steps, links, true);

@@ -88,6 +88,12 @@ pub trait Link: Send {
     fn set_traffic(&mut self, traffic: Traffic) {
         let _ = traffic;
     }
+    /// Says how many bytes the call whose messages this link sends next works on (its work
+    /// buffer), so the transport can size what it holds per message (TCP: its send buffer,
+    /// [`tcp::TcpLink`]). The default ignores it.
+    fn set_call_bytes(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
     /// Says that this rank is blocked receiving point-to-point message `seq` (from 1) of the
     /// pair, of `bytes` bytes, or no longer (`None`), so a transport may hand that message over
     /// in one copy. The default ignores it.

@@ -2,6 +2,7 @@
 psyne the rank, the size and where rank 0's store is (the Rust library's PMIx path, reached from
 Python unchanged). torchrun is in test_torch_backend.py."""
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -24,10 +25,9 @@ def mpirun(n: int, *args: str, env: dict = None) -> subprocess.CompletedProcess:
     # (common::MpiLock, the same lock file) count and clean up MPI's files there by name. Where
     # pytest has a /dev/shm of its own (scripts/ci/test-python.sh as root), neither sees the
     # other's files, and waiting for the Rust tests' MPI jobs would only hold up this one.
-    if os.environ.get("PSYNE_TEST_SHM") == "own":
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=e)
-    with open("/tmp/psyne-mpi.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as held:
+        if os.environ.get("PSYNE_TEST_SHM") != "own":
+            fcntl.flock(held.enter_context(open("/tmp/psyne-mpi.lock", "a")), fcntl.LOCK_EX)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=e)
 
 

@@ -14,18 +14,12 @@
 use crate::common;
 
 use common::*;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The longest one example run may take (generous: unoptimised builds on a shared 2-core machine
 /// running up to 4 ranks).
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// The example binary `name`, built beside the psyrun under test by the test command.
-fn example(name: &str) -> PathBuf {
-    built(&format!("examples/{name}"))
-}
 
 /// Runs example `name` with `args` under psyrun on `n` ranks, to completion.
 fn run_example(name: &str, n: usize, args: &[&str]) -> Done {

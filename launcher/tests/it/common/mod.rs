@@ -340,6 +340,12 @@ pub fn children(pid: i32) -> Vec<i32> {
 /// the same profile and features as the tests, so nothing is compiled twice.
 pub const BUILD_COMMAND: &str = "cargo build --workspace --bins --examples --all-features";
 
+/// The example binary `name` of psyne's `examples/`, built beside the psyrun under test by the
+/// test command ([`built`]).
+pub fn example(name: &str) -> PathBuf {
+    built(&format!("examples/{name}"))
+}
+
 /// A program of this workspace that the test command builds before the tests (psyne's examples,
 /// `train`): `rel` beside the psyrun under test (`train`, `examples/allreduce`). Tests never
 /// build it themselves; when it is missing, the test fails naming the command that builds it.

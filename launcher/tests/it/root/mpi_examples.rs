@@ -11,17 +11,12 @@
 use crate::common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The longest one example run may take (generous: unoptimised builds on a shared 2-core machine).
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// The example binary `name`, built beside the psyrun under test by the test command.
-fn example(name: &str) -> PathBuf {
-    built(&format!("examples/{name}"))
-}
 
 /// An example started by Open MPI's mpirun as two and as three processes: psyne finds mpirun's
 /// PMIx server, learns the world from it and forms one group (not a world of one per process).

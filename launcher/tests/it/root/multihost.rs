@@ -560,16 +560,14 @@ fn an_agent_slower_to_start_than_the_heartbeat_timeout_still_runs_the_job() {
         return;
     };
     let dir = TempDir::new("mh-slow");
-    let slow = dir.path().join("slow-psyrun");
-    std::fs::write(
-        &slow,
-        format!(
+    let slow = dir.script(
+        "slow-psyrun",
+        &format!(
             "#!/bin/sh\nsleep 5\nexec {} \"$@\"\n",
             psyrun_path().display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        0o755,
+    );
     let slow = slow.display().to_string();
     let args = [
         "-H",

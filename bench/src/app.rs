@@ -78,7 +78,30 @@ fn run(command: Command, args: &[String]) -> psyne::Result<u8> {
         Command::Plot { inputs, output } => draw_plot(&inputs, &output),
         Command::Compare { a, b } => print_comparison(&a, b.as_deref()),
         Command::Peak { bytes, iters } => print_peaks(bytes, iters),
+        Command::Model {
+            machine,
+            ranks,
+            sizes,
+            csv,
+        } => print_model(&machine, ranks, &sizes, csv.as_deref()),
     }
+}
+
+/// `psybench model`: the table, and the CSV if asked.
+fn print_model(
+    name: &str,
+    ranks: Option<usize>,
+    sizes: &[u64],
+    csv: Option<&std::path::Path>,
+) -> psyne::Result<u8> {
+    let machine = crate::many_cores::machine(name)
+        .ok_or_else(|| psyne::Error::config(format!("no machine `{name}` in the model")))?;
+    let rows = crate::many_cores::run(&machine, ranks.unwrap_or(machine.cores()), sizes)?;
+    if let Some(path) = csv {
+        std::fs::write(path, rows)
+            .map_err(|e| io_error(format!("writing {}: {e}", path.display())))?;
+    }
+    Ok(0)
 }
 
 /// Connects this rank to `sweep`'s backends, runs `work` (which returns how many elements

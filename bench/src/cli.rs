@@ -66,6 +66,17 @@ pub enum Command {
         /// Repetitions (`None`: the peak module's default).
         iters: Option<u64>,
     },
+    /// psyne's all-reduce schedules on a many-core host, timed by the cost model.
+    Model {
+        /// A preset of [`crate::many_cores::MACHINES`].
+        machine: String,
+        /// Ranks, one per core (`None`: every core).
+        ranks: Option<usize>,
+        /// Bytes of f32 per rank.
+        sizes: Vec<u64>,
+        /// Where to write the rows as CSV.
+        csv: Option<PathBuf>,
+    },
     /// Measure every algorithm and write the fastest per size to a tuning file.
     Tune {
         /// `-n N`: spawn N local ranks.
@@ -219,6 +230,10 @@ enum Sub {
     /// Cross-check backends element by element (default: every operation)
     #[command(name = "check")]
     Check(CheckArgs),
+    /// psyne's all-reduce schedules on a many-core host (64-192 cores), timed by a cost model
+    /// from assumed bandwidths and latencies (docs/many-cores.md); measures nothing
+    #[command(name = "model")]
+    Model(ModelArgs),
     /// Measure every algorithm at every size on this layout and write the fastest per size to
     /// psyne's tuning file, which later jobs load (PSY_TUNING); prints the default and tuned
     /// choice per size
@@ -357,6 +372,22 @@ struct PeakArgs {
 }
 
 #[derive(Args, Debug)]
+struct ModelArgs {
+    /// The machine: epyc-9654-2s, xeon-8480-2s or this-vm
+    #[arg(long, value_name = "NAME", default_value = "epyc-9654-2s")]
+    machine: String,
+    /// Ranks, one per core, filling cache domains in order (default: every core)
+    #[arg(long, value_name = "N")]
+    ranks: Option<usize>,
+    /// Sizes per rank: MIN:MAX (×4 steps) or a list
+    #[arg(long, value_name = "SIZES", default_value = "64K:256M")]
+    sizes: String,
+    /// Also write the rows as CSV
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 struct CheckArgs {
     /// Operations to check (default: all)
     #[arg(value_name = "COLLECTIVE")]
@@ -450,6 +481,7 @@ where
         Sub::Compare(c) => return Ok(Command::Compare { a: c.a, b: c.b }),
         Sub::Peak(p) => return peak_command(p),
         Sub::Check(c) => return check_command(c, cli.np, preset_ref),
+        Sub::Model(m) => return model_command(m),
         Sub::Tune(t) => return tune_command(t, cli.np, preset_ref),
     };
     sweep_command(
@@ -520,6 +552,28 @@ fn peak_command(p: PeakArgs) -> Result<Command, CliError> {
     Ok(Command::Peak {
         bytes: p.size,
         iters: p.iters,
+    })
+}
+
+/// `psybench model`: a known machine and sizes.
+fn model_command(m: ModelArgs) -> Result<Command, CliError> {
+    if crate::many_cores::machine(&m.machine).is_none() {
+        return Err(CliError::usage(
+            Some("model"),
+            format!(
+                "--machine {}: not a machine the model knows; choose one of {}",
+                m.machine,
+                crate::many_cores::MACHINES.join(", ")
+            ),
+        ));
+    }
+    let sizes = crate::sizes::parse_sizes(&m.sizes, 4.0)
+        .map_err(|e| CliError::usage(Some("model"), format!("--sizes: {e}")))?;
+    Ok(Command::Model {
+        machine: m.machine,
+        ranks: m.ranks,
+        sizes,
+        csv: m.csv,
     })
 }
 

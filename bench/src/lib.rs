@@ -14,6 +14,7 @@ pub mod export;
 pub mod factors;
 pub mod fit;
 pub mod launch;
+pub mod many_cores;
 pub mod measure;
 pub mod memory;
 pub mod meta;

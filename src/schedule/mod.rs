@@ -31,6 +31,7 @@ mod algo;
 mod algorithms;
 mod chunks;
 mod confirm;
+pub mod cost;
 mod hier;
 mod hosts;
 #[cfg(any(test, feature = "testing"))]
@@ -196,6 +197,21 @@ pub fn build_analysed(
     Ok(confirmed(rank, size, |r| {
         algorithms::build(coll, algo, r, size, count)
     }))
+}
+
+/// The two-level all-reduce of `rank` over `count` elements for many ranks on one host, grouped
+/// by cache domain (`domains`: which ranks share an L3 slice; every domain the same size): a
+/// reduce-scatter inside each domain, an all-reduce of each chunk across domains, an
+/// all-gather inside each domain (see `docs/many-cores.md`). The executor does not choose it
+/// yet; the cost model ([`cost`]) and the simulator use it.
+pub fn build_domains(domains: &Hosts, rank: usize, count: usize) -> crate::Result<Schedule> {
+    algo::check_ranks(Collective::AllReduce, rank, domains.size())?;
+    if !algorithms::regular_domains(domains) {
+        return Err(crate::Error::config(
+            "the two-level all-reduce needs every cache domain to hold the same number of ranks",
+        ));
+    }
+    Ok(algorithms::build_domains(domains, rank, count))
 }
 
 /// `rank`'s schedule, ending with the confirmations its call needs ([`confirm`]): `build_one`

@@ -25,7 +25,9 @@ pub use check::check;
 pub use engine::run_schedules;
 pub use error::SimError;
 
-use super::{build, build_hier, chunk_span, Algo, Collective, HierAlgos, Hosts, Schedule};
+use super::{
+    build, build_domains, build_hier, chunk_span, Algo, Collective, HierAlgos, Hosts, Schedule,
+};
 use crate::dtype::Element;
 use crate::reduce::ReduceOp;
 
@@ -94,6 +96,26 @@ pub fn run_hier_collective<T: Element>(
     }
     run_user_level(coll, count, op, inputs, |rank| {
         build_hier(coll, hosts, rank, count, algos)
+    })
+}
+
+/// [`run_collective`] for the two-level all-reduce of [`build_domains`] on `domains` (whose
+/// size must be the number of inputs).
+pub fn run_domains_all_reduce<T: Element>(
+    domains: &Hosts,
+    count: usize,
+    op: ReduceOp,
+    inputs: &[Vec<T>],
+) -> Result<Vec<Vec<T>>, SimError> {
+    if domains.size() != inputs.len() {
+        return Err(SimError::Build(crate::Error::invalid(format!(
+            "{} inputs for domains of {} ranks",
+            inputs.len(),
+            domains.size()
+        ))));
+    }
+    run_user_level(Collective::AllReduce, count, op, inputs, |rank| {
+        build_domains(domains, rank, count)
     })
 }
 

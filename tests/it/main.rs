@@ -22,6 +22,8 @@ mod strangers;
 
 /// Schedules against the oracle and the simulator: pure, no sockets (the unit tier).
 mod sim {
+    mod domains_schedule;
     mod hier_schedule;
     mod schedule_oracle;
+    mod values;
 }

@@ -594,3 +594,22 @@ fn reduce_orders_from_flags_and_presets() {
     let (_, s) = sweep_of(&["allreduce", "--config", p.to_str().unwrap()]);
     assert_eq!(s.reduce_orders, vec![Canonical, Fast]);
 }
+
+#[test]
+fn model_takes_a_known_machine_and_refuses_others_by_name() {
+    assert_eq!(
+        parse_from(["psybench", "model", "--ranks", "64", "--sizes", "64K,1M"]).unwrap(),
+        Command::Model {
+            machine: "epyc-9654-2s".into(),
+            ranks: Some(64),
+            sizes: vec![64 << 10, 1 << 20],
+            csv: None,
+        }
+    );
+    let (e, code) = error_of(&["model", "--machine", "m1-ultra"]);
+    assert_eq!(code, 2);
+    assert!(e.contains("m1-ultra") && e.contains("xeon-8480-2s"), "{e}");
+    let (e, code) = error_of(&["model", "--sizes", "1M:64K"]);
+    assert_eq!(code, 2);
+    assert!(e.contains("backwards"), "{e}");
+}

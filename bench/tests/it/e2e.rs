@@ -665,3 +665,58 @@ fn a_tuning_file_changes_the_automatic_choice_and_a_bad_one_is_named() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("tuning:2:"), "{}", text(&out));
 }
+
+/// `psybench model` prints a row per size, writes every algorithm's estimate as CSV, and refuses
+/// more ranks than the machine has cores with exit 2.
+#[test]
+fn model_prints_and_writes_every_algorithm_per_size() {
+    let dir = Dir::new("model");
+    let csv = dir.join("m.csv");
+    let out = psybench()
+        .args([
+            "model",
+            "--machine",
+            "epyc-9654-2s",
+            "--ranks",
+            "32",
+            "--sizes",
+            "64K,1M",
+        ])
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("32 ranks, 4 domain(s)"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.trim_start().starts_with("64K")),
+        "{stdout}"
+    );
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    for algo in [
+        "ring",
+        "recursive_doubling",
+        "rabenseifner",
+        "hier",
+        "two_level",
+    ] {
+        assert_eq!(
+            rows.lines()
+                .filter(|l| l.split(',').nth(1) == Some(algo))
+                .count(),
+            2,
+            "{algo} in\n{rows}"
+        );
+    }
+    let out = psybench()
+        .args(["model", "--machine", "this-vm", "--ranks", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2 to 2 ranks"),
+        "{}",
+        text(&out)
+    );
+}

@@ -36,7 +36,13 @@ pub(super) fn steps(
 
 /// The flat schedule of `coll` with `algo` among `ranks` (group ranks, in the order of their
 /// positions), as seen by the member at position `at`, with peers renamed to group ranks.
-fn among(coll: Collective, algo: Algo, ranks: &[usize], at: usize, count: usize) -> Vec<Step> {
+pub(super) fn among(
+    coll: Collective,
+    algo: Algo,
+    ranks: &[usize],
+    at: usize,
+    count: usize,
+) -> Vec<Step> {
     if ranks.len() <= 1 {
         return Vec::new();
     }
@@ -53,7 +59,7 @@ fn among(coll: Collective, algo: Algo, ranks: &[usize], at: usize, count: usize)
 }
 
 /// This rank's host's members and its position among them.
-fn local(hosts: &Hosts, rank: usize) -> (usize, &[usize], usize) {
+pub(super) fn local(hosts: &Hosts, rank: usize) -> (usize, &[usize], usize) {
     let h = hosts.host_of(rank);
     let members = hosts.members(h);
     let at = members.iter().position(|&r| r == rank).unwrap_or(0);

@@ -10,6 +10,7 @@
 
 mod binomial;
 mod dissemination;
+mod domains;
 mod fold;
 mod hier;
 mod linear;
@@ -62,6 +63,20 @@ pub(crate) fn build_hier(
     };
     Schedule { buf_len, steps }
 }
+
+/// The two-level all-reduce of `rank` on `domains` (regular; checked by the caller).
+pub(crate) fn build_domains(domains: &Hosts, rank: usize, count: usize) -> Schedule {
+    let size = domains.size();
+    let buf_len = Collective::AllReduce.layout(rank, size, count).buf_len;
+    let steps = if size <= 1 {
+        Vec::new()
+    } else {
+        domains::all_reduce(domains, rank, count)
+    };
+    Schedule { buf_len, steps }
+}
+
+pub(crate) use domains::regular as regular_domains;
 
 fn steps(coll: Collective, algo: Algo, rank: usize, size: usize, count: usize) -> Vec<Step> {
     if algo == Algo::Hier {

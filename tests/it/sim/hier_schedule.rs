@@ -4,6 +4,7 @@
 //! broadcast from every root, all-gather; counts 0, 1, odd and large. Also: only leaders cross
 //! hosts, and each host sends the buffer across the network once per phase.
 
+use super::values::value;
 use psyne::oracle;
 use psyne::schedule::simulate::run_hier_collective;
 use psyne::schedule::{build_hier, Algo, Collective, HierAlgos, Hosts};
@@ -51,15 +52,6 @@ fn counts(size: usize) -> Vec<usize> {
     let mut c = vec![0, 1, size + 2, 2 * size + 1, 517];
     c.dedup();
     c
-}
-
-/// Distinct, signed inputs; for `Prod` 1, 2 or -1 (exact over 9 ranks).
-fn value(rank: usize, index: usize, op: ReduceOp) -> i64 {
-    if op == ReduceOp::Prod {
-        [1, 2, -1][(rank * 7 + index * 3 + rank * index) % 3]
-    } else {
-        ((rank * 7919 + index * 104_729) % 20_011) as i64 - 10_000
-    }
 }
 
 fn inputs<T: Element>(coll: Collective, size: usize, count: usize, op: ReduceOp) -> Vec<Vec<T>> {

@@ -3,6 +3,7 @@
 //! and the reduction ops on inputs that make mistakes visible. Also: the simulator rejects broken
 //! schedules, and the algorithms keep their promised step counts and message sizes.
 
+use super::values::value;
 use proptest::prelude::*;
 use psyne::oracle;
 use psyne::schedule::simulate::{check, run_collective, run_schedules, simulate, SimError};
@@ -43,17 +44,6 @@ fn all_collectives(size: usize) -> Vec<Collective> {
         ]);
     }
     colls
-}
-
-/// The input value of `rank` at work-buffer index `index`: distinct across ranks and indices
-/// and of both signs, so a lost, doubled or misplaced contribution changes the result. For
-/// `Prod` the values are 1, 2 or -1 (no overflow over 17 ranks, yet every rank matters).
-fn value(rank: usize, index: usize, op: ReduceOp) -> i64 {
-    if op == ReduceOp::Prod {
-        [1, 2, -1][(rank * 7 + index * 3 + rank * index) % 3]
-    } else {
-        ((rank * 7919 + index * 104_729) % 20_011) as i64 - 10_000
-    }
 }
 
 /// For f32: small integers (|v| <= 8, or 1, 2, -1 for `Prod`), so that every partial sum and

@@ -211,7 +211,13 @@ fn rounds_of(schedules: &[Schedule], elem_bytes: u64) -> Option<(usize, Vec<Vec<
         .iter()
         .map(|s| (0..s.steps.len()).collect())
         .collect();
+    // The longest chain of a set of schedules that can run has at most every step of every rank;
+    // beyond that the rounds only grow because the schedules wait on each other in a circle.
+    let most = schedules.iter().map(|s| s.steps.len()).sum::<usize>();
     loop {
+        if round.iter().flatten().any(|&r| r > most) {
+            return None;
+        }
         let mut changed = false;
         for &((a, i), (b, j), _, _) in &matches {
             let r = round[a][i].max(round[b][j]);
@@ -250,7 +256,8 @@ fn rounds_of(schedules: &[Schedule], elem_bytes: u64) -> Option<(usize, Vec<Vec<
 /// receive reduces.
 type Matched = ((usize, usize), (usize, usize), usize, bool);
 
-/// Pairs the k-th send from `a` to `b` with the k-th receive from `a` at `b`.
+/// Pairs the k-th send from `a` to `b` with the k-th receive from `a` at `b`; `None` if a send
+/// or a receive is left without its other half.
 fn match_messages(schedules: &[Schedule]) -> Option<Vec<Matched>> {
     // By (sender, receiver): the receives in order, as (step, elements, reduces).
     type Waiting = VecDeque<(usize, usize, bool)>;
@@ -275,13 +282,13 @@ fn match_messages(schedules: &[Schedule]) -> Option<Vec<Matched>> {
             }
         }
     }
-    Some(out)
+    recvs.values().all(VecDeque::is_empty).then_some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{build, build_domains, Algo, Collective, Hosts};
+    use crate::schedule::{build, build_domains, Algo, Collective, Hosts, Recv, Send, Step};
 
     fn machine() -> Machine {
         Machine {
@@ -350,10 +357,27 @@ mod tests {
     }
 
     #[test]
-    fn unmatched_schedules_and_too_many_ranks_give_nothing() {
+    fn unmatched_or_circular_schedules_and_too_many_ranks_give_nothing() {
         let m = machine();
         let lone = Schedule::point_to_point(1, true, 8);
         assert!(estimate(&[lone, Schedule::default()], &m, 4).is_none());
+        let deaf = Schedule::point_to_point(0, false, 8);
+        assert!(estimate(&[Schedule::default(), deaf], &m, 4).is_none());
+        // Each rank first receives what the other sends only in its second step.
+        let first_recv = |peer| Schedule {
+            buf_len: 8,
+            steps: vec![
+                Step {
+                    sends: vec![],
+                    recvs: vec![Recv::copy(peer, 0..8)],
+                },
+                Step {
+                    sends: vec![Send::plain(peer, 0..8)],
+                    recvs: vec![],
+                },
+            ],
+        };
+        assert!(estimate(&[first_recv(1), first_recv(0)], &m, 4).is_none());
         let s = all(17, |r| {
             build(Collective::AllReduce, Algo::Ring, r, 17, 8).unwrap()
         });

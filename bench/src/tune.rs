@@ -91,13 +91,13 @@ pub fn rules_for(coll: Collective, points: &[Point], margin: f64) -> Vec<Rule> {
 }
 
 /// The algorithms `coll` is measured with besides the default: every one that implements it,
-/// but `hier` only on a group with a hierarchy (several hosts, several ranks on one), where it
-/// differs from the flat algorithms.
+/// but `hier` and `two_level` only on a group with a hierarchy (several hosts, several ranks on
+/// one), where they differ from the flat algorithms.
 fn candidates(coll: BenchColl, hierarchical: bool) -> Vec<Algo> {
     factors::algos_for(coll)
         .iter()
         .copied()
-        .filter(|a| *a != Algo::Hier || hierarchical)
+        .filter(|a| !matches!(a, Algo::Hier | Algo::TwoLevel) || hierarchical)
         .collect()
 }
 

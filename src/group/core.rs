@@ -116,7 +116,8 @@ impl Plans {
     /// More distinct (collective, algorithm, count) plans than this and the cache starts over.
     const MAX: usize = 256;
 
-    /// The schedule of `rank` for `coll` with `algo`; `hier` (with `hosts`) for [`Algo::Hier`].
+    /// The schedule of `rank` for `coll` with `algo`; `hier` (with `hosts`) for [`Algo::Hier`];
+    /// [`Algo::TwoLevel`]'s levels are `hosts`.
     fn get(
         &mut self,
         coll: Collective,
@@ -132,6 +133,11 @@ impl Plans {
         }
         let built = match hier {
             Some(algos) => schedule::build_hier(coll, hosts, rank, count, algos)?,
+            None if algo == Algo::TwoLevel => match schedule::build_domains(hosts, rank, count) {
+                Ok(s) => s,
+                // Hosts of unequal sizes (every rank sees the same hosts, so all fall back).
+                Err(_) => schedule::build(coll, Algo::Ring, rank, hosts.size(), count)?,
+            },
             None => schedule::build(coll, algo, rank, hosts.size(), count)?,
         };
         let s = std::sync::Arc::new(built);

@@ -163,11 +163,19 @@ pub enum Algo {
     /// hands the result back to its host (see [`crate::schedule::build_hier`]). A group on one
     /// host, or with one rank per host, runs the flat algorithm instead.
     Hier,
+    /// The two-level all-reduce (see [`crate::schedule::build_domains`]): a ring reduce-scatter
+    /// among the ranks of each host, a ring all-reduce of each chunk among the ranks at the same
+    /// place on every host (all at once), a ring all-gather inside each host; every rank carries
+    /// cross-host traffic. Designed for the cache domains of a many-core host
+    /// (`docs/many-cores.md`); until psyne knows those, its levels are the group's hosts. Hosts
+    /// of unequal sizes run the flat ring instead. Only when asked for (`PSY_ALGO`, a tuning
+    /// file, `with_algo`).
+    TwoLevel,
 }
 
 impl Algo {
     /// Every algorithm, in tag order.
-    pub const ALL: [Algo; 10] = [
+    pub const ALL: [Algo; 11] = [
         Algo::Ring,
         Algo::RecursiveDoubling,
         Algo::Rabenseifner,
@@ -178,6 +186,7 @@ impl Algo {
         Algo::Dissemination,
         Algo::Flat,
         Algo::Hier,
+        Algo::TwoLevel,
     ];
 
     /// The name used in `PSY_ALGO` and messages.
@@ -193,6 +202,7 @@ impl Algo {
             Algo::Dissemination => "dissemination",
             Algo::Flat => "flat",
             Algo::Hier => "hier",
+            Algo::TwoLevel => "two_level",
         }
     }
 
@@ -234,7 +244,14 @@ impl Algo {
     pub fn for_collective(coll: Collective) -> &'static [Algo] {
         use Algo::*;
         match coll {
-            Collective::AllReduce => &[Ring, RecursiveDoubling, Rabenseifner, Binomial, Hier],
+            Collective::AllReduce => &[
+                Ring,
+                RecursiveDoubling,
+                Rabenseifner,
+                Binomial,
+                Hier,
+                TwoLevel,
+            ],
             Collective::Broadcast { .. } => &[Binomial, Pipeline, Hier],
             Collective::Reduce { .. } => &[Binomial],
             Collective::AllGather => &[Ring, Hier],

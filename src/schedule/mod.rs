@@ -202,8 +202,8 @@ pub fn build_analysed(
 /// The two-level all-reduce of `rank` over `count` elements for many ranks on one host, grouped
 /// by cache domain (`domains`: which ranks share an L3 slice; every domain the same size): a
 /// reduce-scatter inside each domain, an all-reduce of each chunk across domains, an
-/// all-gather inside each domain (see `docs/many-cores.md`). The executor does not choose it
-/// yet; the cost model ([`cost`]) and the simulator use it.
+/// all-gather inside each domain (see `docs/many-cores.md`). The executor runs it for
+/// [`Algo::TwoLevel`] with the group's hosts as domains; the cost model ([`cost`]) times it.
 pub fn build_domains(domains: &Hosts, rank: usize, count: usize) -> crate::Result<Schedule> {
     algo::check_ranks(Collective::AllReduce, rank, domains.size())?;
     if !algorithms::regular_domains(domains) {

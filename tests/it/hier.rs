@@ -22,7 +22,12 @@ fn hier_everywhere() -> Tuning {
 /// Runs the whole conformance check (every collective, op and type, blocking and not) with the
 /// hierarchical algorithms forced.
 fn check_world(size: usize, wiring: Wiring) {
-    let results = common::with_tuning(size, wiring, T, hier_everywhere(), |g| {
+    check_world_with(size, wiring, hier_everywhere());
+}
+
+/// The conformance check with `tuning`'s algorithms forced.
+fn check_world_with(size: usize, wiring: Wiring, tuning: Tuning) {
+    let results = common::with_tuning(size, wiring, T, tuning, |g| {
         conformance::check_all_types(&g, &conformance::default_counts(g.size()), 5)
     });
     for (rank, r) in results.into_iter().enumerate() {
@@ -40,6 +45,35 @@ fn check_world(size: usize, wiring: Wiring) {
 fn two_hosts_of_1_to_9_ranks_match_the_oracle() {
     for size in 1..=9 {
         check_world(size, Wiring::Mixed);
+    }
+}
+
+/// The two-level all-reduce (`two_level`, levels = hosts here): regular layouts, interleaved
+/// hosts, one host and one rank per host run it; hosts of unequal sizes fall back to the ring.
+#[test]
+fn the_two_level_all_reduce_matches_the_oracle_on_fake_hosts() {
+    let two_level = || Tuning::parse("allreduce:two_level").expect("a valid PSY_ALGO");
+    for wiring in [
+        Wiring::Hosts(&[2, 2]),
+        Wiring::Hosts(&[3, 3]),
+        Wiring::Hosts(&[2, 2, 2]),
+        Wiring::HostOf(&[0, 1, 0, 1]),
+        Wiring::Shm,
+        Wiring::Hosts(&[1, 1, 1]),
+        Wiring::Hosts(&[3, 1, 2]),
+    ] {
+        let size = match wiring {
+            Wiring::Hosts(h) => h.iter().sum(),
+            Wiring::HostOf(h) => h.len(),
+            _ => 4,
+        };
+        check_world_with(size, wiring, two_level());
+    }
+    let algos = common::with_tuning(4, Wiring::Hosts(&[2, 2]), T, two_level(), |g| {
+        g.algorithm_for(Collective::AllReduce, 1 << 20)
+    });
+    for a in algos {
+        assert_eq!(a.expect("an algorithm"), Algo::TwoLevel);
     }
 }
 

@@ -79,6 +79,10 @@ pub(crate) fn build_domains(domains: &Hosts, rank: usize, count: usize) -> Sched
 pub(crate) use domains::regular as regular_domains;
 
 fn steps(coll: Collective, algo: Algo, rank: usize, size: usize, count: usize) -> Vec<Step> {
+    if algo == Algo::TwoLevel && coll == Collective::AllReduce {
+        // Without hosts: one level of all ranks, a ring reduce-scatter and all-gather.
+        return domains::all_reduce(&Hosts::single(size), rank, count);
+    }
     if algo == Algo::Hier {
         // Without hosts: all ranks on one, which still reduces to a leader and broadcasts back.
         let hosts = Hosts::single(size);

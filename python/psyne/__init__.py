@@ -141,7 +141,7 @@ def _check(x: ArrayLike, what: str, writable: bool, tag: Optional[int] = None) -
         raise ValueError(f"{what}: the array is not aligned for {a.dtype}")
     if writable and not flags.writeable:
         raise ValueError(f"{what}: the array is read-only, and this call writes into it")
-    return a, a.__array_interface__["data"][0], a.size, t
+    return a, _native.array_address(a), a.size, t
 
 
 def _op(op: str) -> int:

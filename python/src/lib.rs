@@ -24,6 +24,7 @@
 //! raised, the peers are told, and the group refuses every later call with an error saying it
 //! was interrupted.
 
+mod address;
 mod shared;
 
 use psyne::Tunables;
@@ -998,6 +999,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Call>()?;
     let calls: Vec<(&str, u8)> = CALLS.iter().map(|&(name, c)| (name, c as u8)).collect();
     m.add("CALLS", calls)?;
+    m.add_function(wrap_pyfunction!(address::array_address, m)?)?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(check_reduce_order, m)?)?;
     m.add_function(wrap_pyfunction!(alone, m)?)?;

@@ -378,6 +378,10 @@ struct InFlight {
     calls: usize,
     /// The thread that issued them (its identity and a description for errors).
     holder: Option<(std::thread::ThreadId, Arc<str>)>,
+    /// Blocking calls waiting in [`Calls::enter`] for the calls before them: only then does the
+    /// last call out wake anyone (a `Condvar` wake is a system call even with no one to wake,
+    /// and the last call out is every blocking call).
+    waiting: usize,
 }
 
 /// `Python thread 'MainThread'` (the name `threading` gives the calling thread), looked up once
@@ -427,11 +431,13 @@ impl Calls {
                 let mut st = lock(&self.state);
                 // Wait for this thread's calls (no other thread can add any meanwhile).
                 while st.calls > 0 && busy(&st).is_none() {
+                    st.waiting += 1;
                     st = self
                         .drained
                         .wait_timeout(st, psyne::INTERRUPT_CHECK_EVERY)
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
+                    st.waiting -= 1;
                     if st.calls > 0 && busy(&st).is_none() {
                         drop(st);
                         if interrupts.check(true).is_some() {
@@ -467,7 +473,7 @@ impl Calls {
     fn leave(&self) {
         let mut st = lock(&self.state);
         st.calls -= 1;
-        if st.calls == 0 {
+        if st.calls == 0 && st.waiting > 0 {
             self.drained.notify_all();
         }
     }

@@ -113,7 +113,7 @@ fn schedules(
 
 /// The ranks' cache domains on `machine` when `ranks` fill its cores in order.
 fn domains_of(machine: &Machine, ranks: usize) -> Hosts {
-    let keys: Vec<usize> = (0..ranks).map(|r| r / machine.cores_per_domain).collect();
+    let keys: Vec<usize> = (0..ranks).map(|r| machine.domain_of(r)).collect();
     Hosts::from_keys(&keys)
 }
 

@@ -59,7 +59,8 @@ impl Machine {
         self.sockets * self.domains_per_socket * self.cores_per_domain
     }
 
-    fn domain_of(&self, rank: usize) -> usize {
+    /// The cache domain of the core rank `rank` is bound to (ranks fill cores in order).
+    pub fn domain_of(&self, rank: usize) -> usize {
         rank / self.cores_per_domain
     }
 
@@ -109,7 +110,7 @@ pub fn estimate(schedules: &[Schedule], machine: &Machine, elem_bytes: u64) -> O
     if schedules.len() > machine.cores() {
         return None;
     }
-    let (rounds, messages) = rounds_of(schedules, elem_bytes)?;
+    let messages = rounds_of(schedules, elem_bytes)?;
     let buffers: u64 = schedules
         .iter()
         .map(|s| s.buf_len as u64 * elem_bytes)
@@ -140,7 +141,6 @@ pub fn estimate(schedules: &[Schedule], machine: &Machine, elem_bytes: u64) -> O
             .sum::<u64>();
         *bounds.entry(bound).or_default() += 1;
     }
-    debug_assert_eq!(rounds, est.rounds);
     est.bound = bounds
         .into_iter()
         .max_by_key(|(b, n)| (*n, *b))
@@ -203,9 +203,9 @@ fn data_time(round: &[Message], machine: &Machine, in_memory: bool) -> (f64, &'s
     (ns / 1000.0, bound)
 }
 
-/// Puts every step of every rank in a round (see the module docs) and returns the number of
-/// rounds and each round's messages.
-fn rounds_of(schedules: &[Schedule], elem_bytes: u64) -> Option<(usize, Vec<Vec<Message>>)> {
+/// Puts every step of every rank in a round (see the module docs) and returns each round's
+/// messages (rounds without any left out).
+fn rounds_of(schedules: &[Schedule], elem_bytes: u64) -> Option<Vec<Vec<Message>>> {
     let matches = match_messages(schedules)?;
     let mut round: Vec<Vec<usize>> = schedules
         .iter()
@@ -249,7 +249,7 @@ fn rounds_of(schedules: &[Schedule], elem_bytes: u64) -> Option<(usize, Vec<Vec<
         });
     }
     messages.retain(|m| !m.is_empty());
-    Some((messages.len(), messages))
+    Some(messages)
 }
 
 /// A matched message: the sender's (rank, step), the receiver's, its elements, whether the

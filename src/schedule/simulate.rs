@@ -87,13 +87,7 @@ pub fn run_hier_collective<T: Element>(
     op: ReduceOp,
     inputs: &[Vec<T>],
 ) -> Result<Vec<Vec<T>>, SimError> {
-    if hosts.size() != inputs.len() {
-        return Err(SimError::Build(crate::Error::invalid(format!(
-            "{} inputs for hosts of {} ranks",
-            inputs.len(),
-            hosts.size()
-        ))));
-    }
+    one_input_a_rank(hosts, inputs, "hosts")?;
     run_user_level(coll, count, op, inputs, |rank| {
         build_hier(coll, hosts, rank, count, algos)
     })
@@ -107,16 +101,22 @@ pub fn run_domains_all_reduce<T: Element>(
     op: ReduceOp,
     inputs: &[Vec<T>],
 ) -> Result<Vec<Vec<T>>, SimError> {
-    if domains.size() != inputs.len() {
-        return Err(SimError::Build(crate::Error::invalid(format!(
-            "{} inputs for domains of {} ranks",
-            inputs.len(),
-            domains.size()
-        ))));
-    }
+    one_input_a_rank(domains, inputs, "domains")?;
     run_user_level(Collective::AllReduce, count, op, inputs, |rank| {
         build_domains(domains, rank, count)
     })
+}
+
+/// Refuses `inputs` that are not one per rank of `levels` (`what`: "hosts" or "domains").
+fn one_input_a_rank<T>(levels: &Hosts, inputs: &[Vec<T>], what: &str) -> Result<(), SimError> {
+    if levels.size() != inputs.len() {
+        return Err(SimError::Build(crate::Error::invalid(format!(
+            "{} inputs for {what} of {} ranks",
+            inputs.len(),
+            levels.size()
+        ))));
+    }
+    Ok(())
 }
 
 /// Lays out `inputs` in work buffers, runs the schedules `schedule(rank)` gives, and returns each

@@ -25,6 +25,7 @@ packages=(
   util-linux        # unshare, for the test cluster's per-host names
   python3           # scripts/report/hier-summary.py (benchmark reports)
   python3-venv      # the virtual environment of the Python package's tests (below)
+  python3-dev       # Python.h: psyne.torch builds its C++ half on first import (python/psyne/_torch_hot.py)
   slurmctld         # the one-host Slurm cluster of scripts/cluster/slurm.sh (launcher/tests/it/root/slurm.rs)
   slurmd
   munge

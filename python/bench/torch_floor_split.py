@@ -5,6 +5,8 @@ computed once ("nativeonly"), or only the checks psyne's hot path makes on the o
 tensor ("checksonly"); then psyne itself as the default group and as a second group. Alternated
 rounds, the slowest rank's mean per call, medians. Every group's all-reduce runs on the same
 tensor (the empty ones leave it as it is; the result is not checked: this times dispatch).
+With psyne.torch's C++ half loaded (psyne/_torch_hot.py), a third psyne group has it removed
+("psyne(python path)": its ``allreduce`` is the Python method), so both halves run in one job.
 
     psyrun --bind-to none -n 2 python python/bench/torch_floor_split.py
 """
@@ -56,6 +58,10 @@ for cls in (Empty, NativeOnly, ChecksOnly):
     groups[cls.NAME] = dist.new_group(list(range(S)), backend=cls.NAME)
 groups["psyne(default)"] = None
 groups["psyne(new_group)"] = dist.new_group(list(range(S)), backend="psyne")
+if pt._HOT is not None:
+    python_path = dist.new_group(list(range(S)), backend="psyne")
+    del python_path.allreduce  # the instance's C++ half: the class's Python method remains
+    groups["psyne(python path)"] = python_path
 def per_call(group, k=5000):
     for _ in range(500): dist.all_reduce(t, group=group)
     dist.barrier()

@@ -66,13 +66,14 @@ import datetime
 import os
 import socket
 from functools import partial
+from types import MethodType
 from typing import Any, Callable, List, Optional
 
 import torch
 import torch.distributed as dist
 
 import psyne
-from psyne import _native, _torch_shared, _torch_work
+from psyne import _native, _torch_hot, _torch_shared, _torch_work
 from psyne._torch_shared import SharedBuckets, shared_allreduce_hook
 
 __all__ = [
@@ -288,6 +289,7 @@ class _Plan:
 
 
 _deterministic = torch.are_deterministic_algorithms_enabled
+_HOT = _torch_hot.load()  # the C++ half of the blocking all_reduce, or None (PSY_TORCH_HOT)
 _Done = _torch_work.Done
 _SYNC_DONE = _Done([])
 
@@ -308,6 +310,13 @@ class ProcessGroupPsyne(dist.ProcessGroup):
         self._shared = _torch_shared.Registry()  # the buffers of empty_shared on this group
         self._any_shared = self._shared.bufs  # its dict: an empty one is a cheap test on the hot path
         self._scratch = torch.empty(0, dtype=torch.uint8)  # see _scratch_copy
+        if _HOT is not None:
+            # dist.all_reduce calls the instance's attribute: the C++ half, which runs the
+            # blocking calls of dense CPU tensors itself and passes every other to the method.
+            self.allreduce = _HOT.Hot(
+                self._n, self._canonical, MethodType(type(self).allreduce, self), _SYNC_DONE,
+                self._any_shared, _DTYPES, _REDUCE_OPS,
+            )  # fmt: skip
 
     # torch asks these
     def getBackendName(self) -> str:
@@ -378,10 +387,11 @@ class ProcessGroupPsyne(dist.ProcessGroup):
                 op, factor = _op(opts), _premul(opts)
             n = self._canonical if _deterministic() else self._n
             run = n.run_all_reduce
-            for t in tensors:
-                tag = _DTYPES.get(t.dtype)
-                if tag is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
+            for t in tensors:  # all checked before the first is reduced: refused whole
+                if _DTYPES.get(t.dtype) is None or not t.is_cpu or t.layout is not _STRIDED or not t.is_contiguous():
                     _buf(t, "all_reduce")  # raises the precise error
+            for t in tensors:
+                tag = _DTYPES[t.dtype]
                 if self._any_shared:  # tensors of empty_shared: all_reduce_shared
                     shared = self._shared.find(t)
                     if shared is not None:

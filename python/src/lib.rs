@@ -26,6 +26,7 @@
 
 mod address;
 mod shared;
+mod torch_hot;
 
 use psyne::Tunables;
 use psyne::{Algo, Communicator, DType, Element, Group, GroupOptions, ReduceOp, Secret, Store};
@@ -1000,6 +1001,7 @@ fn generate_secret() -> PyResult<String> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shared::add_to(m)?;
+    torch_hot::add_to(m)?;
     m.add_class::<NativeGroup>()?;
     m.add_class::<NativeWork>()?;
     m.add_class::<Call>()?;

@@ -17,6 +17,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 WORKERS = HERE / "workers"
 
+# The torch tests run the C++ half of the blocking all_reduce (psyne/_torch_hot.py) and fail if it
+# cannot be built, rather than quietly testing the Python path only (test_torch_hot.py runs both).
+os.environ.setdefault("PSY_TORCH_HOT", "on")
+
 
 def _psyrun() -> str:
     if os.environ.get("PSYRUN"):

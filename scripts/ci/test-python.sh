@@ -35,6 +35,9 @@ fi
 # The dev profile, as the Rust tests build: about 10 s less to build than --release, and the
 # tests take as long (168.7 s against 169.2 s here: they are small calls).
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet -m python/Cargo.toml
+# The C++ half of psyne.torch's blocking all_reduce is built on first import (about 30 s here):
+# once now, so that no test's deadline pays for it, and loudly if it cannot be.
+PSY_TORCH_HOT=on "$venv/bin/python" -c "import psyne.torch"
 pylog=$(mktemp)
 trap 'rm -f "$pylog"' EXIT
 echo "pytest's /dev/shm: $shm"

@@ -22,7 +22,8 @@ used as is); the tensor forms (``all_gather_into_tensor``, ``reduce_scatter_tens
 ``all_to_all_single``) are zero-copy.
 
 Blocking calls (``async_op=False``, the default of ``dist.all_reduce`` and the others) run on the
-calling thread, GIL released, and return a finished ``Work``: as fast as a call can be. Every
+calling thread, GIL released, and return a finished ``Work``: as fast as a call can be (the blocking ``all_reduce``'s checks and
+call are C++, built on first import: :mod:`psyne._torch_hot`, ``PSY_TORCH_HOT``). Every
 other call (``async_op=True``, ``isend``/``irecv``, and the calls torch makes from C++, such as
 DDP's and FSDP2's) returns at once: it is issued to psyne's worker thread of the group, which
 runs the group's calls in issue order on the caller's tensors (kept alive until the call ends),

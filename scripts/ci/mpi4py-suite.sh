@@ -88,12 +88,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 start=$(date +%s.%N)
 rc=0
 timeout --kill-after=10 "${MPI4PY_SUITE_TIMEOUT:-300}" \
-  "$@" "$python" "$src/test/main.py" -q "${excludes[@]}" >"$log" 2>&1 </dev/null || rc=$?
+  "$@" "$python" "$src/test/main.py" -v "${excludes[@]}" >"$log" 2>&1 </dev/null || rc=$?
 end=$(date +%s.%N)
 
 # Each rank ends with "Ran N tests in Xs" and "OK (skipped=K)" or
-# "FAILED (failures=F, errors=E, skipped=K)". -q keeps the ranks from printing a dot a test, but a
-# launcher may still join two ranks' lines: the patterns are not anchored at the line's start.
+# "FAILED (failures=F, errors=E, skipped=K)". -v has each rank print every test's name when it
+# starts and "ok" (lowercase) when it ends, so a run that timed out shows where each rank was; a
+# launcher may join two ranks' lines: the patterns are not anchored at the line's start.
 read -r ranks tests passed failed skipped ok_ranks < <(awk '
   match($0, /Ran [0-9]+ tests? in /) { split(substr($0, RSTART), w, " "); ranks++; tests = w[2]; total += w[2] }
   match($0, /(OK|FAILED)( \([a-z_]+=[0-9]+(, [a-z_]+=[0-9]+)*\))?$/) {
@@ -118,6 +119,8 @@ if [ "$verdict" = OK ]; then
 else
   echo "mpi4py-suite.sh: launcher exit $rc; the ranks' output: $log" >&2
   grep -E '^(FAIL|ERROR):' "$log" | sort | uniq -c | head -20 >&2 || true
+  echo "mpi4py-suite.sh: the log's last lines (with -v, the test each rank was in):" >&2
+  tail -n 8 "$log" >&2 || true
 fi
 secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 printf 'mpi4py-suite %s: %d ranks, %d tests each; summary: %d passed, %d failed, %d skipped; %s s; %s\n' \

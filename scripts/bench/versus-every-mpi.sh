@@ -20,8 +20,12 @@
 # MPI's C-benchmark job as Intel's own cross-check of it), FLOORS=0 to leave out the copy floors
 # (with 2 ranks, the sizes from 1 MiB up: scripts/probes/copy-floors.sh, a plain C program that
 # moves only the bytes the call must move, as one more program in the rotation), VERSUS_TIMEOUT
-# (seconds a job may take, default 600). Each round runs one job per program and collective; the order of the programs
-# rotates every round, so each goes first, second, third and fourth in turn. Before each job the
+# (seconds a job may take, default 600). Each round runs one job per program and collective, in
+# an order that changes every round as a Williams design does (balanced_order below): over n
+# rounds (2n for an odd number of programs) each program runs in every position and right after
+# every other program equally often. A plain rotation kept the neighbours fixed, so one program
+# always ran right after the same other (psyne after Intel MPI) and carried whatever that job
+# left behind into every round (results/versus-every-mpi-tcp/order-2026-11-27.md). Before each job the
 # machine's cross-core round trip is measured (scripts/probes/core-bounce.c): the report counts the
 # jobs that ran while the VM was in its slow state (results/job-swings/).
 #
@@ -112,15 +116,47 @@ imb_name() {
   esac
 }
 
+# The programs ($2...) in the order of round $1 (from 1) of a Williams design: row i of n
+# programs is 0, 1, n-1, 2, n-2, ... each plus i, modulo n; with an odd n the rounds alternate a
+# row and the reverse of that row, which together put every ordered pair side by side once.
+balanced_order() {
+  local round=$1
+  shift
+  local names=("$@") n=$# k idx row reverse=0 offsets=()
+  idx=$((round - 1))
+  if ((n % 2 == 1)); then
+    idx=$(((round - 1) % (2 * n)))
+    reverse=$((idx % 2))
+    row=$((idx / 2))
+  else
+    row=$((idx % n))
+  fi
+  for ((k = 0; k < n; k++)); do
+    if ((k == 0)); then
+      offsets+=(0)
+    elif ((k % 2 == 1)); then
+      offsets+=($(((k + 1) / 2)))
+    else
+      offsets+=($((n - k / 2)))
+    fi
+  done
+  local out=()
+  for ((k = 0; k < n; k++)); do
+    out+=("${names[$(((offsets[k] + row) % n))]}")
+  done
+  if ((reverse)); then
+    local rev=()
+    for ((k = n - 1; k >= 0; k--)); do rev+=("${out[k]}"); done
+    out=("${rev[@]}")
+  fi
+  echo "${out[*]}"
+}
+
 load_before=$(python3 scripts/report/lib.py load)
 echo "round,collective,program,rc,bounce_ns,file,command" >"$raw/runs.csv"
 for ((round = 1; round <= rounds; round++)); do
   for coll in "${collectives[@]}"; do
-    # Rotate: round r starts with program (r-1) mod (the number of programs).
-    order=()
-    for ((i = 0; i < ${#programs[@]}; i++)); do
-      order+=("${programs[$(((round - 1 + i) % ${#programs[@]}))]}")
-    done
+    read -r -a order <<<"$(balanced_order "$round" "${programs[@]}")"
     for who in "${order[@]}"; do
       cmd=$(job "$who" "$coll")
       if [ "$who" = psyne ]; then

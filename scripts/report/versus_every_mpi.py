@@ -375,8 +375,9 @@ def main(argv: list) -> int:
         "ranks bound to cores; psyne runs psybench under psyrun. OSU cadence: each call timed",
         "alone, an untimed barrier after it, the time is the mean over ranks. f32 sum, in place for",
         "all-reduce. Every result was checked element by element. "
-        f"{a.rounds or '?'} rounds; each round runs every program once per collective, the order",
-        "rotating round by round. Medians over rounds.",
+        f"{a.rounds or '?'} rounds; each round runs every program once per collective, in an",
+        "order that changes round by round so that each program follows every other equally",
+        "often (a Williams design; runs before 2026-11-27 15:00 rotated it). Medians over rounds.",
         "",
         *TRANSPORT_NOTE[a.transport],
         "## Best MPI's time ÷ psyne's",

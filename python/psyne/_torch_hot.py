@@ -118,8 +118,10 @@ def _compile(target: Path) -> None:
     except FileNotFoundError:
         raise HotPathError(f"no C++ compiler {command[0]!r}: install one (Debian: apt install g++) or set CXX") from None
     except subprocess.TimeoutExpired:
+        partial.unlink(missing_ok=True)
         raise HotPathError(f"the compiler ran longer than {BUILD_WAIT_S:.0f} s") from None
     if done.returncode != 0:
+        partial.unlink(missing_ok=True)  # whatever the compiler wrote before it failed
         log = target.with_name("failed.log")
         log.write_text(" ".join(command) + "\n\n" + done.stdout + done.stderr)
         raise HotPathError(f"the compiler failed (exit {done.returncode}); its output is in {log}")

@@ -43,13 +43,18 @@ def test_without_a_compiler_on_is_an_import_error(tmp_path):
 
 def test_a_failed_build_is_not_retried_on_every_import(tmp_path):
     cxx = tmp_path / "failing-c++"
-    cxx.write_text("#!/bin/sh\necho 'pretend error: this compiler refuses' >&2\nexit 3\n")
+    # It writes a partial output first, as a compiler killed mid-link can: nothing of it may stay.
+    cxx.write_text(
+        "#!/bin/sh\nwhile [ \"$1\" != -o ]; do shift; done\necho partial > \"$2\"\n"
+        "echo 'pretend error: this compiler refuses' >&2\nexit 3\n"
+    )
     cxx.chmod(0o755)
     env = {"PSY_CACHE_DIR": str(tmp_path / "cache"), "CXX": str(cxx)}
     first = _import(env)
     assert "HOT False" in first.stdout and "the compiler failed (exit 3)" in first.stderr, first.stderr
     logs = list((tmp_path / "cache").rglob("failed.log"))
     assert len(logs) == 1 and "pretend error" in logs[0].read_text()
+    assert [f.name for f in logs[0].parent.iterdir() if f.name.startswith(".")] == [], "a partial build was left"
     second = _import(env)
     assert "HOT False" in second.stdout and "an earlier build failed" in second.stderr, second.stderr
     assert "delete that file to retry" in second.stderr

@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <array>
 #include <cstdint>
 
 namespace {
@@ -121,7 +122,8 @@ PyObject* hot_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyO
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject* item = PyTuple_GET_ITEM(tensors, i);
     const at::Tensor& t = THPVariable_Unpack(item);
-    auto tag = static_cast<uint8_t>(tensor_tag(self, item));
+    // all_taken checked it: a dense contiguous CPU tensor of one of psyne's dtypes.
+    auto tag = static_cast<uint8_t>(self->dtype_tag[static_cast<int>(t.scalar_type())]);
     auto addr = reinterpret_cast<uintptr_t>(t.data_ptr());
     if (api->all_reduce(group, tag, addr, static_cast<size_t>(t.numel()), static_cast<uint8_t>(op)) != 0) {
       Py_DECREF(tensors);
@@ -133,23 +135,23 @@ PyObject* hot_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyO
   return self->done;
 }
 
+// The object references a Hot holds, in the order of Hot(...)'s first five arguments: the one
+// list that construction, traversal and clearing walk.
+std::array<PyObject**, 5> references(Hot* self) {
+  return {&self->native, &self->canonical, &self->slow, &self->done, &self->shared};
+}
+
 int hot_traverse(PyObject* obj, visitproc visit, void* arg) {
-  Hot* self = reinterpret_cast<Hot*>(obj);
-  Py_VISIT(self->native);
-  Py_VISIT(self->canonical);
-  Py_VISIT(self->slow);
-  Py_VISIT(self->done);
-  Py_VISIT(self->shared);
+  for (PyObject** field : references(reinterpret_cast<Hot*>(obj))) {
+    Py_VISIT(*field);
+  }
   return 0;
 }
 
 int hot_clear(PyObject* obj) {
-  Hot* self = reinterpret_cast<Hot*>(obj);
-  Py_CLEAR(self->native);
-  Py_CLEAR(self->canonical);
-  Py_CLEAR(self->slow);
-  Py_CLEAR(self->done);
-  Py_CLEAR(self->shared);
+  for (PyObject** field : references(reinterpret_cast<Hot*>(obj))) {
+    Py_CLEAR(*field);
+  }
   return 0;
 }
 
@@ -211,9 +213,9 @@ PyObject* hot_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   self->vectorcall = hot_call;
   std::fill(std::begin(self->dtype_tag), std::end(self->dtype_tag), kNoTag);
   std::fill(std::begin(self->op_tag), std::end(self->op_tag), kNoTag);
-  PyObject** fields[] = {&self->native, &self->canonical, &self->slow, &self->done, &self->shared};
   PyObject* values[] = {native, canonical, slow, done, shared};
-  for (int i = 0; i < 5; i++) {
+  auto fields = references(self);
+  for (size_t i = 0; i < fields.size(); i++) {
     Py_INCREF(values[i]);
     *fields[i] = values[i];
   }

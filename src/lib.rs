@@ -30,7 +30,8 @@
 //! 1. **base**: leaves every layer may name: `names` (the `PSY_*` variables and the launchers
 //!    psyne recognises; it imports nothing of the crate), `units` (sizes such as `64K`),
 //!    [`error`], [`dtype`] and [`reduce`] (element types and their reductions), `auth`,
-//!    `handshakes`, `wait`, [`report`], [`textfile`], `dl`;
+//!    `handshakes`, `wait`, `copy` (copies of call data that stay fast wherever the buffers
+//!    lie), [`report`], [`textfile`], `dl`;
 //! 2. **launch**: reading the launch contract (how this process was launched, `PSY_TIMEOUT`,
 //!    `PSY_SPIN_US`; the public face is [`contract`]);
 //! 3. **bootstrap**: how ranks find each other: a [`Store`], PMI and PMIx;
@@ -57,6 +58,7 @@ mod comm;
 #[cfg(feature = "testing")]
 pub mod conformance;
 pub mod contract;
+pub(crate) mod copy;
 #[doc(hidden)]
 pub mod dl;
 pub mod dtype;
@@ -109,6 +111,7 @@ pub use schedule::{Algo, Collective};
 pub use transport::pairs::ConnectPolicy;
 pub use transport::rdma::RdmaConfig;
 pub use transport::shm::cma::PullPolicy;
+pub use transport::shm::crossing::{Crossing, CrossingPolicy};
 pub use transport::{host_key, hostname, TransportKind, TransportPolicy, TransportTunables};
 pub use tuning::Tuning;
 pub use wait::{InterruptCheck, INTERRUPT_CHECK_EVERY};

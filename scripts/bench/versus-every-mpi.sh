@@ -21,7 +21,7 @@
 # (with 2 ranks, the sizes from 1 MiB up: scripts/probes/copy-floors.sh, a plain C program that
 # moves only the bytes the call must move, as one more program in the rotation), VERSUS_TIMEOUT
 # (seconds a job may take, default 600). Each round runs one job per program and collective, in
-# an order that changes every round as a Williams design does (balanced_order below): over n
+# an order that changes every round as a Williams design does (balanced_order, scripts/bench/order.sh): over n
 # rounds (2n for an odd number of programs) each program runs in every position and right after
 # every other program equally often. A plain rotation kept the neighbours fixed, so one program
 # always ran right after the same other (psyne after Intel MPI) and carried whatever that job
@@ -116,41 +116,8 @@ imb_name() {
   esac
 }
 
-# The programs ($2...) in the order of round $1 (from 1) of a Williams design: row i of n
-# programs is 0, 1, n-1, 2, n-2, ... each plus i, modulo n; with an odd n the rounds alternate a
-# row and the reverse of that row, which together put every ordered pair side by side once.
-balanced_order() {
-  local round=$1
-  shift
-  local names=("$@") n=$# k idx row reverse=0 offsets=()
-  idx=$((round - 1))
-  if ((n % 2 == 1)); then
-    idx=$(((round - 1) % (2 * n)))
-    reverse=$((idx % 2))
-    row=$((idx / 2))
-  else
-    row=$((idx % n))
-  fi
-  for ((k = 0; k < n; k++)); do
-    if ((k == 0)); then
-      offsets+=(0)
-    elif ((k % 2 == 1)); then
-      offsets+=($(((k + 1) / 2)))
-    else
-      offsets+=($((n - k / 2)))
-    fi
-  done
-  local out=()
-  for ((k = 0; k < n; k++)); do
-    out+=("${names[$(((offsets[k] + row) % n))]}")
-  done
-  if ((reverse)); then
-    local rev=()
-    for ((k = n - 1; k >= 0; k--)); do rev+=("${out[k]}"); done
-    out=("${rev[@]}")
-  fi
-  echo "${out[*]}"
-}
+# balanced_order: scripts/bench/order.sh.
+. scripts/bench/order.sh
 
 load_before=$(python3 scripts/report/lib.py load)
 echo "round,collective,program,rc,bounce_ns,file,command" >"$raw/runs.csv"

@@ -37,6 +37,7 @@
 use super::fail::Site;
 use super::header::{self, Header, OpKind, HEADER_LEN};
 use super::{Call, Engine, Links};
+use crate::copy::copy_slice;
 use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
@@ -248,7 +249,7 @@ impl<'a, P: Parts<'a>> Take<'_, P> {
 
     /// Copies elements `span` of rank `r`'s slot to the same place of `buf`.
     fn copy(&self, r: usize, span: Span, buf: &mut [u8]) {
-        buf[bytes(span.clone(), self.es)].copy_from_slice(self.from(r, span));
+        copy_slice(&mut buf[bytes(span.clone(), self.es)], self.from(r, span));
     }
 
     /// Writes to elements `span` of `buf` the reduction, in rank order, of every rank's `span`.
@@ -282,7 +283,7 @@ impl<'a, P: Parts<'a>> Take<'_, P> {
                 for r in 0..p.size {
                     let at = p.count + r * block.len();
                     let dst = &mut buf[bytes(at..at + block.len(), self.es)];
-                    dst.copy_from_slice(self.from(r, block.clone()));
+                    copy_slice(&mut dst[..], self.from(r, block.clone()));
                 }
             }
             _ => {}

@@ -20,6 +20,7 @@
 
 use super::stray;
 use super::{Call, Engine, Links};
+use crate::copy::copy_slice;
 use crate::dtype::Element;
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::{reduce_slice, ReduceOp};
@@ -358,7 +359,7 @@ impl<T: Element> Mapped<T> {
             // rank's own chunk is borrowed mutably once, the peers' chunks one at a time.
             let own = unsafe { std::slice::from_raw_parts_mut(self.data(self.rank).add(at), n) };
             if canonical {
-                own.copy_from_slice(&acc[..n]);
+                copy_slice(&mut own[..], &acc[..n]);
             } else {
                 for peer in (0..size).filter(|&p| p != self.rank) {
                     // SAFETY: as above; a peer's chunk `rank` is read here and nowhere else now.
@@ -375,7 +376,7 @@ impl<T: Element> Mapped<T> {
                 // SAFETY: as above; a peer's chunk `rank` is written here and nowhere else now,
                 // and it cannot overlap `own` (another mapping).
                 let theirs = unsafe { std::slice::from_raw_parts_mut(self.data(peer).add(at), n) };
-                theirs.copy_from_slice(own);
+                copy_slice(&mut theirs[..], own);
             }
             at = end;
         }
@@ -387,7 +388,7 @@ impl<T: Element> Mapped<T> {
         // SAFETY: as in `reduce_own_chunk`: these elements lie in chunk `rank` of every buffer,
         // which only this rank touches now; they are only read here, and `acc` is private.
         let of = |r: usize| unsafe { std::slice::from_raw_parts(self.data(r).add(at), n) };
-        acc.copy_from_slice(of(0));
+        copy_slice(&mut acc[..], of(0));
         for r in 1..size {
             reduce_slice(op, acc, of(r));
         }

@@ -7,6 +7,7 @@ use super::{Call, Engine, Links};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reduce::Reducer;
 use crate::schedule::{Collective, RecvMode, Schedule, Step};
+use crate::transport::shm::crossing::Chooser;
 use crate::transport::shm::stream_copy;
 use crate::transport::{Link, Traffic};
 use crate::wait::{Interrupt, Next, Spinner, WaitPolicy};
@@ -64,13 +65,16 @@ impl Engine for Steps<'_> {
             streams: stream_copy::streams(call_bytes),
         };
         let traffic = traffic_of(&call.desc);
+        let choice = self.memory.crossing.choose(traffic, call_bytes);
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
             if let Some(Some(l)) = links.get_mut(send.peer) {
                 l.set_traffic(traffic);
                 l.set_call_bytes(call_bytes);
+                l.set_crossing(choice.crossing);
             }
         }
         await_messages(&call.desc, &self.schedule.steps, links, true);
+        let started = Instant::now();
         let mut buf = self.buf;
         let result = self
             .schedule
@@ -78,6 +82,9 @@ impl Engine for Steps<'_> {
             .iter()
             .try_for_each(|step| run_step(&ctx, links, mid_message, step, &mut buf, self.memory))
             .map(|()| buf.finish());
+        if result.is_ok() {
+            self.memory.crossing.finish(choice, started.elapsed());
+        }
         await_messages(&call.desc, &self.schedule.steps, links, false);
         result
     }
@@ -199,15 +206,29 @@ fn link<'a>(
         .ok_or_else(|| ctx.site.internal(format!("no link to rank {peer}")))
 }
 
-/// Memory a step needs, kept between steps so the hot path does not allocate.
+/// Memory a step needs, kept between steps so the hot path does not allocate, and how the
+/// group's calls crossed so far.
 #[derive(Default)]
 pub(crate) struct StepMemory {
+    /// How each kind and size of call writes its shared-memory messages
+    /// ([`crate::transport::shm::crossing`]).
+    pub(crate) crossing: Chooser,
     sends: Vec<SendSt>,
     recvs: Vec<RecvSt>,
     /// Reduce receives land here first (8-byte aligned), each in its window.
     scratch: Vec<u64>,
     /// A small message and its header land here first (kept: zeroing it per call costs).
     stage: Stage,
+}
+
+impl StepMemory {
+    /// No memory yet, and calls that cross as `crossing` chooses.
+    pub(crate) fn new(crossing: Chooser) -> StepMemory {
+        StepMemory {
+            crossing,
+            ..StepMemory::default()
+        }
+    }
 }
 
 /// A step's scratch memory, as its loop uses it.
@@ -242,6 +263,7 @@ fn run_step(
         recvs,
         scratch,
         stage,
+        ..
     } = memory;
     plan_sends(ctx, step, buf, sends)?;
     let scratch_bytes = plan_recvs(ctx, step, buf, recvs)?;

@@ -14,6 +14,7 @@
 //! writes the output's, a piece at a time while the piece is in the cache, instead of a copy of
 //! the whole chunk before the call and a second pass over it to reduce.
 
+use crate::copy::copy_slice;
 use crate::reduce::Reducer;
 use crate::schedule::{RecvMode, Schedule, Span};
 use crate::transport::shm::stream_copy;
@@ -97,7 +98,7 @@ impl<'a> WorkView<'a> {
                 // borrow, so they do not overlap.
                 unsafe { stream_copy::copy(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
             } else {
-                dst.copy_from_slice(src);
+                copy_slice(&mut dst[..], src);
             }
             self.mirror_filled = to;
         }
@@ -217,7 +218,7 @@ impl<'a> WorkView<'a> {
         while at < src.len() {
             let n = (src.len() - at).min(SEED_PIECE);
             let dst = &mut self.rw[to + at..to + at + n];
-            dst.copy_from_slice(&self.ro[from + at..from + at + n]);
+            copy_slice(&mut dst[..], &self.ro[from + at..from + at + n]);
             reducer.apply(dst, &src[at..at + n]);
             at += n;
         }
@@ -321,7 +322,7 @@ impl<'a> WorkView<'a> {
                 .unwrap_or(end..end);
             if covered.start > next {
                 let (to, from, n) = (next - self.rw_at, next - self.ro_at, covered.start - next);
-                self.rw[to..to + n].copy_from_slice(&self.ro[from..from + n]);
+                copy_slice(&mut self.rw[to..to + n], &self.ro[from..from + n]);
             }
             next = covered.end.max(next);
             if covered.is_empty() {

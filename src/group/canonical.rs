@@ -38,6 +38,7 @@
 use super::core::Core;
 use super::ops;
 use crate::comm::{check_reduce_scatter, check_root, finish_avg};
+use crate::copy::copy_slice;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::reduce::{reduce_slice, ReduceOp, ReduceOrder};
@@ -144,7 +145,7 @@ fn fold<T: Element>(op: ReduceOp, blocks: &[T], out: &mut [T]) {
     while at < len {
         let end = (at + step).min(len);
         let acc = &mut out[at..end];
-        acc.copy_from_slice(&blocks[at..end]);
+        copy_slice(&mut acc[..], &blocks[at..end]);
         for b in 1..parts {
             reduce_slice(op, acc, &blocks[b * len + at..b * len + end]);
         }

@@ -2,6 +2,7 @@
 //! which calls run, and the one place where a collective's bytes are handed to the executor.
 
 use crate::bootstrap::StoreServer;
+use crate::copy::copy_slice;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::flat::BoardCollective;
@@ -14,6 +15,7 @@ use crate::options::Tunables;
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
+use crate::transport::shm::crossing::Chooser;
 use crate::tuning::{Shape, Tuning};
 use crate::wait::{Interrupt, InterruptCheck, WaitPolicy};
 use std::hash::BuildHasherDefault;
@@ -253,7 +255,7 @@ impl Core {
                 plans: Plans::default(),
                 board,
                 flat_seq: 0,
-                memory: StepMemory::default(),
+                memory: StepMemory::new(Chooser::new(tunables.transport.shm_crossing)),
                 p2p_plan: Schedule::default(),
                 seq: 0,
                 wire: Wire {
@@ -577,9 +579,9 @@ impl Core {
             buf.len(),
             every_rank,
             |mapped: &mut Mapped<T>| {
-                mapped.own_mut().copy_from_slice(buf);
+                copy_slice(&mut mapped.own_mut()[..], buf);
                 self.run_shared(mapped, op, true)?;
-                buf.copy_from_slice(mapped.own());
+                copy_slice(&mut buf[..], mapped.own());
                 Ok(())
             },
         )?;

@@ -3,6 +3,7 @@
 
 use super::core::{CollCall, Core};
 use crate::comm::{check_all_gather, check_len, check_reduce_scatter, check_root, finish_avg};
+use crate::copy::copy_slice;
 use crate::dtype::Element;
 use crate::error::Result;
 use crate::executor::WorkView;
@@ -141,7 +142,7 @@ pub(crate) fn reduce<T: Element>(
             return Ok(());
         }
         core.with_work(buf.len(), |work| {
-            work.copy_from_slice(buf);
+            copy_slice(&mut work[..], buf);
             run(core, coll, algo, Some(op), buf.len(), work)
         })
     }
@@ -202,9 +203,9 @@ pub(crate) fn reduce_scatter_into<T: Element>(
         return Ok(());
     }
     core.with_work(input.len(), |work| {
-        work.copy_from_slice(input);
+        copy_slice(&mut work[..], input);
         run(core, coll, algo, Some(op), input.len(), work)?;
-        out.copy_from_slice(&work[mine]);
+        copy_slice(&mut out[..], &work[mine]);
         Ok(())
     })?;
     finish_avg(op, core.size, out);
@@ -231,7 +232,7 @@ pub(crate) fn scatter_into<T: Element>(
     // passes chunks on (binomial) works in a whole buffer.
     let is_root = core.rank == root;
     if is_root {
-        out.copy_from_slice(&input[mine.clone()]);
+        copy_slice(&mut out[..], &input[mine.clone()]);
     }
     let direct = if is_root {
         run_direct(core, (coll, algo, None), count, input, 0, &mut [], 0)?
@@ -243,10 +244,10 @@ pub(crate) fn scatter_into<T: Element>(
     }
     core.with_work(count, |work| {
         if core.rank == root {
-            work.copy_from_slice(input);
+            copy_slice(&mut work[..], input);
         }
         run(core, coll, algo, None, count, work)?;
-        out.copy_from_slice(&work[mine]);
+        copy_slice(&mut out[..], &work[mine]);
         Ok(())
     })
 }
@@ -266,7 +267,7 @@ pub(crate) fn gather_into<T: Element>(
     let algo = core.algo_for(coll, algo, count * std::mem::size_of::<T>())?;
     if core.rank == root {
         check_len("gather on the root", "out", out.len(), count)?;
-        out[mine].copy_from_slice(local);
+        copy_slice(&mut out[mine], local);
         run(core, coll, algo, None, count, out)
     } else {
         let call = (coll, algo, None);
@@ -274,7 +275,7 @@ pub(crate) fn gather_into<T: Element>(
             return Ok(());
         }
         core.with_work(count, |work| {
-            work[mine].copy_from_slice(local);
+            copy_slice(&mut work[mine], local);
             run(core, coll, algo, None, count, work)
         })
     }
@@ -294,15 +295,15 @@ pub(crate) fn all_to_all_into<T: Element>(
     let mine = chunk_span(n, core.size, core.rank);
     let own_block = n + core.rank * mine.len();
     let own = own_block - n..own_block - n + mine.len();
-    out[own].copy_from_slice(&input[mine.clone()]);
+    copy_slice(&mut out[own], &input[mine.clone()]);
     if run_direct(core, (coll, algo, None), n, input, 0, out, n)? {
         return Ok(());
     }
     core.with_work(layout.buf_len, |work| {
-        work[..n].copy_from_slice(input);
-        work[own_block..own_block + mine.len()].copy_from_slice(&input[mine]);
+        copy_slice(&mut work[..n], input);
+        copy_slice(&mut work[own_block..own_block + mine.len()], &input[mine]);
         run(core, coll, algo, None, n, work)?;
-        out.copy_from_slice(&work[layout.output]);
+        copy_slice(&mut out[..], &work[layout.output]);
         Ok(())
     })
 }

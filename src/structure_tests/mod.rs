@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "textfile",
             "report",
             "wait",
+            "copy",
         ],
     ),
     ("launch", &["launch"]),

@@ -94,6 +94,12 @@ pub trait Link: Send {
     fn set_call_bytes(&mut self, bytes: usize) {
         let _ = bytes;
     }
+    /// Says how the messages this link sends next store their bytes where the peer reads them
+    /// (shared memory: its ring written through the caches or past them, [`shm::crossing`]).
+    /// The default ignores it.
+    fn set_crossing(&mut self, crossing: shm::crossing::Crossing) {
+        let _ = crossing;
+    }
     /// Says that this rank is blocked receiving point-to-point message `seq` (from 1) of the
     /// pair, of `bytes` bytes, or no longer (`None`), so a transport may hand that message over
     /// in one copy. The default ignores it.
@@ -262,6 +268,10 @@ pub struct TransportTunables {
     /// (`shm::cma::pull_window`). From `PSY_SHM_CMA` (`1`: every slice from
     /// `PSY_SHM_CMA_MIN` bytes, default 64 KiB; `0`/`off`/`no`: none).
     pub shm_pulls: shm::cma::PullPolicy,
+    /// Whether shared-memory ring writes go through the caches or past them
+    /// (`PSY_SHM_STREAM_WRITES`: `auto`, the default, chooses by timing the calls, `on` or
+    /// `off`; [`shm::crossing`]).
+    pub shm_crossing: shm::crossing::CrossingPolicy,
     /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, `rdma::config`), or why those
     /// variables are malformed. The error is kept, not raised: it fails group formation only
     /// where RDMA is forced (`PSY_TRANSPORT=rdma`); elsewhere it is the reason RDMA is refused.
@@ -279,6 +289,7 @@ impl Default for TransportTunables {
             policy: TransportPolicy::Auto,
             shm_ring_bytes: None,
             shm_pulls: shm::cma::PullPolicy::ByTraffic,
+            shm_crossing: shm::crossing::CrossingPolicy::Auto,
             rdma: Ok(RdmaConfig::default()),
             tcp_send_buffer: None,
             connect: pairs::ConnectPolicy::Auto,
@@ -288,7 +299,8 @@ impl Default for TransportTunables {
 
 impl TransportTunables {
     /// Reads every variable through `get` (the environment in production, a map in tests).
-    /// Only a malformed `PSY_TRANSPORT` or `PSY_CONNECT` is an error here.
+    /// Only a malformed `PSY_TRANSPORT`, `PSY_CONNECT` or `PSY_SHM_STREAM_WRITES` is an error
+    /// here.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TransportTunables> {
         let policy = match get(crate::names::TRANSPORT) {
             Some(v) => TransportPolicy::parse(&v)?,
@@ -303,6 +315,10 @@ impl TransportTunables {
                 get(shm::cma::CMA).as_deref(),
                 get(shm::cma::CMA_MIN).as_deref(),
             ),
+            shm_crossing: shm::crossing::CrossingPolicy::parse(
+                get(shm::crossing::STREAM_WRITES).as_deref(),
+            )
+            .map_err(crate::error::Error::config)?,
             rdma: RdmaConfig::from_lookup(&get),
             tcp_send_buffer: tcp::parse_send_buffer(get(tcp::SEND_BUFFER_VAR).as_deref()),
             connect: pairs::ConnectPolicy::parse(get(pairs::CONNECT).as_deref())?,

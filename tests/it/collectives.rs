@@ -128,3 +128,71 @@ fn reductions_longer_than_the_receive_window_with_every_algorithm() {
         }
     }
 }
+
+/// Checks `dtypes` at `counts` `rounds` times (seeds 0..rounds) on 2 and 3 ranks over shared
+/// memory, `crossing` setting how the ring writes store (`name` says which, in failures).
+fn check_crossing(
+    name: &str,
+    crossing: fn(&mut psyne::GroupOptions),
+    dtypes: &'static [psyne::DType],
+    counts: &'static [usize],
+    rounds: u64,
+) {
+    for size in [2, 3] {
+        let results = common::try_with_options(
+            size,
+            Wiring::Shm,
+            Duration::from_secs(120),
+            Tuning::default(),
+            crossing,
+            move |g| {
+                let g = g?;
+                let mut bad = Vec::new();
+                for seed in 0..rounds {
+                    bad.extend(conformance::check_types(&g, dtypes, &[], counts, seed)?);
+                }
+                Ok::<_, psyne::Error>(bad)
+            },
+        );
+        for (rank, r) in results.into_iter().enumerate() {
+            let bad = r.unwrap_or_else(|e| panic!("{name}, {size} ranks, rank {rank}: {e}"));
+            assert!(
+                bad.is_empty(),
+                "{name}, {size} ranks, rank {rank}: {}",
+                bad[0]
+            );
+        }
+    }
+}
+
+/// Every collective with every ring write past the cache (`PSY_SHM_STREAM_WRITES=on`): lengths
+/// that start and end inside a cache line (odd counts of 1- and 4-byte elements) and messages
+/// longer than the ring, against the oracle.
+#[test]
+fn every_collective_with_ring_writes_past_the_cache() {
+    use psyne::{Crossing, CrossingPolicy, DType};
+    fn streamed(o: &mut psyne::GroupOptions) {
+        o.tunables.transport.shm_crossing = CrossingPolicy::Fixed(Crossing::Streamed);
+    }
+    let name = "streamed";
+    check_crossing(
+        name,
+        streamed,
+        &[DType::F32, DType::U8],
+        &[1, 1001, 40_001],
+        1,
+    );
+    check_crossing(name, streamed, &[DType::F64], &[300_001], 1);
+}
+
+/// With the way chosen by timing (the default), an exchange (all-reduce, all-gather,
+/// reduce-scatter, all-to-all) of a size runs its 17th and 18th calls the other way (a trial,
+/// counted the same on every rank): twenty rounds of every collective at 80 KiB take each of them
+/// through a trial and back, every result against the oracle.
+#[test]
+fn calls_stay_right_while_the_chooser_tries_the_other_crossing() {
+    fn auto(o: &mut psyne::GroupOptions) {
+        o.tunables.transport.shm_crossing = psyne::CrossingPolicy::Auto;
+    }
+    check_crossing("auto", auto, &[psyne::DType::F32], &[20_001], 20);
+}

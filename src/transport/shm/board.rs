@@ -411,7 +411,7 @@ impl<'a> Summary<'a> {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), self.line.add(DESC_AT), DESC);
             if data.len() <= INLINE {
                 let to = self.line.add(INLINE_AT);
-                std::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len());
+                crate::copy::copy_bytes(data.as_ptr(), to, data.len());
             }
         }
         self.seq().store(k, Ordering::Release);
@@ -508,7 +508,7 @@ impl<'a> Slot<'a> {
         // `executor::flat`) that no reader still reads the previous contents of this parity.
         unsafe {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), self.base.add(DESC_AT), DESC);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(SLOT_HEADER), data.len());
+            crate::copy::copy_bytes(data.as_ptr(), self.base.add(SLOT_HEADER), data.len());
         }
         self.seq().store(k, Ordering::Release);
         self.seq32().store(k as u32, Ordering::Release);

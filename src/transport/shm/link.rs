@@ -1,6 +1,7 @@
 //! One pair of rings in a shared segment as a non-blocking [`Link`].
 
 use super::cma::{self, offsets, PullPolicy, PullSlot, SideInfo};
+use super::crossing::Crossing;
 use super::ring::Ring;
 use super::segment::Segment;
 use crate::transport::{tcp, Link, Traffic, TransportKind};
@@ -37,6 +38,8 @@ pub struct ShmLink {
     /// Bytes of that message written into the ring while its receiver could still pull the
     /// rest ([`Route::RingUpTo`]).
     eager_inline: usize,
+    /// How this call's ring writes store their bytes ([`super::crossing`]).
+    crossing: Crossing,
     /// Whether this side published a message it awaits (so only then is there one to clear).
     awaiting: bool,
     /// Whether the peer said it can pull from this process (cached once true).
@@ -133,6 +136,7 @@ impl ShmLink {
             pull_window: cma::pull_window(pulls, Traffic::OneWay, crowded),
             eager_seq: None,
             eager_inline: 0,
+            crossing: Crossing::Cached,
             awaiting: false,
             peer_pulls: false,
             accepts_pulls,
@@ -376,6 +380,7 @@ impl Link for ShmLink {
                 self.eager_inline += n;
                 n
             }
+            _ if want > 0 && self.crossing == Crossing::Streamed => self.tx.write_streaming(inline),
             _ if want > 0 => self.tx.write(inline),
             _ => 0,
         };
@@ -450,6 +455,10 @@ impl Link for ShmLink {
             Traffic::Eager { seq } => Some(seq),
             _ => None,
         };
+    }
+
+    fn set_crossing(&mut self, crossing: Crossing) {
+        self.crossing = crossing;
     }
 
     fn await_message(&mut self, message: Option<(u64, usize)>) {

@@ -12,11 +12,13 @@
 //! In the transport table ([`crate::transport::table`]) shared memory comes first: it connects a
 //! pair when both ranks have the same host key ([`crate::transport::host_key`]) and both allow it
 //! (`PSY_TRANSPORT` is not `tcp` or `rdma`); [`upgrade`] moves those pairs off TCP. Ring size and
-//! single-copy transfers come from [`crate::transport::TransportTunables`].
+//! single-copy transfers come from [`crate::transport::TransportTunables`]; whether a call's ring
+//! writes go through the caches or through memory is chosen call by call ([`crossing`]).
 
 pub mod arrival;
 pub mod board;
 pub mod cma;
+pub mod crossing;
 pub mod futex;
 mod link;
 mod pull_cost;

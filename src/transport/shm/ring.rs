@@ -79,7 +79,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::io::IoSlice;
 use std::mem::{offset_of, size_of};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::Duration;
@@ -359,17 +359,22 @@ impl Ring {
     ///
     /// `src.len() <= self.cap`, and the region `[pos, pos + src.len())` is free: the caller is the
     /// only writer and has seen (Acquire) a `head` with `pos + src.len() <= head + cap`.
-    unsafe fn copy_in(&self, pos: u64, src: &[u8]) {
+    unsafe fn copy_in(&self, pos: u64, src: &[u8], streaming: bool) {
         let off = (pos & self.mask) as usize;
         let first = src.len().min(self.cap - off);
         let base = self.data.as_ptr();
+        let copy = if streaming {
+            super::stream_copy::copy_unfenced
+        } else {
+            crate::copy::copy_bytes
+        };
         // SAFETY: `off < cap` and `first <= cap - off`, so the first part lies in the data region;
         // the second part is `src.len() - first <= off` bytes at its start (as `src.len() <= cap`).
         // No one reads these bytes now (the contract), and `src` cannot overlap them: the data
         // region is only accessed through ring handles, never through Rust references.
         unsafe {
-            ptr::copy_nonoverlapping(src.as_ptr(), base.add(off), first);
-            ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
+            copy(src.as_ptr(), base.add(off), first);
+            copy(src.as_ptr().add(first), base, src.len() - first);
         }
     }
 
@@ -386,7 +391,7 @@ impl Ring {
         let copy = if streaming {
             super::stream_copy::copy_unfenced
         } else {
-            ptr::copy_nonoverlapping::<u8>
+            crate::copy::copy_bytes
         };
         // SAFETY: as in `copy_in`, both parts lie in the data region; the writer does not touch
         // published bytes until `head` passes them, and `dst` is an exclusive borrow that cannot
@@ -401,6 +406,18 @@ impl Ring {
     /// bytes that was: 0 when the ring is full (or `bufs` is empty, or the ring was closed).
     /// Never blocks. Wakes a reader sleeping in [`Ring::wait_readable`] (a system call only then).
     pub fn write(&self, bufs: &[IoSlice<'_>]) -> usize {
+        self.write_with(bufs, false)
+    }
+
+    /// Writer: [`Ring::write`], the copies into the ring bypassing the cache (non-temporal
+    /// stores, `stream_copy`), so the reader's copies come from memory rather than from this
+    /// core's cache: for a host where lines cross between cores slowly
+    /// ([`super::stream_writes`]).
+    pub fn write_streaming(&self, bufs: &[IoSlice<'_>]) -> usize {
+        self.write_with(bufs, true)
+    }
+
+    fn write_with(&self, bufs: &[IoSlice<'_>], streaming: bool) -> usize {
         let h = self.hdr();
         if h.prod.closed.load(Relaxed) != 0 {
             return 0; // nothing may follow a close: the reader may already have seen the end
@@ -431,14 +448,14 @@ impl Ring {
                 // SAFETY: `take <= n <= free <= cap`, and `[pos, pos + take)` lies within the `n`
                 // free bytes after `tail` (by the Acquire load of `head` that computed `free`, or
                 // an older, smaller view of it); we are the only writer (the SPSC contract).
-                unsafe { self.copy_in(pos, &b[..take]) };
+                unsafe { self.copy_in(pos, &b[..take], streaming) };
                 pos += take as u64;
                 left -= take;
                 b = &b[take..];
                 unpublished += take;
                 if unpublished == PUBLISH_EVERY && left > 0 {
                     // Publish what is in so far, so the reader copies it out while we go on.
-                    self.publish_tail(pos);
+                    self.publish_tail(pos, streaming);
                     unpublished = 0;
                 }
             }
@@ -446,12 +463,16 @@ impl Ring {
                 break;
             }
         }
-        self.publish_tail(pos);
+        self.publish_tail(pos, streaming);
         n
     }
 
-    /// Writer: makes the stream up to `pos` readable and wakes a reader that sleeps for it.
-    fn publish_tail(&self, pos: u64) {
+    /// Writer: makes the stream up to `pos` readable and wakes a reader that sleeps for it; after
+    /// `streaming` copies, first orders their non-temporal stores before the `tail` store.
+    fn publish_tail(&self, pos: u64, streaming: bool) {
+        if streaming {
+            super::stream_copy::fence();
+        }
         let h = self.hdr();
         // SeqCst (a Release store, and ordered before the `sleeping` load below): see the module
         // docs for why the reader cannot miss both this store and our wake.

@@ -101,26 +101,17 @@ pub(crate) fn fence() {
 
 #[cfg(target_arch = "x86_64")]
 unsafe fn copy_x86_64(src: *const u8, dst: *mut u8, len: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
     // SAFETY: every access is inside `[src, src + len)` or `[dst, dst + len)` (the caller's
-    // contract): the head copy takes at most `len` bytes, the loop takes 64 bytes at `i` only while
-    // `i + 64 <= len`, the tail takes the rest. `_mm_stream_si128` needs a 16-byte aligned address:
-    // `dst + head` is one, and `i - head` stays a multiple of 64. SSE2 is in every x86-64 CPU.
+    // contract): the head copy takes at most `len` bytes, the blocks whole 64 bytes of the rest,
+    // the tail what is left. `_mm_stream_si128` needs a 16-byte aligned address: `dst + head` is
+    // one, and every block starts a multiple of 64 bytes after it. SSE2 is in every x86-64 CPU.
     unsafe {
         let head = ((dst as usize).wrapping_neg() & 15).min(len);
         std::ptr::copy_nonoverlapping(src, dst, head);
-        let mut i = head;
-        while i + 64 <= len {
-            let s = src.add(i).cast::<__m128i>();
-            let d = dst.add(i).cast::<__m128i>();
-            let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
-            let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
-            _mm_stream_si128(d, a);
-            _mm_stream_si128(d.add(1), b);
-            _mm_stream_si128(d.add(2), c);
-            _mm_stream_si128(d.add(3), e);
-            i += 64;
-        }
+        let blocks = crate::copy::copy_blocks(src.add(head), dst.add(head), len - head, |d, v| {
+            std::arch::x86_64::_mm_stream_si128(d, v)
+        });
+        let i = head + blocks;
         std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
     }
 }

@@ -74,7 +74,8 @@ impl Engine for Steps<'_> {
             }
         }
         await_messages(&call.desc, &self.schedule.steps, links, true);
-        let started = Instant::now();
+        // Only a timed call reads the clock (a small call's budget is a few hundred ns).
+        let started = choice.timed().then(Instant::now);
         let mut buf = self.buf;
         let result = self
             .schedule
@@ -82,7 +83,7 @@ impl Engine for Steps<'_> {
             .iter()
             .try_for_each(|step| run_step(&ctx, links, mid_message, step, &mut buf, self.memory))
             .map(|()| buf.finish());
-        if result.is_ok() {
+        if let (Ok(()), Some(started)) = (&result, started) {
             self.memory.crossing.finish(choice, started.elapsed());
         }
         await_messages(&call.desc, &self.schedule.steps, links, false);

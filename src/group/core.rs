@@ -255,7 +255,7 @@ impl Core {
                 plans: Plans::default(),
                 board,
                 flat_seq: 0,
-                memory: StepMemory::new(Chooser::new(tunables.transport.shm_crossing)),
+                memory: StepMemory::new(Chooser::new(tunables.transport.shm_crossing, links.rank)),
                 p2p_plan: Schedule::default(),
                 seq: 0,
                 wire: Wire {

@@ -15,11 +15,14 @@
 //! receivers' (streamed, the root finished sooner and the receivers later, 1.8-2x the time at
 //! 256 KiB-4 MiB), so one-way calls keep the caches.
 //!
-//! The trials fall on the same calls on every rank (they are counted, not timed), so the ranks
-//! try a mode together; each rank decides from its own times, and a rank that decides otherwise
-//! than its peer only costs time (the mode changes how bytes are stored, never what is sent).
-//! A kept mode is tried against again after a period that doubles each time it wins, from
-//! [`FIRST_PERIOD`] calls up to about a gigabyte of calls ([`longest_period`]), so a mode that
+//! Every rank decides for its own writes, from its own times, and a disagreement only costs time
+//! (the way changes how bytes are stored, never what is sent). The ranks of a group try in turn
+//! ([`stagger`]: rank 1 starts its trials [`TRIAL`] + 1 calls after rank 0, counted the same on
+//! every rank), so each trial measures one rank's way against the others' kept ones: were they
+//! to try together, two ranks that had decided differently would flip together and never meet
+//! (both through the caches takes 9 µs; one each way and its mirror image take the same). A kept
+//! way is tried against again after a period that doubles each time it wins, from
+//! [`FIRST_PERIOD`] calls up to about a gigabyte of calls ([`longest_period`]), so a way that
 //! stays right costs at most [`TRIAL`] slow calls per period, and a change of state is found
 //! within that period.
 
@@ -126,13 +129,13 @@ struct Class {
 }
 
 impl Class {
-    fn new(traffic: u8, log2: u8, bytes: usize) -> Class {
+    fn new(traffic: u8, log2: u8, bytes: usize, rank: usize) -> Class {
         Class {
             traffic,
             log2,
             kept: Crossing::Cached,
             calls: 0,
-            next_trial: FIRST_PERIOD,
+            next_trial: FIRST_PERIOD + stagger(rank),
             period: FIRST_PERIOD,
             longest: longest_period(bytes),
             recent: Vec::with_capacity(RECENT),
@@ -172,6 +175,12 @@ impl Class {
     }
 }
 
+/// How many calls after the group's first trial this rank's first trial comes: ranks try in
+/// turn, [`TRIAL`] calls and one more apart, four turns round (see the module docs).
+pub fn stagger(rank: usize) -> u64 {
+    (rank % 4) as u64 * (TRIAL + 1)
+}
+
 fn fastest(times: &[f64]) -> f64 {
     times.iter().copied().fold(f64::INFINITY, f64::min)
 }
@@ -180,20 +189,22 @@ fn fastest(times: &[f64]) -> f64 {
 #[derive(Debug, Clone)]
 pub struct Chooser {
     policy: CrossingPolicy,
+    rank: usize,
     classes: Vec<Class>,
 }
 
 impl Default for Chooser {
     fn default() -> Self {
-        Chooser::new(CrossingPolicy::Auto)
+        Chooser::new(CrossingPolicy::Auto, 0)
     }
 }
 
 impl Chooser {
-    /// A chooser with no calls seen.
-    pub fn new(policy: CrossingPolicy) -> Chooser {
+    /// The chooser of rank `rank` of its group, with no calls seen.
+    pub fn new(policy: CrossingPolicy, rank: usize) -> Chooser {
         Chooser {
             policy,
+            rank,
             classes: Vec::new(),
         }
     }
@@ -226,7 +237,7 @@ impl Chooser {
         {
             Some(i) => i,
             None => {
-                self.classes.push(Class::new(code, log2, bytes));
+                self.classes.push(Class::new(code, log2, bytes, self.rank));
                 self.classes.len() - 1
             }
         };
@@ -312,6 +323,44 @@ mod tests {
     }
 
     #[test]
+    fn ranks_try_in_turn_and_two_that_decided_apart_come_together() {
+        assert_eq!(
+            [stagger(0), stagger(1), stagger(2), stagger(4)],
+            [0, 3, 6, 0]
+        );
+        // Two ranks of an exchange: the call takes 9 µs with both through the caches, 19 with
+        // both past them, 14 with one each way. Rank 0 kept the caches, rank 1 streams.
+        let (mut a, mut b) = (
+            Chooser::new(CrossingPolicy::Auto, 0),
+            Chooser::new(CrossingPolicy::Auto, 1),
+        );
+        let time = |x: Crossing, y: Crossing| match (x, y) {
+            (Crossing::Cached, Crossing::Cached) => 9 * US,
+            (Crossing::Streamed, Crossing::Streamed) => 19 * US,
+            _ => 14 * US,
+        };
+        let mut first = true;
+        let mut last = (Crossing::Cached, Crossing::Cached);
+        for _ in 0..200 {
+            let (ca, cb) = (
+                a.choose(Traffic::Exchange, 1 << 20),
+                b.choose(Traffic::Exchange, 1 << 20),
+            );
+            if first {
+                // Put rank 1 in the other way, as if it had decided so.
+                b.classes[0].kept = Crossing::Streamed;
+                first = false;
+            }
+            let t = time(ca.crossing, cb.crossing);
+            a.finish(ca, t);
+            b.finish(cb, t);
+            last = (ca.crossing, cb.crossing);
+        }
+        assert_eq!(last, (Crossing::Cached, Crossing::Cached));
+        assert_eq!(b.classes[0].kept, Crossing::Cached);
+    }
+
+    #[test]
     fn a_trial_must_win_clearly_to_switch() {
         let mut ch = Chooser::default();
         let ways = run(&mut ch, 2000, |c| match c {
@@ -357,7 +406,7 @@ mod tests {
             err.contains(STREAM_WRITES) && err.contains("auto, on, off"),
             "{err}"
         );
-        let mut ch = Chooser::new(CrossingPolicy::Fixed(Crossing::Streamed));
+        let mut ch = Chooser::new(CrossingPolicy::Fixed(Crossing::Streamed), 0);
         let ways = run(&mut ch, 100, fast_caches);
         assert!(ways.iter().all(|c| *c == Crossing::Streamed));
     }

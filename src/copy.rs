@@ -1,7 +1,7 @@
 //! Copies of data that stay fast wherever the two buffers lie.
 //!
 //! glibc's `memcpy` copies lengths from about 2 KiB to under 512 KiB with `rep movsb`, which on
-//! the AMD EPYC VM runs 9-15 times slower when the destination lies 1-31 bytes after the source
+//! the AMD EPYC VM runs 15-22 times slower when the destination lies 1-31 bytes after the source
 //! modulo 4 KiB: 32 KiB in 14.2 µs instead of 0.72, 256 KiB in 114 µs instead of 6.0
 //! (`scripts/probes/copy-alias.c`, `results/copy-alias/`). Where buffers lie is the caller's
 //! choice and the ring's position, so a collective hit it in some jobs and not in others: psyne's

@@ -15,7 +15,8 @@ use crate::options::Tunables;
 use crate::reduce::{ReduceOp, Reducer};
 use crate::schedule::{self, Algo, Collective, HierAlgos, Hosts, Schedule};
 use crate::transport::shm::board::Board;
-use crate::transport::shm::crossing::Chooser;
+use crate::transport::shm::crossing::{Chooser, Crossing, CrossingPolicy};
+use crate::transport::{TransportPolicy, TransportTunables};
 use crate::tuning::{Shape, Tuning};
 use crate::wait::{Interrupt, InterruptCheck, WaitPolicy};
 use std::hash::BuildHasherDefault;
@@ -219,6 +220,21 @@ impl Drop for Core {
     }
 }
 
+/// How the group's shared-memory ring writes are chosen: as set, where this rank has a peer on
+/// its host it may reach over shared memory; elsewhere no ring is written, so nothing is timed.
+fn crossing_policy(transport: &TransportTunables, local_ranks: usize) -> CrossingPolicy {
+    let shm = local_ranks > 1
+        && !matches!(
+            transport.policy,
+            TransportPolicy::Tcp | TransportPolicy::Rdma
+        );
+    if shm {
+        transport.shm_crossing
+    } else {
+        CrossingPolicy::Fixed(Crossing::Cached)
+    }
+}
+
 impl Core {
     pub(crate) fn new(
         links: Links,
@@ -255,7 +271,10 @@ impl Core {
                 plans: Plans::default(),
                 board,
                 flat_seq: 0,
-                memory: StepMemory::new(Chooser::new(tunables.transport.shm_crossing, links.rank)),
+                memory: StepMemory::new(Chooser::new(
+                    crossing_policy(&tunables.transport, local_ranks),
+                    links.rank,
+                )),
                 p2p_plan: Schedule::default(),
                 seq: 0,
                 wire: Wire {
@@ -676,4 +695,27 @@ pub(crate) struct CollCall {
     pub(crate) op: Option<ReduceOp>,
     /// The count as [`Collective::layout`] defines it.
     pub(crate) count: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_groups_with_a_shared_memory_peer_time_their_ring_writes() {
+        let auto = CrossingPolicy::Auto;
+        let cached = CrossingPolicy::Fixed(Crossing::Cached);
+        let with = |policy| TransportTunables {
+            policy,
+            ..TransportTunables::default()
+        };
+        assert_eq!(crossing_policy(&with(TransportPolicy::Auto), 2), auto);
+        assert_eq!(crossing_policy(&with(TransportPolicy::Shm), 4), auto);
+        assert_eq!(crossing_policy(&with(TransportPolicy::Auto), 1), cached);
+        assert_eq!(crossing_policy(&with(TransportPolicy::Tcp), 2), cached);
+        assert_eq!(crossing_policy(&with(TransportPolicy::Rdma), 2), cached);
+        let mut on = with(TransportPolicy::Auto);
+        on.shm_crossing = CrossingPolicy::Fixed(Crossing::Streamed);
+        assert_eq!(crossing_policy(&on, 2), on.shm_crossing);
+    }
 }

@@ -6,7 +6,7 @@
 //! On the 2-core AMD VM the time a cache line takes from one core to the other changes while a
 //! job runs: a round trip of ~100 ns most of the time, ~500 ns for seconds at a time
 //! (`scripts/probes/core-bounce.c`). Copies through the caches run at the speed of those
-//! crossings, so psyne's 2-rank all-reduce of 64 KiB took 9-10 µs in one state and 27-31 µs in
+//! crossings, so psyne's 2-rank all-reduce of 64 KiB took 9-10 µs in one state and 31-32 µs in
 //! the other; through memory it takes 18-20 µs in both (`results/crossing/`). Neither is right
 //! all the time, and no setting made at start is: each rank times its calls of each kind and size
 //! class, runs a couple now and then the other way ([`TRIAL`] calls), and keeps whichever was
@@ -160,9 +160,9 @@ impl Class {
         if call + 1 < self.next_trial + TRIAL {
             return;
         }
-        let won = !self.recent.is_empty()
-            && self.trial.len() == TRIAL as usize
-            && fastest(&self.trial) < WIN * fastest(&self.recent);
+        // `recent` is never empty here: the first trial follows FIRST_PERIOD recorded calls, and
+        // a switch fills it with the trial's times.
+        let won = fastest(&self.trial) < WIN * fastest(&self.recent);
         if won {
             self.kept = self.kept.other();
             self.recent = std::mem::take(&mut self.trial);

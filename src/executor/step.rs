@@ -65,12 +65,23 @@ impl Engine for Steps<'_> {
             streams: stream_copy::streams(call_bytes),
         };
         let traffic = traffic_of(&call.desc);
-        let choice = self.memory.crossing.choose(traffic, call_bytes);
+        let collective = matches!(call.desc.kind, OpKind::Collective(_));
+        let reads =
+            (self.schedule.steps.iter()).any(|s| s.recvs.iter().any(|r| !r.span.is_empty()));
+        let choice = (self.memory.crossing).choose(traffic, call_bytes, collective, reads);
+        if let Some((next, wishes)) = choice.publish {
+            // Before anything is sent: see `crossing`'s module docs.
+            links
+                .iter_mut()
+                .flatten()
+                .for_each(|l| l.ask_crossings(next, wishes));
+        }
         for send in self.schedule.steps.iter().flat_map(|s| &s.sends) {
             if let Some(Some(l)) = links.get_mut(send.peer) {
                 l.set_traffic(traffic);
                 l.set_call_bytes(call_bytes);
-                l.set_crossing(choice.crossing);
+                let crossing = choice.send_crossing(|seq, bit| l.asked_crossing(seq, bit));
+                l.set_crossing(crossing);
             }
         }
         await_messages(&call.desc, &self.schedule.steps, links, true);

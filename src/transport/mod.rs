@@ -100,6 +100,17 @@ pub trait Link: Send {
     fn set_crossing(&mut self, crossing: shm::crossing::Crossing) {
         let _ = crossing;
     }
+    /// Asks the peer to write its messages of one-way call `seq` to this rank as `wishes` says,
+    /// one bit per class ([`shm::crossing::Wishes`]). The default ignores it.
+    fn ask_crossings(&mut self, seq: u64, wishes: u64) {
+        let _ = (seq, wishes);
+    }
+    /// The way the peer asked for this rank's messages of one-way call `seq`, class `bit`
+    /// ([`shm::crossing::Wishes::asked`]); the default: through the caches.
+    fn asked_crossing(&self, seq: u64, bit: u32) -> shm::crossing::Crossing {
+        let _ = (seq, bit);
+        shm::crossing::Crossing::Cached
+    }
     /// Says that this rank is blocked receiving point-to-point message `seq` (from 1) of the
     /// pair, of `bytes` bytes, or no longer (`None`), so a transport may hand that message over
     /// in one copy. The default ignores it.

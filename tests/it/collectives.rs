@@ -187,9 +187,10 @@ fn every_collective_with_ring_writes_past_the_cache() {
 
 /// With the way chosen by timing (the default), an exchange (all-reduce, all-gather,
 /// reduce-scatter, all-to-all) of a size runs some calls the other way (trials: rank 0 its 17th
-/// and 18th, rank 1 its 20th and 21st, rank 2 its 23rd and 24th): 26 rounds of every collective
-/// at 80 KiB take each of them through every rank's trial and back, every result against the
-/// oracle.
+/// and 18th, rank 1 its 20th and 21st, rank 2 its 23rd and 24th), and so does a one-way call
+/// (broadcast, scatter, gather, reduce) whose reader asks its writer to in its trials: 26 rounds
+/// of every collective at 80 KiB take each of them through every rank's trial and back, every
+/// result against the oracle.
 #[test]
 fn calls_stay_right_while_the_chooser_tries_the_other_crossing() {
     fn auto(o: &mut psyne::GroupOptions) {

@@ -196,12 +196,17 @@ pub struct SideInfo {
 /// The word [`probe`] expects to read from a peer.
 pub const PROBE_WORD: u64 = u64::from_le_bytes(*b"PSYPULL1");
 
-/// Where, in the segment's header page, each side's info and each direction's slot live.
+/// Where, in the segment's header page, each side's info and wishes and each direction's slot
+/// live.
 pub mod offsets {
     /// The lower rank's [`super::SideInfo`].
     pub const SIDE_LOWER: usize = 64;
     /// The higher rank's [`super::SideInfo`].
     pub const SIDE_HIGHER: usize = 128;
+    /// The lower rank's [`crate::transport::shm::crossing::Wishes`].
+    pub const WISHES_LOWER: usize = 256;
+    /// The higher rank's [`crate::transport::shm::crossing::Wishes`].
+    pub const WISHES_HIGHER: usize = 320;
     /// The slot of ring A (lower rank → higher).
     pub const SLOT_A: usize = 1024;
     /// The slot of ring B (higher rank → lower).
@@ -213,6 +218,12 @@ const _: () = {
     assert!(offset_of!(PullSlot, pulled) == 64);
     assert!(size_of::<SideInfo>() == 64);
     assert!(offsets::SIDE_HIGHER - offsets::SIDE_LOWER >= size_of::<SideInfo>());
+    assert!(offsets::WISHES_LOWER >= offsets::SIDE_HIGHER + size_of::<SideInfo>());
+    assert!(
+        offsets::WISHES_HIGHER - offsets::WISHES_LOWER
+            >= size_of::<crate::transport::shm::crossing::Wishes>()
+    );
+    assert!(offsets::WISHES_HIGHER + 64 <= offsets::SLOT_A);
     assert!(offsets::SLOT_B - offsets::SLOT_A >= size_of::<PullSlot>());
     assert!(offsets::SLOT_B + size_of::<PullSlot>() <= 4096);
 };

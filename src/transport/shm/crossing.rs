@@ -10,10 +10,18 @@
 //! the other; through memory it takes 18-20 µs in both (`results/crossing/`). Neither is right
 //! all the time, and no setting made at start is: each rank times its calls of each kind and size
 //! class, runs a couple now and then the other way ([`TRIAL`] calls), and keeps whichever was
-//! faster. Only calls in which every rank writes and reads alike are timed so (all-reduce,
-//! all-gather, reduce-scatter, all-to-all): in a broadcast the root's time says nothing of its
-//! receivers' (streamed, the root finished sooner and the receivers later, 1.8-2x the time at
-//! 256 KiB-4 MiB), so one-way calls keep the caches.
+//! faster. In calls in which every rank writes and reads alike (all-reduce, all-gather,
+//! reduce-scatter, all-to-all) each rank times its own calls and decides for its own writes. In
+//! one-way calls (broadcast, scatter, gather, reduce) the writer's time says nothing of its
+//! readers' (streamed, a broadcast's root finished sooner and its receivers later: a chooser that
+//! timed the root made broadcasts of 256 KiB-4 MiB 1.8-2x slower), so there the *reader* times
+//! its calls and decides, and asks its writers: each side of a pair's segment has a line of
+//! [`Wishes`], one bit per one-way class, for calls of even and of odd sequence number. A reader
+//! publishes the wishes for call `k + 1` at the start of call `k`, before it sends anything in it;
+//! a writer reads its reader's wish at the start of its call `k + 1`, which it can only reach
+//! after the reader started call `k` (a one-way call's writer waits for its readers'
+//! confirmations, `src/schedule/confirm.rs`; in the other calls it hears from them). So the reader
+//! knows which way each call it timed was written, and records it under that way.
 //!
 //! Every rank decides for its own writes, from its own times, and a disagreement only costs time
 //! (the way changes how bytes are stored, never what is sent). The ranks of a group try in turn
@@ -27,6 +35,7 @@
 //! within that period.
 
 use crate::transport::Traffic;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How a call's ring writes store their bytes.
@@ -74,6 +83,32 @@ impl CrossingPolicy {
     }
 }
 
+/// One side's requests to its peer, in the pair's segment ([`super::cma::offsets`]): how to write
+/// the messages of one-way calls to this side. Written by its side only, read by the peer.
+#[repr(C, align(64))]
+pub struct Wishes {
+    /// For calls of even and odd sequence number: bit [`wish_bit`] set asks for calls of that
+    /// class to be written past the caches.
+    by_parity: [AtomicU64; 2],
+}
+
+impl Wishes {
+    /// Reader: asks for the one-way messages of call `seq` to be written as `wishes` says.
+    pub fn publish(&self, seq: u64, wishes: u64) {
+        // Release: a writer that learns of this rank's later messages (acquiring the ring's
+        // tail) then sees it.
+        self.by_parity[(seq % 2) as usize].store(wishes, Ordering::Release);
+    }
+
+    /// Writer: the way asked for messages of class `bit` in call `seq`.
+    pub fn asked(&self, seq: u64, bit: u32) -> Crossing {
+        match self.by_parity[(seq % 2) as usize].load(Ordering::Acquire) >> bit & 1 {
+            1 => Crossing::Streamed,
+            _ => Crossing::Cached,
+        }
+    }
+}
+
 /// Calls of fewer bytes always cross through the caches: their copies are too short for the way
 /// they are stored to matter, and too short to time against each other.
 pub const MIN_BYTES: usize = 16 << 10;
@@ -98,13 +133,21 @@ pub fn longest_period(bytes: usize) -> u64 {
     ((1u64 << 30) / bytes.max(1) as u64).clamp(64, 1024)
 }
 
-/// A call's chosen way and what to report back when it ends ([`Chooser::finish`]).
+/// A call's chosen ways and what to report back when it ends ([`Chooser::finish`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
-    /// How this call's ring writes store.
+    /// How this call's ring writes store, where [`Choice::ask`] is `None`.
     pub crossing: Crossing,
+    /// In a one-way call: the call's sequence number and class bit, for each send to ask its
+    /// reader the way ([`Wishes::asked`]).
+    pub ask: Option<(u64, u32)>,
+    /// What to publish to every peer before sending anything ([`Wishes::publish`]): the
+    /// sequence number of the next call and this rank's wishes for it, when they changed.
+    pub publish: Option<(u64, u64)>,
     /// Which class the call counts in, if it is timed.
     ticket: Option<usize>,
+    /// The way the call's timed messages were written.
+    way: Crossing,
 }
 
 impl Choice {
@@ -112,12 +155,33 @@ impl Choice {
     pub fn timed(&self) -> bool {
         self.ticket.is_some()
     }
+
+    /// The way a send to a peer whose wishes are `asked` (its [`Wishes::asked`]) stores.
+    pub fn send_crossing(&self, asked: impl FnOnce(u64, u32) -> Crossing) -> Crossing {
+        match self.ask {
+            Some((seq, bit)) => asked(seq, bit),
+            None => self.crossing,
+        }
+    }
+}
+
+/// Class codes: a call's traffic as [`Chooser`] tells classes apart.
+const EXCHANGE: u8 = 0;
+const REDUCING_EXCHANGE: u8 = 1;
+const ONE_WAY: u8 = 2;
+const REDUCING_ONE_WAY: u8 = 3;
+
+/// The bit of a one-way class in [`Wishes`]: 32 size classes from [`MIN_BYTES`] up per kind (the
+/// largest takes every larger size).
+pub fn wish_bit(code: u8, log2: u8) -> u32 {
+    let size = (u32::from(log2).saturating_sub(MIN_BYTES.ilog2())).min(31);
+    u32::from(code == REDUCING_ONE_WAY) * 32 + size
 }
 
 /// One kind and size class of call.
 #[derive(Debug, Clone)]
 struct Class {
-    traffic: u8,
+    code: u8,
     log2: u8,
     kept: Crossing,
     calls: u64,
@@ -129,9 +193,9 @@ struct Class {
 }
 
 impl Class {
-    fn new(traffic: u8, log2: u8, bytes: usize, rank: usize) -> Class {
+    fn new(code: u8, log2: u8, bytes: usize, rank: usize) -> Class {
         Class {
-            traffic,
+            code,
             log2,
             kept: Crossing::Cached,
             calls: 0,
@@ -147,22 +211,32 @@ impl Class {
         (self.next_trial..self.next_trial + TRIAL).contains(&call)
     }
 
-    /// Counts the call `call` (from 0) took `secs`.
-    fn record(&mut self, call: u64, secs: f64) {
-        if !self.in_trial(call) {
+    /// The way asked for the class's call `call` (from 0).
+    fn way_of(&self, call: u64) -> Crossing {
+        if self.in_trial(call) {
+            self.kept.other()
+        } else {
+            self.kept
+        }
+    }
+
+    /// Counts that the call `call` (from 0), written `way`, took `secs`. A call written the other
+    /// way outside a trial (a one-way writer that read its reader's wishes late) is left out.
+    fn record(&mut self, call: u64, way: Crossing, secs: f64) {
+        if way == self.kept {
             if self.recent.len() == RECENT {
                 self.recent.remove(0);
             }
             self.recent.push(secs);
-            return;
+        } else if self.in_trial(call) {
+            self.trial.push(secs);
         }
-        self.trial.push(secs);
         if call + 1 < self.next_trial + TRIAL {
             return;
         }
-        // `recent` is never empty here: the first trial follows FIRST_PERIOD recorded calls, and
-        // a switch fills it with the trial's times.
-        let won = fastest(&self.trial) < WIN * fastest(&self.recent);
+        let won = !self.trial.is_empty()
+            && !self.recent.is_empty()
+            && fastest(&self.trial) < WIN * fastest(&self.recent);
         if won {
             self.kept = self.kept.other();
             self.recent = std::mem::take(&mut self.trial);
@@ -191,6 +265,11 @@ pub struct Chooser {
     policy: CrossingPolicy,
     rank: usize,
     classes: Vec<Class>,
+    /// The wishes this rank last published for calls of even and odd number (what its peers'
+    /// [`Wishes`] line holds; zero, all through the caches, until it publishes).
+    published: [u64; 2],
+    /// Collective calls chosen for so far: the number of the next ([`Chooser::choose`]).
+    collectives: u64,
 }
 
 impl Default for Chooser {
@@ -206,51 +285,114 @@ impl Chooser {
             policy,
             rank,
             classes: Vec::new(),
+            published: [0; 2],
+            collectives: 0,
         }
     }
 
-    /// The way the next call of `traffic` whose work buffer holds `bytes` crosses. Only calls in
-    /// which every rank both writes and reads ([`Traffic::Exchange`],
-    /// [`Traffic::ReducingExchange`]) of at least [`MIN_BYTES`] are timed and may stream; the
-    /// others go through the caches.
-    pub fn choose(&mut self, traffic: Traffic, bytes: usize) -> Choice {
-        let untimed = |crossing| Choice {
-            crossing,
+    /// The ways of the next call: of `traffic`, whose work buffer holds `bytes`, a collective
+    /// or not (point to point), in which this rank receives data or not (`reads`). Calls of at
+    /// least [`MIN_BYTES`] are timed: an exchange ([`Traffic::Exchange`],
+    /// [`Traffic::ReducingExchange`]) on every rank, for its own writes; a one-way call on the
+    /// ranks that read in it, for the writes they ask for. The rest go through the caches.
+    ///
+    /// Collectives are numbered by this chooser, in the order it is asked (so every rank of the
+    /// group numbers the same call alike: they all run it on the same engine): the numbers
+    /// [`Wishes`] are published for, which count only the group's calls over its links.
+    pub fn choose(
+        &mut self,
+        traffic: Traffic,
+        bytes: usize,
+        collective: bool,
+        reads: bool,
+    ) -> Choice {
+        let mut choice = Choice {
+            crossing: Crossing::Cached,
+            ask: None,
+            publish: None,
             ticket: None,
+            way: Crossing::Cached,
         };
-        let code = match (self.policy, traffic) {
-            (CrossingPolicy::Fixed(c), _) => return untimed(c),
-            _ if bytes < MIN_BYTES => return untimed(Crossing::Cached),
-            (_, Traffic::Exchange) => 0,
-            (_, Traffic::ReducingExchange) => 1,
-            // One side writes, the other reads: the writer's time says nothing of the reader's
-            // (streamed, a broadcast's root finishes sooner and its receivers later).
-            (_, Traffic::OneWay | Traffic::ReducingOneWay | Traffic::Eager { .. }) => {
-                return untimed(Crossing::Cached)
-            }
+        if let CrossingPolicy::Fixed(c) = self.policy {
+            choice.crossing = c;
+            return choice;
+        }
+        let code = match traffic {
+            Traffic::Exchange => Some(EXCHANGE),
+            Traffic::ReducingExchange => Some(REDUCING_EXCHANGE),
+            Traffic::OneWay => Some(ONE_WAY),
+            Traffic::ReducingOneWay => Some(REDUCING_ONE_WAY),
+            Traffic::Eager { .. } => None,
         };
+        if !collective {
+            return choice;
+        }
+        let seq = self.collectives;
+        self.collectives += 1;
+        if let Some(code) = code.filter(|_| bytes >= MIN_BYTES) {
+            self.choose_timed(&mut choice, code, bytes, seq, reads);
+        }
+        choice.publish = self.wishes_after(seq, choice.ticket);
+        choice
+    }
+
+    fn choose_timed(&mut self, choice: &mut Choice, code: u8, bytes: usize, seq: u64, reads: bool) {
         let log2 = bytes.ilog2() as u8;
-        let i = match self
+        let one_way = code >= ONE_WAY;
+        if one_way {
+            let bit = wish_bit(code, log2);
+            choice.ask = Some((seq, bit));
+            if !reads {
+                return;
+            }
+            choice.way = match self.published[(seq % 2) as usize] >> bit & 1 {
+                1 => Crossing::Streamed,
+                _ => Crossing::Cached,
+            };
+        }
+        let i = self.class(code, log2, bytes);
+        let class = &self.classes[i];
+        if !one_way {
+            choice.crossing = class.way_of(class.calls);
+            choice.way = choice.crossing;
+        }
+        choice.ticket = Some(i);
+    }
+
+    /// The index of the class of `code` and `log2`, made if new.
+    fn class(&mut self, code: u8, log2: u8, bytes: usize) -> usize {
+        match self
             .classes
             .iter()
-            .position(|c| (c.traffic, c.log2) == (code, log2))
+            .position(|c| (c.code, c.log2) == (code, log2))
         {
             Some(i) => i,
             None => {
                 self.classes.push(Class::new(code, log2, bytes, self.rank));
                 self.classes.len() - 1
             }
-        };
-        let class = &self.classes[i];
-        let crossing = if class.in_trial(class.calls) {
-            class.kept.other()
-        } else {
-            class.kept
-        };
-        Choice {
-            crossing,
-            ticket: Some(i),
         }
+    }
+
+    /// This rank's wishes for call `seq + 1`, if they differ from what its peers hold for it: for
+    /// each one-way class, the way its next call is asked to go (the call after this one, if this
+    /// one, `ticket`, is of the class).
+    fn wishes_after(&mut self, seq: u64, ticket: Option<usize>) -> Option<(u64, u64)> {
+        let wishes = self
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.code >= ONE_WAY)
+            .filter(|(i, c)| {
+                c.way_of(c.calls + u64::from(ticket == Some(*i))) == Crossing::Streamed
+            })
+            .fold(0u64, |w, (_, c)| w | 1 << wish_bit(c.code, c.log2));
+        let next = seq.wrapping_add(1);
+        let slot = &mut self.published[(next % 2) as usize];
+        (*slot != wishes).then(|| {
+            *slot = wishes;
+            (next, wishes)
+        })
     }
 
     /// Reports that the call `choice` was made for took `elapsed` (a call that failed is not
@@ -259,7 +401,7 @@ impl Chooser {
         if let Some(class) = choice.ticket.and_then(|i| self.classes.get_mut(i)) {
             let call = class.calls;
             class.calls += 1;
-            class.record(call, elapsed.as_secs_f64());
+            class.record(call, choice.way, elapsed.as_secs_f64());
         }
     }
 }
@@ -274,11 +416,41 @@ mod tests {
     fn run(ch: &mut Chooser, calls: usize, time: impl Fn(Crossing) -> Duration) -> Vec<Crossing> {
         (0..calls)
             .map(|_| {
-                let c = ch.choose(Traffic::ReducingExchange, 64 << 10);
+                let c = ch.choose(Traffic::ReducingExchange, 64 << 10, true, true);
                 ch.finish(c, time(c.crossing));
                 c.crossing
             })
             .collect()
+    }
+
+    /// Runs `calls` one-way calls of 1 MiB from `writer` (which does not read) to `reader`
+    /// through a shared [`Wishes`] line, each taking `time(way written)` on the reader; returns
+    /// the ways written.
+    fn run_one_way(
+        (writer, reader): (&mut Chooser, &mut Chooser),
+        wishes: &Wishes,
+        calls: u64,
+        time: impl Fn(Crossing) -> Duration,
+    ) -> Vec<Crossing> {
+        (0..calls)
+            .map(|_| {
+                let r = reader.choose(Traffic::OneWay, 1 << 20, true, true);
+                if let Some((next, w)) = r.publish {
+                    wishes.publish(next, w);
+                }
+                let w = writer.choose(Traffic::OneWay, 1 << 20, true, false);
+                let way = w.send_crossing(|seq, bit| wishes.asked(seq, bit));
+                writer.finish(w, time(way));
+                reader.finish(r, time(way));
+                way
+            })
+            .collect()
+    }
+
+    fn no_wishes() -> Wishes {
+        Wishes {
+            by_parity: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
     }
 
     fn slow_caches(c: Crossing) -> Duration {
@@ -343,8 +515,8 @@ mod tests {
         let mut last = (Crossing::Cached, Crossing::Cached);
         for _ in 0..200 {
             let (ca, cb) = (
-                a.choose(Traffic::Exchange, 1 << 20),
-                b.choose(Traffic::Exchange, 1 << 20),
+                a.choose(Traffic::Exchange, 1 << 20, true, true),
+                b.choose(Traffic::Exchange, 1 << 20, true, true),
             );
             if first {
                 // Put rank 1 in the other way, as if it had decided so.
@@ -371,22 +543,94 @@ mod tests {
     }
 
     #[test]
-    fn small_one_way_and_point_to_point_calls_go_through_the_caches_untimed() {
+    fn small_calls_point_to_point_and_one_way_writers_go_through_the_caches_untimed() {
         let mut ch = Chooser::default();
         for _ in 0..100 {
-            for (traffic, bytes) in [
-                (Traffic::Exchange, MIN_BYTES - 1),
-                (Traffic::Eager { seq: 1 }, 1 << 20),
-                (Traffic::OneWay, 1 << 20),
-                (Traffic::ReducingOneWay, 1 << 20),
+            for (traffic, bytes, reads) in [
+                (Traffic::Exchange, MIN_BYTES - 1, true),
+                (Traffic::OneWay, MIN_BYTES - 1, true),
+                (Traffic::Eager { seq: 1 }, 1 << 20, true),
+                (Traffic::OneWay, 1 << 20, false),
+                (Traffic::ReducingOneWay, 1 << 20, false),
             ] {
-                let c = ch.choose(traffic, bytes);
-                assert_eq!(c.crossing, Crossing::Cached, "{traffic:?}");
+                let p2p = matches!(traffic, Traffic::Eager { .. });
+                let c = ch.choose(traffic, bytes, !p2p, reads);
+                assert_eq!(c.send_crossing(|_, _| Crossing::Streamed), {
+                    if c.ask.is_some() {
+                        Crossing::Streamed
+                    } else {
+                        Crossing::Cached
+                    }
+                });
+                assert_eq!(c.ask.is_some(), bytes >= MIN_BYTES && !p2p, "{traffic:?}");
                 assert!(!c.timed(), "{traffic:?}");
+                assert_eq!(c.publish, None, "nothing to ask: {traffic:?}");
                 ch.finish(c, 50 * US);
             }
         }
         assert!(ch.classes.is_empty());
+    }
+
+    #[test]
+    fn a_reader_asks_its_writer_for_the_faster_way_and_keeps_it() {
+        let (mut writer, mut reader) = (Chooser::new(CrossingPolicy::Auto, 0), Chooser::default());
+        let wishes = no_wishes();
+        let ways = run_one_way((&mut writer, &mut reader), &wishes, 3000, fast_caches);
+        let trials: Vec<usize> = (ways.iter().enumerate())
+            .filter(|(_, c)| **c == Crossing::Streamed)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            &trials[..4],
+            &[16, 17, 50, 51],
+            "the reader's trials, written so"
+        );
+        assert!(
+            writer.classes.is_empty(),
+            "a writer that never reads times nothing"
+        );
+        // The caches slow down: the reader asks for streamed writes, and back when they recover.
+        let ways = run_one_way((&mut writer, &mut reader), &wishes, 1100, slow_caches);
+        assert_eq!(ways[1099], Crossing::Streamed);
+        let ways = run_one_way((&mut writer, &mut reader), &wishes, 1100, fast_caches);
+        assert_eq!(ways[1099], Crossing::Cached);
+        assert_eq!(ways[1080..], [Crossing::Cached; 20]);
+    }
+
+    #[test]
+    fn a_call_written_the_other_way_outside_a_trial_is_not_counted() {
+        // A writer that read a wish meant for a trial late: its call is neither kept nor trial.
+        let mut class = Class::new(ONE_WAY, 20, 1 << 20, 0);
+        for call in 0..FIRST_PERIOD {
+            let way = if call == 3 {
+                Crossing::Streamed
+            } else {
+                Crossing::Cached
+            };
+            class.record(call, way, if call == 3 { 1e-6 } else { 1e-4 });
+        }
+        assert_eq!(class.recent.len(), RECENT);
+        assert!(class.trial.is_empty());
+        // A trial written the kept way (late again) does not switch either.
+        for call in FIRST_PERIOD..FIRST_PERIOD + TRIAL {
+            class.record(call, Crossing::Cached, 1e-4);
+        }
+        assert_eq!(class.kept, Crossing::Cached);
+        assert_eq!(class.next_trial, FIRST_PERIOD + TRIAL + 2 * FIRST_PERIOD);
+    }
+
+    #[test]
+    fn wishes_are_one_bit_per_kind_and_size_class_by_call_parity() {
+        assert_eq!(wish_bit(ONE_WAY, 14), 0);
+        assert_eq!(wish_bit(ONE_WAY, 20), 6);
+        assert_eq!(wish_bit(REDUCING_ONE_WAY, 14), 32);
+        assert_eq!(wish_bit(REDUCING_ONE_WAY, 63), 63);
+        let w = no_wishes();
+        w.publish(7, 1 << 6);
+        assert_eq!(w.asked(7, 6), Crossing::Streamed);
+        assert_eq!(w.asked(8, 6), Crossing::Cached, "the other parity's call");
+        assert_eq!(w.asked(9, 5), Crossing::Cached, "another class");
+        assert_eq!(w.asked(9, 6), Crossing::Streamed);
     }
 
     #[test]
@@ -416,7 +660,7 @@ mod tests {
         let mut ch = Chooser::default();
         for bytes in [16 << 10, 20 << 10, 32 << 10, 1 << 20] {
             for traffic in [Traffic::Exchange, Traffic::ReducingExchange] {
-                let c = ch.choose(traffic, bytes);
+                let c = ch.choose(traffic, bytes, true, true);
                 assert!(c.timed());
                 ch.finish(c, US);
             }

@@ -1,7 +1,7 @@
 //! One pair of rings in a shared segment as a non-blocking [`Link`].
 
 use super::cma::{self, offsets, PullPolicy, PullSlot, SideInfo};
-use super::crossing::Crossing;
+use super::crossing::{Crossing, Wishes};
 use super::ring::Ring;
 use super::segment::Segment;
 use crate::transport::{tcp, Link, Traffic, TransportKind};
@@ -25,6 +25,10 @@ pub struct ShmLink {
     rx_slot: NonNull<PullSlot>,
     /// The peer's facts (its process id, whether it can pull from this process).
     peer: NonNull<SideInfo>,
+    /// This side's requests to the peer for one-way calls ([`super::crossing`]).
+    own_wishes: NonNull<Wishes>,
+    /// The peer's requests to this side.
+    peer_wishes: NonNull<Wishes>,
     /// Which slices go by pull descriptor ([`cma::pull_window`]).
     pulls: PullPolicy,
     /// Whether this host runs more ranks than it has cores ([`cma::pull_window`]).
@@ -106,6 +110,11 @@ impl ShmLink {
                 offsets::SIDE_HIGHER,
             )
         };
+        let (own_wishes_at, peer_wishes_at) = if lower {
+            (offsets::WISHES_LOWER, offsets::WISHES_HIGHER)
+        } else {
+            (offsets::WISHES_HIGHER, offsets::WISHES_LOWER)
+        };
         let at = |off: usize| {
             if segment.len() < 4096 {
                 return Err(io::Error::other("the segment has no header page"));
@@ -119,6 +128,10 @@ impl ShmLink {
             at(rx_at)?.cast::<PullSlot>(),
             at(peer_at)?.cast::<SideInfo>(),
         );
+        let (own_wishes, peer_wishes) = (
+            at(own_wishes_at)?.cast::<Wishes>(),
+            at(peer_wishes_at)?.cast::<Wishes>(),
+        );
         // SAFETY: as for `peer`: a 64-byte aligned `SideInfo` of atomics in the header page,
         // read once here while `segment` is alive. This side wrote it before the link was made.
         let accepts_pulls = unsafe { at(own_at)?.cast::<SideInfo>().as_ref() }
@@ -131,6 +144,8 @@ impl ShmLink {
             tx_slot,
             rx_slot,
             peer,
+            own_wishes,
+            peer_wishes,
             pulls,
             crowded,
             pull_window: cma::pull_window(pulls, Traffic::OneWay, crowded),
@@ -461,6 +476,17 @@ impl Link for ShmLink {
         self.crossing = crossing;
     }
 
+    fn ask_crossings(&mut self, seq: u64, wishes: u64) {
+        // SAFETY: a 64-byte aligned `Wishes` of atomics in the header page (offsets checked at
+        // compile time in `cma`), mapped while `self` lives; zeroed (no wishes) at creation.
+        unsafe { self.own_wishes.as_ref() }.publish(seq, wishes);
+    }
+
+    fn asked_crossing(&self, seq: u64, bit: u32) -> Crossing {
+        // SAFETY: as in `ask_crossings`, the peer's line.
+        unsafe { self.peer_wishes.as_ref() }.asked(seq, bit)
+    }
+
     fn await_message(&mut self, message: Option<(u64, usize)>) {
         // Only a message the peer could pull is worth a store into the shared line: small
         // receives keep their path as it was.
@@ -741,5 +767,26 @@ mod tests {
         let lower = exchange_checked(lower, higher, msgs);
         assert_eq!(lower.tx.written(), total as u64);
         assert!(lower.tx_slot().pending(0).is_none());
+    }
+
+    #[test]
+    fn each_side_reads_the_ways_its_peer_asked_for_and_only_those() {
+        let (mut lower, mut higher) = pair("wishes", false);
+        for link in [&lower, &higher] {
+            assert_eq!(
+                link.asked_crossing(4, 6),
+                Crossing::Cached,
+                "none asked yet"
+            );
+        }
+        higher.ask_crossings(5, 1 << 6 | 1 << 40);
+        assert_eq!(lower.asked_crossing(5, 6), Crossing::Streamed);
+        assert_eq!(lower.asked_crossing(5, 40), Crossing::Streamed);
+        assert_eq!(lower.asked_crossing(5, 7), Crossing::Cached);
+        assert_eq!(lower.asked_crossing(4, 6), Crossing::Cached, "another call");
+        assert_eq!(higher.asked_crossing(5, 6), Crossing::Cached, "not its own");
+        lower.ask_crossings(6, 1);
+        assert_eq!(higher.asked_crossing(6, 0), Crossing::Streamed);
+        assert_eq!(lower.asked_crossing(5, 6), Crossing::Streamed, "kept");
     }
 }

@@ -101,7 +101,8 @@ pub trait Link: Send {
         let _ = crossing;
     }
     /// Asks the peer to write its messages of one-way call `seq` to this rank as `wishes` says,
-    /// one bit per class ([`shm::crossing::Wishes`]). The default ignores it.
+    /// one bit per class ([`shm::crossing::Wishes`]; calls numbered as
+    /// [`shm::crossing::Chooser::choose`] numbers them). The default ignores it.
     fn ask_crossings(&mut self, seq: u64, wishes: u64) {
         let _ = (seq, wishes);
     }

@@ -223,7 +223,10 @@ const _: () = {
         offsets::WISHES_HIGHER - offsets::WISHES_LOWER
             >= size_of::<crate::transport::shm::crossing::Wishes>()
     );
-    assert!(offsets::WISHES_HIGHER + 64 <= offsets::SLOT_A);
+    assert!(
+        offsets::WISHES_HIGHER + size_of::<crate::transport::shm::crossing::Wishes>()
+            <= offsets::SLOT_A
+    );
     assert!(offsets::SLOT_B - offsets::SLOT_A >= size_of::<PullSlot>());
     assert!(offsets::SLOT_B + size_of::<PullSlot>() <= 4096);
 };

@@ -16,15 +16,18 @@
 //! readers' (streamed, a broadcast's root finished sooner and its receivers later: a chooser that
 //! timed the root made broadcasts of 256 KiB-4 MiB 1.8-2x slower), so there the *reader* times
 //! its calls and decides, and asks its writers: each side of a pair's segment has a line of
-//! [`Wishes`], one bit per one-way class, for calls of even and of odd sequence number. A reader
-//! publishes the wishes for call `k + 1` at the start of call `k`, before it sends anything in it;
+//! [`Wishes`], one bit per one-way class, for calls of even and of odd number (the group's calls
+//! over its links, which every rank's chooser counts alike: they all run a call on the same
+//! engine). A reader publishes the wishes for call `k + 1` at the start of call `k`, before it
+//! sends anything in it;
 //! a writer reads its reader's wish at the start of its call `k + 1`, which it can only reach
 //! after the reader started call `k` (a one-way call's writer waits for its readers'
 //! confirmations, `src/schedule/confirm.rs`; in the other calls it hears from them). So the reader
 //! knows which way each call it timed was written, and records it under that way.
 //!
-//! Every rank decides for its own writes, from its own times, and a disagreement only costs time
-//! (the way changes how bytes are stored, never what is sent). The ranks of a group try in turn
+//! Every rank decides for its own writes (exchanges) or for the writes it reads (one-way calls),
+//! from its own times, and a disagreement only costs time (the way changes how bytes are stored,
+//! never what is sent). The ranks of a group try in turn
 //! ([`stagger`]: rank 1 starts its trials [`TRIAL`] + 1 calls after rank 0, counted the same on
 //! every rank), so each trial measures one rank's way against the others' kept ones: were they
 //! to try together, two ranks that had decided differently would flip together and never meet
@@ -32,7 +35,10 @@
 //! way is tried against again after a period that doubles each time it wins, from
 //! [`FIRST_PERIOD`] calls up to about a gigabyte of calls ([`longest_period`]), so a way that
 //! stays right costs at most [`TRIAL`] slow calls per period, and a change of state is found
-//! within that period.
+//! within that period. A trial is weighed against the kept way's fastest of the [`RECENT`] calls
+//! before it and the [`RECENT`] after it: a program's first calls (its warm-up, a benchmark's
+//! checked calls) can be ten times slower than the next, and a trial right after them must not
+//! win against them.
 
 use crate::transport::Traffic;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,7 +93,7 @@ impl CrossingPolicy {
 /// the messages of one-way calls to this side. Written by its side only, read by the peer.
 #[repr(C, align(64))]
 pub struct Wishes {
-    /// For calls of even and odd sequence number: bit [`wish_bit`] set asks for calls of that
+    /// For calls of even and odd number: bit [`wish_bit`] set asks for calls of that
     /// class to be written past the caches.
     by_parity: [AtomicU64; 2],
 }
@@ -119,12 +125,12 @@ pub const TRIAL: u64 = 2;
 /// Calls of a class timed before its first trial.
 pub const FIRST_PERIOD: u64 = 16;
 
-/// A trial wins when its fastest call is faster than this fraction of the kept mode's fastest
-/// recent one. The fastest, not a median: a call is slowed by whatever else the machine does, never
+/// A trial wins when its fastest call is faster than this fraction of the kept way's fastest call
+/// around it. The fastest, not a median: a call is slowed by whatever else the machine does, never
 /// sped up, and the two ways differ by 1.5-3x where it matters.
 const WIN: f64 = 0.85;
 
-/// The kept mode's latest times compared with a trial's.
+/// The kept way's calls before a trial, and after it, that the trial is weighed against.
 const RECENT: usize = 4;
 
 /// The longest period between trials for calls of `bytes`: about a gigabyte of calls, from 64
@@ -138,11 +144,11 @@ pub fn longest_period(bytes: usize) -> u64 {
 pub struct Choice {
     /// How this call's ring writes store, where [`Choice::ask`] is `None`.
     pub crossing: Crossing,
-    /// In a one-way call: the call's sequence number and class bit, for each send to ask its
-    /// reader the way ([`Wishes::asked`]).
+    /// In a one-way call: the call's number and class bit, for each send to ask its reader the
+    /// way ([`Wishes::asked`]).
     pub ask: Option<(u64, u32)>,
-    /// What to publish to every peer before sending anything ([`Wishes::publish`]): the
-    /// sequence number of the next call and this rank's wishes for it, when they changed.
+    /// What to publish to every peer before sending anything ([`Wishes::publish`]): the number
+    /// of the next call and this rank's wishes for it, when they changed.
     pub publish: Option<(u64, u64)>,
     /// Which class the call counts in, if it is timed.
     ticket: Option<usize>,

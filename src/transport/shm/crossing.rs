@@ -108,10 +108,18 @@ impl Wishes {
 
     /// Writer: the way asked for messages of class `bit` in call `seq`.
     pub fn asked(&self, seq: u64, bit: u32) -> Crossing {
-        match self.by_parity[(seq % 2) as usize].load(Ordering::Acquire) >> bit & 1 {
-            1 => Crossing::Streamed,
-            _ => Crossing::Cached,
-        }
+        way_in(
+            self.by_parity[(seq % 2) as usize].load(Ordering::Acquire),
+            bit,
+        )
+    }
+}
+
+/// The way a set of wishes asks for class `bit`.
+fn way_in(wishes: u64, bit: u32) -> Crossing {
+    match wishes >> bit & 1 {
+        1 => Crossing::Streamed,
+        _ => Crossing::Cached,
     }
 }
 
@@ -337,18 +345,17 @@ impl Chooser {
             return choice;
         }
         let code = match traffic {
-            Traffic::Exchange => Some(EXCHANGE),
-            Traffic::ReducingExchange => Some(REDUCING_EXCHANGE),
-            Traffic::OneWay => Some(ONE_WAY),
-            Traffic::ReducingOneWay => Some(REDUCING_ONE_WAY),
-            Traffic::Eager { .. } => None,
+            _ if !collective => return choice,
+            Traffic::Exchange => EXCHANGE,
+            Traffic::ReducingExchange => REDUCING_EXCHANGE,
+            Traffic::OneWay => ONE_WAY,
+            Traffic::ReducingOneWay => REDUCING_ONE_WAY,
+            // Only point-to-point calls are eager.
+            Traffic::Eager { .. } => return choice,
         };
-        if !collective {
-            return choice;
-        }
         let seq = self.collectives;
         self.collectives += 1;
-        if let Some(code) = code.filter(|_| bytes >= MIN_BYTES) {
+        if bytes >= MIN_BYTES {
             self.choose_timed(&mut choice, code, bytes, seq, reads);
         }
         choice.publish = self.wishes_after(seq, choice.ticket);
@@ -364,10 +371,7 @@ impl Chooser {
             if !reads {
                 return;
             }
-            choice.way = match self.published[(seq % 2) as usize] >> bit & 1 {
-                1 => Crossing::Streamed,
-                _ => Crossing::Cached,
-            };
+            choice.way = way_in(self.published[(seq % 2) as usize], bit);
         }
         let i = self.class(code, log2, bytes);
         let class = &self.classes[i];

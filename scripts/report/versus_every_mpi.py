@@ -218,6 +218,38 @@ def spread(values: list) -> float:
 CANDIDATES = {**MPIS, "imb": "Intel MPI (IMB)"}
 
 
+def apart(a: list, b: list) -> bool:
+    """Whether two programs' rounds do not overlap: every round of one faster than every round
+    of the other (a difference beyond the rounds' spread)."""
+    return len(a) > 1 and len(b) > 1 and (max(a) < min(b) or max(b) < min(a))
+
+
+def apart_counts(data: dict, sizes: list) -> tuple:
+    """(cells where some MPI is faster than psyne beyond the spread, cells where psyne is faster
+    than every MPI beyond it)."""
+    mpi_ahead = psyne_ahead = 0
+    for coll in COLLECTIVES:
+        for b in sizes:
+            psyne = data.get(("psyne", coll, b))
+            mpis = [v for w in CANDIDATES if (v := data.get((w, coll, b)))]
+            if not psyne or not mpis:
+                continue
+            ahead = [apart(psyne, v) and statistics.median(v) < statistics.median(psyne)
+                     for v in mpis]
+            behind = [apart(psyne, v) and statistics.median(v) > statistics.median(psyne)
+                      for v in mpis]
+            mpi_ahead += any(ahead)
+            psyne_ahead += all(behind)
+    return mpi_ahead, psyne_ahead
+
+
+def apart_lines(data: dict, sizes: list) -> list:
+    """The sentence that counts the cells decided beyond the spread."""
+    mpi_ahead, psyne_ahead = apart_counts(data, sizes)
+    return [f"Cells where an MPI is faster than psyne beyond the spread: {mpi_ahead}; where psyne "
+            f"is faster than every MPI beyond it: {psyne_ahead} (of {len(sizes) * len(COLLECTIVES)})."]
+
+
 def ratio_table(data: dict, sizes: list) -> list:
     """Best MPI ÷ psyne per collective and size, the best MPI named; bold below 1."""
     lines = ["| | " + " | ".join(lib.size_text(b, spaced=True) for b in sizes) + " |",
@@ -233,7 +265,7 @@ def ratio_table(data: dict, sizes: list) -> list:
                 continue
             best = min(mpis, key=mpis.get)
             r = mpis[best] / statistics.median(psyne)
-            name = CANDIDATES[best]
+            name = CANDIDATES[best] + ("*" if apart(psyne, data[(best, coll, b)]) else "")
             cells.append(f"**{r:.2f}** ({name})" if round(r, 2) < 1 else f"{r:.2f} ({name})")
         if any(c != "-" for c in cells):
             lines.append(f"| {NAMES[coll]} | " + " | ".join(cells) + " |")
@@ -272,8 +304,10 @@ def floor_section(data: dict, sizes: list) -> list:
     return ["## psyne's time ÷ its copy floor", "",
             "The floor: `scripts/probes/copy-floors.sh`, a plain C program run as one more program",
             "in the rotation, that moves only the bytes the call must move (through a ring of four",
-            "slices in shared memory, both cores at once, the fastest of five slice sizes; same",
-            "buffers and semantics as psybench's, every element checked). In brackets the floor's",
+            "slices in shared memory, both cores at once; same buffers and semantics as psybench's,",
+            "every element checked), one run in the slice size a calibration pass over five found",
+            "fastest, its calls averaged as psybench's (runs before 2026-11-28 reported the fastest",
+            "of the five runs, each run's median call). In brackets the floor's",
             f"µs and the best MPI's time ÷ the floor. **Bold**: more than {FLOOR_GOAL:g}× the floor,",
             "the issue's goal from 1 MiB up.", "", *table, ""]
 
@@ -294,16 +328,30 @@ def fmt_us(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
 
 
-def spread_table(data: dict, sizes: list) -> list:
-    """The largest spread across rounds (max − min over the median) of each program, per size,
-    over the collectives."""
+def middle_spread(values: list) -> float:
+    """The middle half of the rounds (interquartile range) ÷ median, as a fraction: one job's
+    outlier does not set it."""
+    mid = statistics.median(values)
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return (q3 - q1) / mid if mid else 0.0
+
+
+def near_median(values: list) -> float:
+    """The fraction of rounds within ±15 % of the median (issue 37's reading of steady)."""
+    mid = statistics.median(values)
+    return sum(abs(v - mid) <= 0.15 * mid for v in values) / len(values)
+
+
+def spread_table(data: dict, sizes: list, measure=spread, worst=max) -> list:
+    """Each program's worst `measure` of its rounds over the collectives, per size (the largest
+    spread, or with `worst=min` the fewest rounds near the median), in per cent."""
     lines = ["| size | " + " | ".join(["psyne", *MPIS.values()]) + " |",
              "|---|" + "---:|" * (1 + len(MPIS))]
     for b in sizes:
         cells = []
         for who in PROGRAMS:
-            s = [spread(v) for coll in COLLECTIVES if len(v := data.get((who, coll, b), [])) > 1]
-            cells.append(f"{max(s) * 100:.0f} %" if s else "-")
+            s = [measure(v) for coll in COLLECTIVES if len(v := data.get((who, coll, b), [])) > 1]
+            cells.append(f"{worst(s) * 100:.0f} %" if s else "-")
         lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -383,9 +431,13 @@ def main(argv: list) -> int:
         "## Best MPI's time ÷ psyne's",
         "",
         "Above 1 psyne is faster; **below 1** the named MPI is faster. Intel MPI's time is the",
-        "faster of the C benchmark's and IMB-MPI1's (`Intel MPI (IMB)` where IMB's).",
+        "faster of the C benchmark's and IMB-MPI1's (`Intel MPI (IMB)` where IMB's). `*`: the",
+        "two programs' rounds do not overlap (every round of the faster one beat every round of",
+        "the other), a difference beyond the rounds' spread.",
         "",
         *ratio_table(data, sizes),
+        "",
+        *apart_lines(data, sizes),
         "",
         *normal_state_section(a.out / "raw", runs, sizes),
         *floor_section(data, sizes),
@@ -395,6 +447,15 @@ def main(argv: list) -> int:
         "apart the same job lands when it is run again.",
         "",
         *spread_table(data, sizes),
+        "",
+        "The same with the middle half of the rounds only (interquartile range ÷ median, the",
+        "largest over the collectives): the spread without its one or two most distant jobs.",
+        "",
+        *spread_table(data, sizes, middle_spread),
+        "",
+        "The share of rounds within ±15 % of their median (the fewest over the collectives):",
+        "",
+        *spread_table(data, sizes, near_median, worst=min),
         "",
         *state_lines(runs),
         "",

@@ -1,5 +1,5 @@
-// What the floor programs share: a clock, pinning, a median, and the kernel's single copy from
-// another process (process_vm_readv, as psyne's pulls and Open MPI's CMA).
+// What the floor programs share: a clock, pinning, a median and a mean, and the kernel's single
+// copy from another process (process_vm_readv, as psyne's pulls and Open MPI's CMA).
 #ifndef PSYNE_FLOORS_H
 #define PSYNE_FLOORS_H
 #define _GNU_SOURCE
@@ -33,6 +33,13 @@ static inline int by_value(const void *a, const void *b) {
 static inline double median(double *t, int n) {
   qsort(t, n, sizeof(double), by_value);
   return t[n / 2];
+}
+
+// The mean of `n` times.
+static inline double average(const double *t, int n) {
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += t[i];
+  return sum / n;
 }
 
 // Copies `n` bytes at `src` in process `pid` into `dst`; exits on failure.

@@ -13,8 +13,9 @@
 //
 // The two ranks are pinned to cores 0 and 1 and meet at a barrier before each call; a call's
 // time is from that barrier to the rank's last byte, averaged over the two ranks as osu cadence
-// averages (and the slower rank's). Prints the median over ITERS calls for the slice size given,
-// after checking every element of every call. Used by scripts/probes/copy-floors.sh.
+// averages (and the slower rank's). Prints the mean over ITERS calls for the slice size given, as
+// psybench's osu cadence averages its calls, after checking every element of every call. Used by
+// scripts/probes/copy-floors.sh.
 //
 //   staged2 broadcast|allgather|reducescatter|allreduce BYTES ITERS SLICE
 #include "floors.h"
@@ -218,6 +219,6 @@ int main(int argc, char **argv) {
   waitpid(child, &status, 0);
   ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
   printf("staged2 %s bytes %zu slice %zu iters %d: mean %.1f us, slower rank %.1f us%s\n", names[mode], bytes,
-         slice, iters, median(mean, iters), median(slow, iters), ok ? "" : " WRONG");
+         slice, iters, average(mean, iters), average(slow, iters), ok ? "" : " WRONG");
   return ok ? 0 : 1;
 }

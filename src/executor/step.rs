@@ -525,6 +525,12 @@ fn pump_recvs(
         if !first_of_peer(recvs, i, |r| r.peer, RecvSt::complete) {
             continue;
         }
+        if let Some(red) = reducer.filter(|_| recvs[i].reduce) {
+            if let Some(n) = reduce_in_place(ctx, links, &mut recvs[i], sends, buf, red)? {
+                progressed |= n > 0;
+                continue;
+            }
+        }
         progressed |= receive(ctx, links, &mut recvs[i], buf, mem)?;
         if !recvs[i].reduce {
             continue;
@@ -566,8 +572,11 @@ fn forward_limit(s: &SendSt, recvs: &[RecvSt]) -> usize {
 /// elements not yet applied, stopping where a plain send still has to send the old values. Whole
 /// elements only: a partial write can leave a send's progress in the middle of one.
 fn reducible(r: &RecvSt, sends: &[SendSt], es: usize) -> (usize, usize) {
-    let p = r.start + r.applied;
-    let mut e = r.start + (r.got / es) * es;
+    reducible_up_to(r.start + r.applied, r.start + (r.got / es) * es, sends, es)
+}
+
+/// [`reducible`] from `p` on, of the bytes up to `e` (received, or to be received).
+fn reducible_up_to(p: usize, mut e: usize, sends: &[SendSt], es: usize) -> (usize, usize) {
     for s in sends.iter().filter(|s| !s.forward && s.done < s.len) {
         let unsent = s.start + s.done;
         let end = s.start + s.len;
@@ -579,6 +588,46 @@ fn reducible(r: &RecvSt, sends: &[SendSt], es: usize) -> (usize, usize) {
     }
     let whole = (e.max(p) - p) / es * es;
     (p, p + whole)
+}
+
+/// Reduces what has arrived for reducing receive `r` straight from where its link holds it
+/// ([`Link::read_in_place`]), when nothing of it waits in its window and its header is in: the
+/// bytes read, or `None` where the link cannot, or nothing may be reduced yet (then [`receive`]
+/// copies them into the window). Only as many bytes as may be reduced now are taken
+/// ([`reducible_up_to`]); the rest wait in the link.
+fn reduce_in_place(
+    ctx: &StepCtx<'_>,
+    links: &mut [Option<Box<dyn Link>>],
+    r: &mut RecvSt,
+    sends: &[SendSt],
+    buf: &mut WorkView<'_>,
+    reducer: Reducer,
+) -> Result<Option<usize>> {
+    if !r.header_ok() || r.got != r.applied || r.got == r.len {
+        return Ok(None);
+    }
+    let es = ctx.elem_size;
+    let (p, e) = reducible_up_to(r.start + r.got, r.start + r.len, sends, es);
+    let want = (e - p).min(MAX_READ);
+    if want == 0 {
+        // A send of this step still has to read the values here: the window takes what arrives
+        // meanwhile, as it always did, so that the peer's ring drains whatever this rank's
+        // sends wait for.
+        return Ok(None);
+    }
+    let link = link(ctx, links, r.peer)?.as_mut();
+    let mut at = p;
+    let mut reduce = |part: &[u8]| {
+        buf.reduce(at..at + part.len(), part, reducer);
+        at += part.len();
+    };
+    let Some(read) = link.read_in_place(want, es, &mut reduce) else {
+        return Ok(None);
+    };
+    let n = bytes_read(ctx, r.peer, read, false)?;
+    r.got += n;
+    r.applied += n;
+    Ok(Some(n))
 }
 
 /// Where the next bytes of reducing receive `r` go in its window, and how many fit there: up to
@@ -683,8 +732,20 @@ fn read_or_lost(
     } else {
         link.read_some(dest)
     };
+    bytes_read(ctx, peer, read, dest.is_empty())
+}
+
+/// What a read from `peer` came to: the bytes read, 0 when nothing had arrived; end of stream
+/// (unless `nothing_wanted`) or a failure is the peer lost.
+#[inline]
+fn bytes_read(
+    ctx: &StepCtx<'_>,
+    peer: usize,
+    read: io::Result<usize>,
+    nothing_wanted: bool,
+) -> Result<usize> {
     match read {
-        Ok(0) if !dest.is_empty() => {
+        Ok(0) if !nothing_wanted => {
             Err(ctx
                 .site
                 .lost_connection(peer, "receiving", "the connection was closed"))

@@ -66,6 +66,21 @@ pub trait Link: Send {
     fn read_some_streaming(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_some(buf)
     }
+    /// Hands up to `max` bytes that have arrived to `f` where the transport holds them, whole
+    /// `unit`s only (a power of two, at most 8, and each slice aligned to it), in order, possibly
+    /// in several slices, and consumes them: for a reduction that reads a message in place
+    /// instead of copying it out first. `None` where the transport cannot (then read with
+    /// [`Link::read_some`]); else as `read_some`: `Ok(0)` is end of stream, `WouldBlock` means
+    /// not a unit has arrived. The default cannot.
+    fn read_in_place(
+        &mut self,
+        max: usize,
+        unit: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Option<io::Result<usize>> {
+        let _ = (max, unit, f);
+        None
+    }
     /// A descriptor that polls readable/writable when [`Link::read_some`]/[`Link::write_some`]
     /// can make progress, if the transport has one.
     fn poll_fd(&self) -> Option<RawFd>;

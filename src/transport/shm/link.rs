@@ -425,6 +425,25 @@ impl Link for ShmLink {
         self.read_from(buf, Ring::read_streaming)
     }
 
+    /// In place from the ring, where no message can come by pull (whose bytes are not in it).
+    fn read_in_place(
+        &mut self,
+        max: usize,
+        unit: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Option<io::Result<usize>> {
+        if self.accepts_pulls || max == 0 {
+            return None;
+        }
+        Some(match self.rx.read_in_place(max, unit, &mut *f)? {
+            // Closed: whatever was written before the close has been read (a second look
+            // closes the race between the last write and the close flag).
+            0 if self.rx.is_closed() => Ok(self.rx.read_in_place(max, unit, f)?),
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        })
+    }
+
     fn poll_fd(&self) -> Option<RawFd> {
         None
     }

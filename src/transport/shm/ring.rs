@@ -530,6 +530,55 @@ impl Ring {
         n
     }
 
+    /// Reader: hands up to `max` published bytes to `f` where they lie in the data region,
+    /// whole `unit`s only, a contiguous part of at most [`PUBLISH_EVERY`] bytes at a time, and
+    /// gives each part's space back once `f` returns: a reduction reads the message straight
+    /// from the ring, without first copying it out. Returns how many bytes `f` was handed (0 when
+    /// less than a unit is there), or `None` when the next byte is not aligned to `unit` (a power
+    /// of two, at most 8): then read it with a copy. Never blocks; wakes a sleeping writer.
+    pub fn read_in_place(
+        &self,
+        max: usize,
+        unit: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> Option<usize> {
+        debug_assert!(unit.is_power_of_two() && unit <= 8);
+        let h = self.hdr();
+        let head = h.cons.head.load(Relaxed); // our own counter
+        let base = self.data.as_ptr();
+        if (base as usize).wrapping_add((head & self.mask) as usize) % unit != 0 {
+            return None;
+        }
+        let mut avail = self.used(head, self.seen_tail.get());
+        if avail < max {
+            // Acquire: the writer's copies into these bytes happened before we read them.
+            let tail = h.prod.tail.load(Acquire);
+            self.seen_tail.set(tail);
+            avail = self.used(head, tail);
+        }
+        let n = avail.min(max) / unit * unit;
+        let mut done = 0;
+        while done < n {
+            let off = ((head + done as u64) & self.mask) as usize;
+            // A multiple of `unit`: so are `n - done` and `PUBLISH_EVERY`, and `cap - off` (`off`
+            // is one, as the head was aligned and moves by whole units, and `cap` is a power of
+            // two, so one too where it holds a unit at all: `n` is 0 otherwise).
+            let take = (n - done).min(PUBLISH_EVERY).min(self.cap - off);
+            // SAFETY: `off + take <= cap`, so the part lies in the data region; its bytes are
+            // published (by the Acquire load of `tail` that computed `avail`, or an older view of
+            // it) and the writer does not touch them until `head` passes them, which happens only
+            // below, after `f` has returned and the slice is gone. We are the only reader.
+            let part = unsafe { std::slice::from_raw_parts(base.add(off), take) };
+            f(part);
+            done += take;
+            // SeqCst, as in `read_with`: our reads happened before the writer reuses the space,
+            // and the store is ordered before the `sleeping` load of the wake-up.
+            h.cons.head.store(head + done as u64, SeqCst);
+            wake_if_sleeping(&h.space_wait);
+        }
+        Some(n)
+    }
+
     /// Bytes published and not yet read (a snapshot).
     pub fn readable(&self) -> usize {
         let h = self.hdr();
@@ -966,6 +1015,47 @@ mod tests {
             }
             out += n as u64;
         }
+        assert_eq!(out + r.readable() as u64, at);
+    }
+
+    #[test]
+    fn a_reader_in_place_gets_whole_aligned_units_in_order_and_frees_their_space() {
+        let mut mem = Mem::for_ring(64);
+        let (w, r) = pair(&mut mem, 64);
+        // Not at a unit's boundary: in place refuses, a copy reads on.
+        assert_eq!(w.write(&[IoSlice::new(b"abc")]), 3);
+        assert_eq!(r.read_in_place(8, 4, |_| panic!("nothing whole")), Some(0));
+        let mut one = [0u8; 1];
+        assert_eq!(r.read(&mut one), 1);
+        assert_eq!(r.read_in_place(8, 4, |_| panic!("misaligned")), None);
+        assert_eq!(w.write(&[IoSlice::new(b"d")]), 1);
+        assert_eq!(r.read(&mut [0u8; 3]), 3);
+        // Laps of odd-sized writes: the reader takes whole units, each part aligned and within
+        // the data region, the stream in order, and the writer gets the space back.
+        let (mut at, mut out) = (4u64, 4u64);
+        for k in 0..3000u64 {
+            let mut chunk = [0u8; 40];
+            let len = (k % 37) as usize + 1;
+            fill(&mut chunk[..len], at);
+            at += w.write(&[IoSlice::new(&chunk[..len])]) as u64;
+            let mut parts = 0;
+            let n = r
+                .read_in_place((k % 29) as usize + 1, 4, |part| {
+                    assert_eq!(part.as_ptr() as usize % 4, 0, "aligned");
+                    assert_eq!(part.len() % 4, 0, "whole units");
+                    for (i, b) in part.iter().enumerate() {
+                        assert_eq!(*b, pattern(out + i as u64), "byte {}", out + i as u64);
+                    }
+                    out += part.len() as u64;
+                    parts += 1;
+                })
+                .expect("aligned: the stream moves by whole units from position 4");
+            assert!(
+                n <= (k % 29) as usize + 1 && parts <= 2,
+                "at most the max, wrapping once"
+            );
+        }
+        assert!(out > 100 * 64, "the stream went round many times: {out}");
         assert_eq!(out + r.readable() as u64, at);
     }
 

@@ -378,30 +378,6 @@ impl Ring {
         }
     }
 
-    /// Copies `dst.len()` bytes out of the data region from stream position `pos`, wrapping.
-    ///
-    /// # Safety
-    ///
-    /// `dst.len() <= self.cap`, and the bytes `[pos, pos + dst.len())` are published: the caller
-    /// is the only reader and has seen (Acquire) a `tail >= pos + dst.len()`.
-    unsafe fn copy_out(&self, pos: u64, dst: &mut [u8], streaming: bool) {
-        let off = (pos & self.mask) as usize;
-        let first = dst.len().min(self.cap - off);
-        let base = self.data.as_ptr();
-        let copy = if streaming {
-            super::stream_copy::copy_unfenced
-        } else {
-            crate::copy::copy_bytes
-        };
-        // SAFETY: as in `copy_in`, both parts lie in the data region; the writer does not touch
-        // published bytes until `head` passes them, and `dst` is an exclusive borrow that cannot
-        // overlap the data region.
-        unsafe {
-            copy(base.add(off), dst.as_mut_ptr(), first);
-            copy(base, dst.as_mut_ptr().add(first), dst.len() - first);
-        }
-    }
-
     /// Writer: copies as much of `bufs` (in order, as one stream) as fits and returns how many
     /// bytes that was: 0 when the ring is full (or `bufs` is empty, or the ring was closed).
     /// Never blocks. Wakes a reader sleeping in [`Ring::wait_readable`] (a system call only then).
@@ -496,44 +472,29 @@ impl Ring {
     }
 
     fn read_with(&self, buf: &mut [u8], streaming: bool) -> usize {
-        if buf.is_empty() {
-            return 0;
-        }
-        let h = self.hdr();
-        let head = h.cons.head.load(Relaxed); // our own counter
-        let mut avail = self.used(head, self.seen_tail.get());
-        if avail < buf.len() {
-            // Acquire: the writer's copies into these bytes happened before our copies out.
-            let tail = h.prod.tail.load(Acquire);
-            self.seen_tail.set(tail);
-            avail = self.used(head, tail);
-        }
-        let n = avail.min(buf.len());
-        if n == 0 {
-            return 0;
-        }
+        let copy = if streaming {
+            super::stream_copy::copy_unfenced
+        } else {
+            crate::copy::copy_bytes
+        };
         let mut done = 0;
-        while done < n {
-            let take = (n - done).min(PUBLISH_EVERY);
-            let pos = head + done as u64;
-            // SAFETY: `done + take <= n <= avail <= cap`, and `[head, head + n)` is published (by
-            // the Acquire load of `tail` that computed `avail`, or an older view of it); we are
-            // the only reader.
-            unsafe { self.copy_out(pos, &mut buf[done..done + take], streaming) };
-            done += take;
-            // SeqCst: a Release store (our copies happened before the writer reuses the space),
-            // and ordered before the `sleeping` load (the lost-wake-up argument, mirrored). Space
-            // goes back every `PUBLISH_EVERY` bytes, so the writer refills while we go on.
-            h.cons.head.store(head + done as u64, SeqCst);
-            wake_if_sleeping(&h.space_wait);
-        }
-        n
+        // Whole bytes: every position is aligned to one, so the ring always hands them over.
+        let read = self.read_in_place(buf.len(), 1, |part| {
+            let dst = &mut buf[done..done + part.len()];
+            // SAFETY: both are `part.len()` bytes; `part` lies in the data region, which only
+            // ring handles reach, and `dst` is an exclusive borrow of the caller's buffer, so
+            // they do not overlap.
+            unsafe { copy(part.as_ptr(), dst.as_mut_ptr(), part.len()) };
+            done += part.len();
+        });
+        read.unwrap_or(0)
     }
 
     /// Reader: hands up to `max` published bytes to `f` where they lie in the data region,
     /// whole `unit`s only, a contiguous part of at most [`PUBLISH_EVERY`] bytes at a time, and
-    /// gives each part's space back once `f` returns: a reduction reads the message straight
-    /// from the ring, without first copying it out. Returns how many bytes `f` was handed (0 when
+    /// gives each part's space back once `f` returns (so the writer refills while we go on): a
+    /// reduction reads the message straight from the ring, without first copying it out, and
+    /// [`Ring::read`] copies each part out. Returns how many bytes `f` was handed (0 when
     /// less than a unit is there), or `None` when the next byte is not aligned to `unit` (a power
     /// of two, at most 8): then read it with a copy. Never blocks; wakes a sleeping writer.
     pub fn read_in_place(
@@ -546,7 +507,7 @@ impl Ring {
         let h = self.hdr();
         let head = h.cons.head.load(Relaxed); // our own counter
         let base = self.data.as_ptr();
-        if (base as usize).wrapping_add((head & self.mask) as usize) % unit != 0 {
+        if (base as usize).wrapping_add((head & self.mask) as usize) & (unit - 1) != 0 {
             return None;
         }
         let mut avail = self.used(head, self.seen_tail.get());

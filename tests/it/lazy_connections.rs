@@ -18,12 +18,13 @@ fn lazy(opts: &mut GroupOptions) {
 
 fn check_lazily(size: usize, wiring: Wiring, tuning: &str) {
     let policy = Tuning::parse(tuning).expect("a valid PSY_ALGO");
-    let results = common::try_with_options(size, wiring, T, policy, lazy, |g| {
+    // Every rank looks at its links before any rank's first call can dial it.
+    let looked = common::Rendezvous::new(size);
+    let results = common::try_with_options(size, wiring, T, policy, lazy, move |g| {
+        let formed_with = g.as_ref().map(|g| g.connected_peers()).unwrap_or_default();
+        looked.wait(T, "looking at the links after forming")?;
         let g = g?;
-        assert!(
-            g.connected_peers().is_empty(),
-            "a lazy group formed with links"
-        );
+        assert!(formed_with.is_empty(), "a lazy group formed with links");
         conformance::check_all_types(&g, &conformance::default_counts(g.size()), 3)
     });
     for (rank, r) in results.into_iter().enumerate() {
@@ -65,12 +66,18 @@ fn ring_tree_doubling_pairwise_and_hierarchical_schedules_connect_lazily() {
 #[test]
 fn a_lazy_group_connects_only_the_pairs_its_calls_use() {
     let ring = Tuning::parse("allreduce:ring").expect("a valid PSY_ALGO");
-    let peers = common::try_with_options(8, Wiring::Tcp, T, ring, lazy, |g| {
+    // A rank that finished a call first must not dial a peer for the next one before that peer
+    // has looked at its links: every rank looks, then all meet, then the next call starts.
+    let looked = common::Rendezvous::new(8);
+    let peers = common::try_with_options(8, Wiring::Tcp, T, ring, lazy, move |g| {
+        let formed_with = g.as_ref().map(|g| g.connected_peers()).unwrap_or_default();
+        looked.wait(T, "looking at the links after forming")?;
         let g = g?;
-        let mut seen = vec![g.connected_peers()];
+        let mut seen = vec![formed_with];
         let mut big = vec![1.0f32; 1 << 16];
         g.all_reduce(&mut big, ReduceOp::Sum)?;
         seen.push(g.connected_peers());
+        looked.wait(T, "looking at the links after the all-reduce")?;
         g.all_to_all(&vec![1.0f32; g.size()])?;
         seen.push(g.connected_peers());
         psyne::Result::Ok(seen)

@@ -228,3 +228,44 @@ impl Gate {
         Ok(())
     }
 }
+
+/// A reusable meeting point for ranks that are threads of this test: each `wait` returns once all
+/// `parties` have arrived, or fails after `limit` naming `what` (an ordering event, not a sleep).
+pub struct Rendezvous {
+    parties: usize,
+    state: std::sync::Mutex<(usize, u64)>,
+    changed: std::sync::Condvar,
+}
+
+impl Rendezvous {
+    /// A meeting point for `parties` threads, shared.
+    pub fn new(parties: usize) -> std::sync::Arc<Rendezvous> {
+        std::sync::Arc::new(Rendezvous {
+            parties,
+            state: std::sync::Mutex::new((0, 0)),
+            changed: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Waits until every party has called `wait` this round, at most `limit`.
+    pub fn wait(&self, limit: Duration, what: &str) -> psyne::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let round = state.1;
+        state.0 += 1;
+        if state.0 == self.parties {
+            *state = (0, round + 1);
+            self.changed.notify_all();
+            return Ok(());
+        }
+        let (_state, waited) = self
+            .changed
+            .wait_timeout_while(state, limit, |s| s.1 == round)
+            .unwrap_or_else(|p| p.into_inner());
+        if waited.timed_out() {
+            return Err(psyne::Error::invalid(format!(
+                "{what}: not every rank arrived within {limit:?}"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -26,8 +26,10 @@
 # every other program equally often. A plain rotation kept the neighbours fixed, so one program
 # always ran right after the same other (psyne after Intel MPI) and carried whatever that job
 # left behind into every round (results/versus-every-mpi-tcp/order-2026-11-27.md). Before each job the
-# machine's cross-core round trip is measured (scripts/probes/core-bounce.c): the report counts the
-# jobs that ran while the VM was in its slow state (results/job-swings/).
+# machine's cross-core round trip is measured (scripts/probes/core-bounce.c), and again after it,
+# and the time the hypervisor ran something else on our vCPUs while the job ran (steal time,
+# /proc/stat) is recorded: the report counts the jobs that ran while the VM was in its slow state
+# (either probe slow; results/job-swings/) and shows each one's steal time.
 #
 # Writes OUT_DIR/raw/ (every job's CSV or JSON and runs.csv naming them) and OUT_DIR/README.md
 # (scripts/report/versus_every_mpi.py: machine, load, commands, the table of best MPI ÷ psyne per
@@ -72,6 +74,8 @@ gcc -O2 -Wall -Wextra -I"$impi/include" -L"$impi/lib" -Wl,-rpath,"$impi/lib" -o 
 # The machine's state before each job: the cross-core round trip (results/job-swings/).
 gcc -O2 -Wall -Wextra -pthread -o "$bin/core-bounce" scripts/probes/core-bounce.c
 bounce() { "$bin/core-bounce" 20000 | awk '{print $7}'; }
+# The hypervisor's steal time so far, in ms (every vCPU's, /proc/stat's 8th field, in USER_HZ).
+steal_ms() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {printf "%d\n", $9 * 1000 / hz}' /proc/stat; }
 
 programs=(psyne openmpi mpich5 impi)
 # The copy floors' sizes: the sweep's from 1 MiB up, as the benchmarks round them.
@@ -120,7 +124,7 @@ imb_name() {
 . scripts/bench/order.sh
 
 load_before=$(python3 scripts/report/lib.py load)
-echo "round,collective,program,rc,bounce_ns,file,command" >"$raw/runs.csv"
+echo "round,collective,program,rc,bounce_ns,bounce_after_ns,steal_ms,file,command" >"$raw/runs.csv"
 for ((round = 1; round <= rounds; round++)); do
   for coll in "${collectives[@]}"; do
     read -r -a order <<<"$(balanced_order "$round" "${programs[@]}")"
@@ -138,13 +142,16 @@ for ((round = 1; round <= rounds; round++)); do
       fi
       echo "# round $round/$rounds $coll: $who"
       ns=$(bounce)
+      stolen=$(steal_ms)
       rc=0
       if [ "$who" = psyne ]; then
         timeout -k 10 "$limit" $cmdline >"$raw/r$round-$coll-$who.txt" 2>&1 || rc=$?
       else
         timeout -k 10 "$limit" $cmdline >"$file" 2>"$raw/r$round-$coll-$who.err" || rc=$?
       fi
-      echo "$round,$coll,$who,$rc,$ns,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
+      stolen=$(($(steal_ms) - stolen))
+      after=$(bounce)
+      echo "$round,$coll,$who,$rc,$ns,$after,$stolen,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
       [ "$rc" = 0 ] || echo "versus-every-mpi.sh: $who $coll round $round exited $rc" >&2
     done
     if [ "${IMB:-1}" != 0 ]; then
@@ -159,9 +166,12 @@ for n in imb_lengths(sys.argv[1], sys.argv[2], int(sys.argv[3])):
 EOF
       cmdline="env LD_LIBRARY_PATH=$impi/lib ${impi_net[*]} $impi/bin/mpiexec -n $ranks $impi/bin/IMB-MPI1 $(imb_name "$coll") -msglen $msglens -msglog 27 -npmin $ranks"
       ns=$(bounce)
+      stolen=$(steal_ms)
       rc=0
       timeout -k 10 "$limit" $cmdline >"$file" 2>&1 || rc=$?
-      echo "$round,$coll,imb,$rc,$ns,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
+      stolen=$(($(steal_ms) - stolen))
+      after=$(bounce)
+      echo "$round,$coll,imb,$rc,$ns,$after,$stolen,$(basename "$file"),\"$cmdline\"" >>"$raw/runs.csv"
     fi
   done
 done

@@ -181,14 +181,21 @@ def id_of(run: dict) -> tuple:
     return run["round"], run["collective"], run["program"]
 
 
+def probes(run: dict) -> list:
+    """The cross-core round trips measured around a job, in ns: before it, and after it in runs
+    made since 2026-11-28 04:00."""
+    return [float(run[k]) for k in ("bounce_ns", "bounce_after_ns") if run.get(k)]
+
+
 def slow_jobs(runs: list) -> tuple:
-    """(the run's median round trip in ns or None, [(run, ns)] of the jobs whose cross-core round
-    trip before them was over SLOW_STATE times that median)."""
-    ns = [(r, float(r["bounce_ns"])) for r in runs if r.get("bounce_ns")]
+    """(the run's median round trip before a job in ns or None, [(run, ns)] of the jobs where a
+    round trip measured around them, before or after, was over SLOW_STATE times that median; ns
+    is the slower of the two)."""
+    ns = [float(r["bounce_ns"]) for r in runs if r.get("bounce_ns")]
     if not ns:
         return None, []
-    mid = statistics.median(v for _, v in ns)
-    return mid, [(r, v) for r, v in ns if v > SLOW_STATE * mid]
+    mid = statistics.median(ns)
+    return mid, [(r, max(probes(r))) for r in runs if probes(r) and max(probes(r)) > SLOW_STATE * mid]
 
 
 def state_lines(runs: list) -> list:
@@ -198,11 +205,22 @@ def state_lines(runs: list) -> list:
     if mid is None:
         return []
     ns = [float(r["bounce_ns"]) for r in runs if r.get("bounce_ns")]
-    lines = [f"Before every job the cross-core round trip (`scripts/probes/core-bounce.c`) was "
-             f"measured: median {mid:.0f} ns, {min(ns):.0f}–{max(ns):.0f} ns over {len(ns)} jobs; "
-             f"{len(slow)} ran in the machine's slow state (over {SLOW_STATE:g}× the median, "
-             "results/job-swings/)" + (":" if slow else ".")]
-    lines += [f"- round {r['round']} {r['collective']} {r['program']}: {v:.0f} ns" for r, v in slow]
+    after = any(r.get("bounce_after_ns") for r in runs)
+    when = "Before and after every job" if after else "Before every job"
+    lines = [f"{when} the cross-core round trip (`scripts/probes/core-bounce.c`) was "
+             f"measured: median {mid:.0f} ns{' before' if after else ''}, "
+             f"{min(ns):.0f}–{max(ns):.0f} ns over {len(ns)} jobs; "
+             f"{len(slow)} ran in the machine's slow state (over {SLOW_STATE:g}× the median"
+             + (" before or after the job" if after else "") + ", results/job-swings/)"
+             + (":" if slow else ".")]
+    lines += [f"- round {r['round']} {r['collective']} {r['program']}: "
+              + " → ".join(f"{v:.0f}" for v in probes(r)) + " ns"
+              + (f", {r['steal_ms']} ms stolen" if r.get("steal_ms") else "") for r, _ in slow]
+    stolen = [int(r["steal_ms"]) for r in runs if r.get("steal_ms")]
+    if stolen:
+        lines += ["", f"Steal time (the hypervisor running something else on this VM's vCPUs, "
+                  f"`/proc/stat`) during a job: median {statistics.median(stolen):g} ms, at most "
+                  f"{max(stolen)} ms over {len(stolen)} jobs."]
     return lines
 
 

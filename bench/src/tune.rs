@@ -393,12 +393,13 @@ mod tests {
             point(65536, (Rabenseifner, 9.0), &[(Ring, 7.0)]),
         ];
         assert_eq!(lines(&points), [(4096, None), (u64::MAX, Some(Ring))]);
-        // The board, where it is not the default, never covers more than its slot.
+        // The board, where it is not the default, never covers more than its largest slot.
         let points = [
             point(2048, (RecursiveDoubling, 2.0), &[(Flat, 1.0)]),
-            point(65536, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
+            point(262144, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
         ];
-        assert_eq!(lines(&points), [(4096, Some(Flat)), (u64::MAX, None)]);
+        let slot = psyne::tuning::FLAT_MAX_BYTES as u64;
+        assert_eq!(lines(&points), [(slot, Some(Flat)), (u64::MAX, None)]);
         // What tune writes, psyne reads back.
         let section = Section {
             scope: Scope::Shm,
@@ -408,7 +409,7 @@ mod tests {
         let text = Rules::new(vec![section]).unwrap().to_string();
         let back = Rules::parse(&text, "t").unwrap();
         assert_eq!(back.lookup(Scope::Shm, 2, ar, 100), Some(Flat));
-        assert_eq!(back.lookup(Scope::Shm, 2, ar, 5000), None);
+        assert_eq!(back.lookup(Scope::Shm, 2, ar, slot as usize + 1), None);
     }
 
     #[test]

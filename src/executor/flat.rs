@@ -41,7 +41,7 @@ use crate::copy::copy_slice;
 use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
-use crate::transport::shm::board::{Board, DESC, SLOT_DATA};
+use crate::transport::shm::board::{Board, DESC};
 use crate::transport::shm::withdraw::{Withdraw, Withdrawal};
 use crate::wait::{process_alive, Next, Spinner};
 use parts::{Parts, Slots, Summaries};
@@ -72,7 +72,7 @@ impl Engine for BoardCollective<'_> {
             count: desc.count as usize,
         };
         let me = board.rank();
-        let too_large = part.largest() * es > SLOT_DATA;
+        let too_large = part.largest() * es > board.slot_data();
         if too_large || buf.len() < coll.layout(me, part.size, part.count).buf_len * es {
             return Err(site().internal("a call too large for the node board"));
         }
@@ -253,8 +253,12 @@ impl<'a, P: Parts<'a>> Take<'_, P> {
     }
 
     /// Writes to elements `span` of `buf` the reduction, in rank order, of every rank's `span`.
-    fn fold(&self, span: Span, buf: &mut [u8], reducer: Reducer) {
-        self.copy(0, span.clone(), buf);
+    /// Rank 0's `buf` holds its own part already (it published it from there): it starts from
+    /// that instead of copying its slot back.
+    fn fold(&self, me: usize, span: Span, buf: &mut [u8], reducer: Reducer) {
+        if me != 0 {
+            self.copy(0, span.clone(), buf);
+        }
         let dst = &mut buf[bytes(span.clone(), self.es)];
         for r in 1..self.part.size {
             reducer.apply(dst, self.from(r, span.clone()));
@@ -268,9 +272,9 @@ impl<'a, P: Parts<'a>> Take<'_, P> {
         let all = 0..p.count;
         let others = (0..p.size).filter(move |&r| r != me);
         match (p.coll, reducer) {
-            (Collective::AllReduce, Some(op)) => self.fold(all, buf, op),
-            (Collective::Reduce { root }, Some(op)) if root == me => self.fold(all, buf, op),
-            (Collective::ReduceScatter, Some(op)) => self.fold(p.chunk(me), buf, op),
+            (Collective::AllReduce, Some(op)) => self.fold(me, all, buf, op),
+            (Collective::Reduce { root }, Some(op)) if root == me => self.fold(me, all, buf, op),
+            (Collective::ReduceScatter, Some(op)) => self.fold(me, p.chunk(me), buf, op),
             (Collective::Broadcast { root }, _) if root != me => self.copy(root, all, buf),
             (Collective::Scatter { root }, _) if root != me => self.copy(root, p.chunk(me), buf),
             (Collective::AllGather, _) => others.for_each(|r| self.copy(r, p.chunk(r), buf)),

@@ -8,15 +8,34 @@ pub mod rules;
 
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective, HierAlgos, Hosts};
-use crate::transport::shm::board::SLOT_DATA;
+use crate::transport::shm::board::{slot_data_for, SLOT_DATA, SLOT_DATA_MAX};
 pub use rules::{Rules, Scope};
 use std::mem::discriminant;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The most bytes per rank a collective may have to run on the node board ([`Algo::Flat`]):
-/// one slot's data.
-pub const FLAT_MAX_BYTES: usize = SLOT_DATA;
+/// one slot's data on the smallest groups; larger groups' slots hold less
+/// ([`flat_max_bytes`]).
+pub const FLAT_MAX_BYTES: usize = SLOT_DATA_MAX;
+
+/// The most bytes per rank with which `coll` runs on the node board of a group of `size` ranks
+/// by default, as measured on 2 ranks (`results/board-slots/`): all-reduce and broadcast one
+/// slot's data (16 KiB for 2 ranks, 8 KiB for 3–4, 4 KiB beyond: no rank reads more than
+/// 32 KiB of its peers' parts); all-gather, gather and reduce half a slot, at least 4 KiB (at
+/// 16 KiB the schedules over the rings were as fast or faster); reduce-scatter, scatter and
+/// all-to-all 4 KiB: each rank there publishes its whole buffer of which every peer reads a
+/// chunk, more than the schedules over the rings send.
+pub fn flat_max_bytes(coll: Collective, size: usize) -> usize {
+    let slot = slot_data_for(size);
+    match coll {
+        Collective::AllReduce | Collective::Broadcast { .. } | Collective::Barrier => slot,
+        Collective::AllGather | Collective::Gather { .. } | Collective::Reduce { .. } => {
+            (slot / 2).max(SLOT_DATA)
+        }
+        Collective::ReduceScatter | Collective::Scatter { .. } | Collective::AllToAll => SLOT_DATA,
+    }
+}
 
 /// Message-size boundaries, in bytes of one rank's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,7 +314,7 @@ impl Tuning {
                 a
             }
             None => match self.file_choice(coll, bytes, shape) {
-                Some(Algo::Flat) if !shape.has_board || bytes > SLOT_DATA => {
+                Some(Algo::Flat) if !shape.has_board || bytes > slot_data_for(shape.size) => {
                     return Ok(self.by_size(coll, bytes, shape.size))
                 }
                 Some(a) => a,
@@ -322,7 +341,7 @@ impl Tuning {
     /// The automatic choice among the flat algorithms: the node board for a small collective on
     /// one host (every rank publishes at most `bytes`, see `executor::flat`), else by size.
     fn automatic_flat(&self, coll: Collective, bytes: usize, shape: &Shape) -> Algo {
-        if shape.has_board && bytes <= SLOT_DATA {
+        if shape.has_board && bytes <= flat_max_bytes(coll, shape.size) {
             Algo::Flat
         } else {
             self.by_size(coll, bytes, shape.size)
@@ -448,6 +467,49 @@ mod tests {
         // A file's flat on a group without a board is the choice by size.
         let flat_everywhere = with_file("[net 1]\nallreduce 4K flat\n");
         assert_eq!(pick(&flat_everywhere, 8, &tcp), Algo::RecursiveDoubling);
+        // ... and beyond the slots of the group's board too.
+        let flat_far = with_file("[shm 2]\nallreduce 16K flat\n");
+        assert_eq!(pick(&flat_far, 8 << 10, &one_host), Algo::Flat);
+        assert_ne!(pick(&flat_far, 16 << 10, &one_host), Algo::Flat);
+    }
+
+    #[test]
+    fn the_board_takes_calls_as_large_as_its_slots_which_shrink_as_groups_grow() {
+        let t = Tuning::default();
+        let (ar, ag) = (Collective::AllReduce, Collective::AllGather);
+        for (size, slot, half) in [(2, 16, 8), (3, 8, 4), (4, 8, 4), (8, 4, 4)] {
+            let (slot, half) = (slot << 10, half << 10);
+            let one_host = shape(size, Hosts::single(size), true);
+            for (coll, most) in [(ar, slot), (ag, half)] {
+                let pick = |bytes| t.select(coll, None, bytes, &one_host).unwrap();
+                assert_eq!(
+                    pick(most),
+                    Algo::Flat,
+                    "{coll} on {size} ranks, {most} bytes"
+                );
+                assert_ne!(
+                    pick(most + 4),
+                    Algo::Flat,
+                    "{coll} on {size} ranks, {most} + 4"
+                );
+            }
+            // Where each rank reads a chunk of what the others publish: 4 KiB, unless a
+            // tuning file says otherwise (up to the slot).
+            let rs = Collective::ReduceScatter;
+            assert_eq!(t.select(rs, None, 4096, &one_host).unwrap(), Algo::Flat);
+            assert_ne!(t.select(rs, None, 8192, &one_host).unwrap(), Algo::Flat);
+            let file = with_file(&format!("[shm 2]\nreducescatter {slot} flat\n"));
+            assert_eq!(file.select(rs, None, slot, &one_host).unwrap(), Algo::Flat);
+        }
+        let many = shape(64, Hosts::single(64), true);
+        assert_eq!(
+            t.select(Collective::AllReduce, None, 4096, &many).unwrap(),
+            Algo::Flat
+        );
+        assert_ne!(
+            t.select(Collective::AllReduce, None, 4100, &many).unwrap(),
+            Algo::Flat
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@
 
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective};
-use crate::transport::shm::board::SLOT_DATA;
+use crate::transport::shm::board::SLOT_DATA_MAX;
 use crate::units::{parse_size, show_size};
 use std::fmt;
 use std::mem::discriminant;
@@ -249,10 +249,11 @@ fn check_rule(r: &Rule) -> Result<()> {
             ok.join(", ")
         )));
     }
-    if algo == Algo::Flat && r.up_to > SLOT_DATA as u64 {
+    if algo == Algo::Flat && r.up_to > SLOT_DATA_MAX as u64 {
         return Err(Error::config(format!(
-            "flat (the node board) takes at most {SLOT_DATA} bytes per rank, not {}; end its range at 4K",
-            show_size(r.up_to)
+            "flat (the node board) takes at most {SLOT_DATA_MAX} bytes per rank, not {}; end its range at {}",
+            show_size(r.up_to),
+            show_size(SLOT_DATA_MAX as u64)
         )));
     }
     Ok(())
@@ -420,7 +421,11 @@ allgather 1M hier
                 "t:2:",
                 "choose one of: ring",
             ),
-            ("[shm 2]\nbroadcast 8K flat", "t:2:", "end its range at 4K"),
+            (
+                "[shm 2]\nbroadcast 64K flat",
+                "t:2:",
+                "end its range at 16K",
+            ),
             (
                 "[shm 2]\nallreduce ring",
                 "t:2:",

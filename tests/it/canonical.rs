@@ -19,19 +19,20 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(120);
 
-/// Counts for `size` ranks: 1, uneven small ones, either side of the node board's slot for f32
-/// (4096 bytes: the board, or the staging buffers in shared memory), a few slots, and either side
-/// of where canonical all-reduce stops gathering whole f32 buffers (TCP).
+/// Counts for `size` ranks: 1, uneven small ones, either side of 4 KiB of f32 and of the node
+/// board's slot for f32 (the board, or the staging buffers in shared memory), and either side of
+/// where canonical all-reduce stops gathering whole f32 buffers (TCP).
 fn counts(size: usize) -> Vec<usize> {
     let edge = psyne::CANONICAL_GATHER_MAX / (4 * size);
+    let slot = psyne::tuning::flat_max_bytes(psyne::Collective::AllReduce, size) / 4;
     let mut c = vec![
         1,
         size - 1,
         size + 1,
         1024,
         1025,
-        4096,
-        4097,
+        slot,
+        slot + 1,
         edge,
         edge + 1,
     ];
@@ -248,7 +249,8 @@ fn large_all_reduces_run_through_shared_staging_over_shm_and_an_all_to_all_over_
                 g.canonical_path(Collective::AllReduce, DType::F32, ReduceOp::Sum, bytes)
                     .expect("path")
             };
-            assert_eq!(path(8 << 10), Some(small), "{wiring:?} at 8 KiB");
+            // Four ranks' slots hold 8 KiB.
+            assert_eq!(path(12 << 10), Some(small), "{wiring:?} at 12 KiB");
             assert_eq!(path(1 << 20), Some(large), "{wiring:?} at 1 MiB");
             let mut bad = Vec::new();
             for n in [1025, 300_007, 1 << 18, 70_001, 2048] {

@@ -56,22 +56,28 @@ fn small_calls_on_one_host_run_on_the_node_board() {
         Collective::AllToAll,
         Collective::Barrier,
     ];
+    // Three ranks' slots hold 8 KiB each, which all-reduce and broadcast use whole, the others
+    // 4 KiB of (`psyne::tuning::flat_max_bytes`).
+    assert_eq!(psyne::tuning::flat_max_bytes(colls[0], 3), 8 << 10);
     for wiring in [Wiring::Shm, Wiring::Tcp] {
         let algos = common::with_wiring(3, wiring, Duration::from_secs(60), move |g| {
             colls.map(|c| {
+                let slot = psyne::tuning::flat_max_bytes(c, 3);
                 (
                     g.algorithm_for(c, 64).unwrap(),
-                    g.algorithm_for(c, 8192).unwrap(),
+                    g.algorithm_for(c, slot).unwrap(),
+                    g.algorithm_for(c, slot + 4).unwrap(),
                 )
             })
         });
-        for (c, (small, large)) in colls.iter().zip(&algos[0]) {
-            assert_eq!(
-                *small == Algo::Flat,
-                wiring == Wiring::Shm,
-                "{wiring:?} {c}"
-            );
-            assert_ne!(*large, Algo::Flat, "{wiring:?} {c}");
+        for (c, (small, full, large)) in colls.iter().zip(&algos[0]) {
+            let slot = psyne::tuning::flat_max_bytes(*c, 3);
+            let on_board = wiring == Wiring::Shm;
+            assert_eq!(*small == Algo::Flat, on_board, "{wiring:?} {c}");
+            if *c != Collective::Barrier {
+                assert_eq!(*full == Algo::Flat, on_board, "{wiring:?} {c} at {slot}");
+            }
+            assert_ne!(*large, Algo::Flat, "{wiring:?} {c} past {slot}");
         }
     }
 }

@@ -76,7 +76,7 @@ fn both_fail_with_a_mismatch(wiring: Wiring, calls: [Call; 2], counts: [usize; 2
 fn every_pair_of_different_sending_calls_fails_both_ranks() {
     // Small calls over shared memory run on the node board, larger ones over the links with
     // confirmations; over TCP every size runs over the links.
-    for (wiring, count) in [(Wiring::Tcp, 8), (Wiring::Shm, 8), (Wiring::Shm, 4096)] {
+    for (wiring, count) in [(Wiring::Tcp, 8), (Wiring::Shm, 8), (Wiring::Shm, 16384)] {
         for (i, &a) in CALLS.iter().enumerate() {
             for &b in &CALLS[i..] {
                 // The same call as the peer's but from the other side (both broadcast roots,

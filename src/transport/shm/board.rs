@@ -8,7 +8,7 @@
 //! 128-byte header (`seq: u64` the number of the operation its data belongs to and 40 bytes
 //! describing the operation; then `seq32: u32`, the futex word mirroring `seq`, `sleepers`, in
 //! parity 0 `aborted`, set when the rank gives up the group, and `state: u64` at 80, below)
-//! followed by [`SLOT_DATA`] bytes. The polled word (`seq`) and the description share the first cache line; the futex word and the
+//! followed by [`slot_data_for`] bytes (4–16 KiB, more on smaller groups). The polled word (`seq`) and the description share the first cache line; the futex word and the
 //! sleeper count have a line of their own, so a publisher's look at `sleepers` does not fight the
 //! readers polling `seq`.
 //!
@@ -47,8 +47,14 @@ use std::time::{Duration, Instant};
 /// The most ranks a board serves (their pids must fit in the header page); larger groups on one
 /// host use the rings only.
 pub const MAX_RANKS: usize = (PAGE - 64) / 4;
-/// Bytes of data a slot holds: collectives up to this size per rank go through the board.
+/// Bytes of data a slot holds on any board; on small groups slots hold more
+/// ([`slot_data_for`]).
 pub const SLOT_DATA: usize = 4096;
+/// Bytes of data a slot holds on the smallest groups ([`slot_data_for`]).
+pub const SLOT_DATA_MAX: usize = 16 * 1024;
+/// How many bytes of its peers' parts a rank of a board call may have to read (with slots of
+/// [`slot_data_for`] bytes): a flat call's reads grow with the group, a ring schedule's do not.
+const READ_BUDGET: usize = 32 * 1024;
 /// Bytes describing the operation in a slot.
 pub const DESC: usize = 40;
 /// Bytes of a part a summary line holds (a larger part is read from the slot).
@@ -76,7 +82,6 @@ const ARRIVAL_SLEEPERS_AT: usize = 36;
 const ANY_ABORTED_AT: usize = 40;
 /// In the header page: 1 if the board counts arrivals.
 const COUNTED_AT: usize = 44;
-const SLOT: usize = SLOT_HEADER + SLOT_DATA;
 const PAGE: usize = 4096;
 const MAGIC: &[u8; 8] = b"PSYBRD01";
 
@@ -135,9 +140,30 @@ fn header_word(segment: &Segment, at: usize) -> &AtomicU32 {
     unsafe { &*(segment.as_ptr().add(at) as *const AtomicU32) }
 }
 
+/// Bytes of data each slot of the board of a group of `size` holds: as much as keeps a rank's
+/// reads of every peer's part within [`READ_BUDGET`], a power of two from [`SLOT_DATA`] to
+/// [`SLOT_DATA_MAX`] (16 KiB for 2 ranks, 8 KiB for 3–4, 4 KiB beyond). A
+/// function of the group's size alone, so every rank lays the board out alike before mapping it.
+pub fn slot_data_for(size: usize) -> usize {
+    let fits = READ_BUDGET / size.max(1);
+    let power = if fits.is_power_of_two() {
+        fits
+    } else {
+        fits.next_power_of_two() / 2
+    };
+    power.clamp(SLOT_DATA, SLOT_DATA_MAX)
+}
+
+/// Bytes of a slot (its header and data) on the board of a group of `size`: a multiple of 64,
+/// and 128 bytes more than a multiple of a page, so that no two slots' data begin at the same
+/// offset within a page.
+fn slot_len(size: usize) -> usize {
+    SLOT_HEADER + slot_data_for(size)
+}
+
 /// Where the summary lines begin: the page after the slots.
 fn summaries_at(size: usize) -> usize {
-    (PAGE + size * 2 * SLOT).next_multiple_of(PAGE)
+    (PAGE + size * 2 * slot_len(size)).next_multiple_of(PAGE)
 }
 
 fn len_for(size: usize) -> usize {
@@ -229,6 +255,11 @@ impl Board {
         self.size
     }
 
+    /// Bytes of data each slot holds: the most a rank publishes in one call.
+    pub fn slot_data(&self) -> usize {
+        slot_data_for(self.size)
+    }
+
     fn pid_word(&self, rank: usize) -> &AtomicU32 {
         assert!(
             rank < self.size && 64 + 4 * self.size <= PAGE,
@@ -249,7 +280,7 @@ impl Board {
         (k as u32).wrapping_mul(self.size as u32)
     }
 
-    /// Publishes this rank's `desc` and `data` (at most [`SLOT_DATA`] bytes) as its part of
+    /// Publishes this rank's `desc` and `data` (at most [`Board::slot_data`] bytes) as its part of
     /// operation `k`, in its slot of parity `k % 2`, and counts the arrival; the rank whose
     /// arrival completes the operation wakes every rank asleep in
     /// [`Board::sleep_until_arrived`].
@@ -355,11 +386,13 @@ impl Board {
     /// Slot `parity` (0 or 1) of `rank`.
     pub fn slot(&self, rank: usize, parity: usize) -> Slot<'_> {
         assert!(rank < self.size && parity < 2, "slot outside the board");
-        // SAFETY: the slot lies inside the mapping (len_for counts size × 2 slots after the
-        // header page) at a 64-byte aligned offset.
-        let base = unsafe { self.segment.as_ptr().add(PAGE + (rank * 2 + parity) * SLOT) };
+        let len = slot_len(self.size);
+        // SAFETY: the slot lies inside the mapping (len_for counts size × 2 slots of `slot_len`
+        // bytes after the header page) at a 64-byte aligned offset.
+        let base = unsafe { self.segment.as_ptr().add(PAGE + (rank * 2 + parity) * len) };
         Slot {
             base,
+            capacity: len - SLOT_HEADER,
             _board: std::marker::PhantomData,
         }
     }
@@ -447,6 +480,8 @@ impl<'a> Summary<'a> {
 /// One slot of the board.
 pub struct Slot<'a> {
     base: *mut u8,
+    /// Bytes of data the slot holds.
+    capacity: usize,
     _board: std::marker::PhantomData<&'a Board>,
 }
 
@@ -474,7 +509,7 @@ impl<'a> Slot<'a> {
         unsafe { &*(self.base.add(ABORTED_AT) as *const AtomicU32) }
     }
 
-    /// Writes `desc` and `data` (at most [`SLOT_DATA`] bytes) and then publishes them as the data
+    /// Writes `desc` and `data` (at most the slot's capacity) and then publishes them as the data
     /// of operation `k`, waking any rank asleep on this slot. Only the slot's owner calls this,
     /// through [`Board::publish`].
     ///
@@ -486,7 +521,7 @@ impl<'a> Slot<'a> {
     /// store to a line that readers poll is pending yet; after the copies it would wait for
     /// them to reach the readers (0.02 to 0.08 µs per call on 2 ranks, measured).
     fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) -> Result<(), Withdrawal> {
-        assert!(data.len() <= SLOT_DATA, "slot data too large");
+        assert!(data.len() <= self.capacity, "slot data too large");
         // The state holds the owner's last publish of this parity (`k - 2`, or 0 before the
         // first), unless a peer withdrew `k` (peers withdraw only the operation they wait in).
         let mut held = k.saturating_sub(2);
@@ -588,7 +623,7 @@ impl<'a> Slot<'a> {
 
     /// The first `len` bytes of the slot's data (valid once [`Slot::ready`]); 128-byte aligned.
     pub fn data(&self, len: usize) -> &'a [u8] {
-        assert!(len <= SLOT_DATA, "slot data too large");
+        assert!(len <= self.capacity, "slot data too large");
         // SAFETY: inside the slot; written by the owner before its release store of `seq`, which
         // the caller observed; the owner does not write this parity again until every rank has
         // finished reading it (see `executor::flat`).
@@ -598,15 +633,16 @@ impl<'a> Slot<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{AbortMark, Board, DESC, INLINE, SLOT_DATA};
+    use super::{slot_data_for, AbortMark, Board, DESC, INLINE, SLOT_DATA, SLOT_DATA_MAX};
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     /// Rank `rank`'s part of operation `k` in the tests: a length by turns empty, as large as a
-    /// summary line holds, just too large for it, and a whole slot; bytes that name both.
-    fn part(rank: usize, k: u64) -> Vec<u8> {
-        let len = [0, INLINE, INLINE + 1, SLOT_DATA][k as usize % 4];
+    /// summary line holds, just too large for it, and a whole slot of a board of `size`; bytes
+    /// that name both.
+    fn part(rank: usize, k: u64, size: usize) -> Vec<u8> {
+        let len = [0, INLINE, INLINE + 1, slot_data_for(size)][k as usize % 4];
         (0..len)
             .map(|i| (rank * 31 + k as usize * 7 + i) as u8)
             .collect()
@@ -630,7 +666,7 @@ mod tests {
                     );
                     for k in 1..=200u64 {
                         board
-                            .publish(k, &[rank as u8; DESC], &part(rank, k))
+                            .publish(k, &[rank as u8; DESC], &part(rank, k, size))
                             .expect("nobody withdraws");
                         while !board.all_arrived(k) {
                             assert!(Instant::now() < deadline, "operation {k} never completed");
@@ -643,7 +679,7 @@ mod tests {
                             assert!(slot.ready(k), "rank {j}'s slot lacks operation {k}");
                             assert!(summary.ready(k), "rank {j}'s summary lacks operation {k}");
                             assert_eq!(summary.desc(), [j as u8; DESC]);
-                            let want = part(j, k);
+                            let want = part(j, k, size);
                             assert_eq!(slot.data(want.len()), want, "rank {j}, operation {k}");
                             assert_eq!(summary.data(want.len()), want, "rank {j}, operation {k}");
                         }
@@ -653,6 +689,23 @@ mod tests {
             .collect();
         for r in ranks {
             r.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn slots_hold_more_on_smaller_groups_and_a_rank_reads_at_most_the_budget() {
+        let by_size: Vec<usize> = [1, 2, 3, 4, 5, 8, 9, 16, 17, 1000]
+            .iter()
+            .map(|&n| slot_data_for(n) / 1024)
+            .collect();
+        assert_eq!(by_size, [16, 16, 8, 8, 4, 4, 4, 4, 4, 4]);
+        for size in 1..=64 {
+            let data = slot_data_for(size);
+            assert!(data.is_power_of_two() && (SLOT_DATA..=SLOT_DATA_MAX).contains(&data));
+            assert!(
+                size * data <= 32 * 1024 || data == SLOT_DATA,
+                "{size} ranks"
+            );
         }
     }
 

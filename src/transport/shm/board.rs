@@ -122,6 +122,9 @@ pub struct Board {
     size: usize,
     /// Whether publishes are counted (the header says, as rank 0 decided).
     counted: bool,
+    /// Bytes of each slot, header and data ([`slot_len`] of `size`), computed once: every look
+    /// at a slot while a call waits uses it.
+    slot_len: usize,
 }
 
 // SAFETY: the board only hands out views whose shared fields are atomics, or data regions whose
@@ -237,6 +240,7 @@ impl Board {
             rank,
             size,
             counted: false,
+            slot_len: slot_len(size),
         };
         board.counted = board.header_word(COUNTED_AT).load(Ordering::SeqCst) == 1;
         board
@@ -257,7 +261,7 @@ impl Board {
 
     /// Bytes of data each slot holds: the most a rank publishes in one call.
     pub fn slot_data(&self) -> usize {
-        slot_data_for(self.size)
+        self.slot_len - SLOT_HEADER
     }
 
     fn pid_word(&self, rank: usize) -> &AtomicU32 {
@@ -386,7 +390,7 @@ impl Board {
     /// Slot `parity` (0 or 1) of `rank`.
     pub fn slot(&self, rank: usize, parity: usize) -> Slot<'_> {
         assert!(rank < self.size && parity < 2, "slot outside the board");
-        let len = slot_len(self.size);
+        let len = self.slot_len;
         // SAFETY: the slot lies inside the mapping (len_for counts size × 2 slots of `slot_len`
         // bytes after the header page) at a 64-byte aligned offset.
         let base = unsafe { self.segment.as_ptr().add(PAGE + (rank * 2 + parity) * len) };

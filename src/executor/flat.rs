@@ -253,14 +253,22 @@ impl<'a, P: Parts<'a>> Take<'_, P> {
     }
 
     /// Writes to elements `span` of `buf` the reduction, in rank order, of every rank's `span`.
-    /// Rank 0's `buf` holds its own part already (it published it from there): it starts from
-    /// that instead of copying its slot back.
+    /// A rank's `buf` holds its own part already (it published it from there), so rank 0 starts
+    /// from it instead of copying its slot back, and rank 1 folds rank 0's part onto it with rank
+    /// 0's as the first operand ([`Reducer::apply_onto`]) instead of copying rank 0's part over
+    /// it and applying its own slot: the same bits, one pass over the peer's part fewer.
     fn fold(&self, me: usize, span: Span, buf: &mut [u8], reducer: Reducer) {
-        if me != 0 {
-            self.copy(0, span.clone(), buf);
-        }
-        let dst = &mut buf[bytes(span.clone(), self.es)];
-        for r in 1..self.part.size {
+        let range = bytes(span.clone(), self.es);
+        let next = match me {
+            0 => 1,
+            1 if reducer.apply_onto(&mut buf[range.clone()], self.from(0, span.clone())) => 2,
+            _ => {
+                self.copy(0, span.clone(), buf);
+                1
+            }
+        };
+        let dst = &mut buf[range];
+        for r in next..self.part.size {
             reducer.apply(dst, self.from(r, span.clone()));
         }
     }

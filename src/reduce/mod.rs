@@ -42,11 +42,30 @@ pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
         );
         return;
     }
-    // One monomorphic loop per op so that each compiles to a tight, vectorisable loop.
+    each_element::<T, false>(op, dst, src);
+}
+
+/// `dst[i] = op(src[i], dst[i])` for typed slices of equal length: `src` is the first operand,
+/// for a fold whose running value is in `dst` but whose order puts `src` first. Not for `f16` and
+/// `bf16`, whose kernels take the running value first ([`Reducer::apply_onto`] says so).
+#[inline]
+fn reduce_slice_onto<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
+    debug_assert_eq!(dst.len(), src.len());
+    each_element::<T, true>(op, dst, src);
+}
+
+/// `dst[i] = op(dst[i], src[i])`, or with `ONTO` `op(src[i], dst[i])`, element by element: one
+/// monomorphic loop per op so that each compiles to a tight, vectorisable loop.
+#[inline(always)]
+fn each_element<T: Element, const ONTO: bool>(op: ReduceOp, dst: &mut [T], src: &[T]) {
     macro_rules! each {
         ($op:expr) => {
             for (d, s) in dst.iter_mut().zip(src) {
-                *d = T::combine($op, *d, *s);
+                *d = if ONTO {
+                    T::combine($op, *s, *d)
+                } else {
+                    T::combine($op, *d, *s)
+                };
             }
         };
     }
@@ -59,6 +78,62 @@ pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
         ReduceOp::BOr => each!(ReduceOp::BOr),
         ReduceOp::BXor => each!(ReduceOp::BXor),
     }
+}
+
+/// Runs `$body` with `$t` the element type of `$dtype`.
+macro_rules! with_element {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            DType::U64 => {
+                type $t = u64;
+                $body
+            }
+            DType::F16 => {
+                type $t = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $t = bf16;
+                $body
+            }
+        }
+    };
 }
 
 /// A type-erased reduction: `dst = op(dst, src)` over whole elements of one dtype.
@@ -84,23 +159,25 @@ impl Reducer {
     /// length, a multiple of the element size, and be aligned for the element type (buffers come
     /// from typed allocations or the executor's 8-byte-aligned scratch).
     pub fn apply(&self, dst: &mut [u8], src: &[u8]) {
-        fn typed<T: Element>(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
-            reduce_slice::<T>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src));
+        let op = self.op;
+        with_element!(self.dtype, T => {
+            reduce_slice::<T>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
+        })
+    }
+
+    /// `dst = op(src, dst)` (`src` the first operand, bit for bit what copying `src` to `dst` and
+    /// then applying the old `dst` would give) on byte slices as [`Reducer::apply`] takes them.
+    /// Returns false, leaving `dst` alone, for `f16` and `bf16` (their kernels put the running
+    /// value first): the caller then copies and applies.
+    pub fn apply_onto(&self, dst: &mut [u8], src: &[u8]) -> bool {
+        if half_kernels::Half::of(self.dtype).is_some() {
+            return false;
         }
-        match self.dtype {
-            DType::F32 => typed::<f32>(self.op, dst, src),
-            DType::F64 => typed::<f64>(self.op, dst, src),
-            DType::I8 => typed::<i8>(self.op, dst, src),
-            DType::I16 => typed::<i16>(self.op, dst, src),
-            DType::I32 => typed::<i32>(self.op, dst, src),
-            DType::I64 => typed::<i64>(self.op, dst, src),
-            DType::U8 => typed::<u8>(self.op, dst, src),
-            DType::U16 => typed::<u16>(self.op, dst, src),
-            DType::U32 => typed::<u32>(self.op, dst, src),
-            DType::U64 => typed::<u64>(self.op, dst, src),
-            DType::F16 => typed::<f16>(self.op, dst, src),
-            DType::BF16 => typed::<bf16>(self.op, dst, src),
-        }
+        let op = self.op;
+        with_element!(self.dtype, T => {
+            reduce_slice_onto::<T>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
+        });
+        true
     }
 }
 
@@ -128,6 +205,69 @@ mod tests {
                 assert_eq!(dst[i], i16::combine(op, a[i], b[i]), "{op} at {i}");
             }
         }
+    }
+
+    /// `apply_onto(dst = b, a)` against copying `a` to `dst` and applying `b`, bit for bit.
+    fn onto_matches_copy_then_apply<T: Element>(a: &[T], b: &[T], bits: fn(&T) -> u64) {
+        for op in ReduceOp::ALL {
+            let Ok(reducer) = Reducer::new(T::DTYPE, op) else {
+                continue;
+            };
+            let mut onto = b.to_vec();
+            assert!(
+                reducer.apply_onto(bytemuck::cast_slice_mut(&mut onto), bytemuck::cast_slice(a))
+            );
+            let mut copied = a.to_vec();
+            reducer.apply(
+                bytemuck::cast_slice_mut(&mut copied),
+                bytemuck::cast_slice(b),
+            );
+            for i in 0..a.len() {
+                assert_eq!(bits(&onto[i]), bits(&copied[i]), "{} {op} at {i}", T::DTYPE);
+            }
+        }
+    }
+
+    #[test]
+    fn applying_onto_gives_the_bits_of_copying_then_applying() {
+        // NaNs of different payloads on both sides (the first operand's wins), signed zeros,
+        // infinities and ordinary values, in every pairing.
+        let specials = [
+            f32::from_bits(0x7fc0_0001),
+            f32::from_bits(0xffc0_0002),
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1.5,
+            -3.25,
+        ];
+        let pairs = || {
+            specials
+                .iter()
+                .flat_map(|&x| specials.iter().map(move |&y| (x, y)))
+        };
+        let (a, b): (Vec<f32>, Vec<f32>) = pairs().unzip();
+        onto_matches_copy_then_apply(&a, &b, |x| u64::from(x.to_bits()));
+        let (a, b): (Vec<f64>, Vec<f64>) = pairs().map(|(x, y)| (x as f64, y as f64)).unzip();
+        onto_matches_copy_then_apply(&a, &b, |x| x.to_bits());
+        let a: Vec<i32> = (-20..20).map(|x| x * 7919).collect();
+        let b: Vec<i32> = (0..40).map(|x| i32::MAX - x * 3).collect();
+        onto_matches_copy_then_apply(&a, &b, |x| *x as u32 as u64);
+        let a: Vec<u8> = (0..=255).collect();
+        let b: Vec<u8> = (0..=255).rev().collect();
+        onto_matches_copy_then_apply(&a, &b, |x| u64::from(*x));
+    }
+
+    #[test]
+    fn halves_are_not_applied_onto() {
+        let mut d = [f16::ONE; 4];
+        let reducer = Reducer::new(DType::F16, ReduceOp::Sum).unwrap();
+        assert!(!reducer.apply_onto(
+            bytemuck::cast_slice_mut(&mut d),
+            bytemuck::cast_slice(&[f16::ONE; 4])
+        ));
+        assert_eq!(d, [f16::ONE; 4]);
     }
 
     fn half_kernel_matches_combine<T: Element>(

@@ -7,14 +7,18 @@
 // psyne's 4 KiB slots are too small and it runs recursive doubling or Rabenseifner over the rings
 // (results/flat-slots/).
 //
+// With NT=1 in the environment each rank writes its slot with non-temporal stores (past the
+// cache, then a store fence) instead of memcpy (results/board-crossing/).
+//
 //   gcc -O3 -march=native -I scripts/probes/floors -o /tmp/flat-allreduce scripts/probes/flat-allreduce.c
-//   /tmp/flat-allreduce BYTES ITERS
+//   [NT=1] /tmp/flat-allreduce BYTES ITERS
 #include "floors.h"
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <immintrin.h>
 typedef struct { _Alignas(64) _Atomic long flag; } Flag;
 typedef struct { _Alignas(64) _Atomic long gen[2]; Flag f[2][2]; double took[2]; } Ctl;
 int main(int argc, char **argv) {
@@ -34,6 +38,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   memset(slots, 0, 4 * bytes);
+  int nt = getenv("NT") != NULL;
   pid_t child = fork(); int me = child == 0, peer = 1 - me; pin_to_core(me);
   float *buf = aligned_alloc(64, bytes); double total = 0; long g = 1; int ok = 1;
   for (int it = -20; it < iters; it++) {
@@ -42,7 +47,12 @@ int main(int argc, char **argv) {
     double t0 = now_us();
     long k = it + 21; int par = k & 1;
     float *mine = slots + (size_t)(me * 2 + par) * n, *theirs = slots + (size_t)(peer * 2 + par) * n;
-    memcpy(mine, buf, bytes);
+    if (nt && n % 8 == 0) {
+      for (size_t i = 0; i < n; i += 8) _mm256_stream_ps(mine + i, _mm256_load_ps(buf + i));
+      _mm_sfence();
+    } else {
+      memcpy(mine, buf, bytes);
+    }
     atomic_store_explicit(&c->f[me][par].flag, k, memory_order_release);
     while (atomic_load_explicit(&c->f[peer][par].flag, memory_order_acquire) != k) {}
     for (size_t i = 0; i < n; i++) buf[i] += theirs[i];

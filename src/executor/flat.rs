@@ -36,13 +36,18 @@
 
 use super::fail::Site;
 use super::header::{self, Header, OpKind, HEADER_LEN};
+use super::step::traffic_of;
 use super::{Call, Engine, Links};
 use crate::copy::copy_slice;
 use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
-use crate::transport::shm::board::{Board, DESC};
+use crate::transport::shm::board::{Board, Part as Published, DESC};
+use crate::transport::shm::crossing::{
+    Choice, Chooser, Crossing, CrossingPolicy, MIN_BYTES as TIMED_MIN_BYTES,
+};
 use crate::transport::shm::withdraw::{Withdraw, Withdrawal};
+use crate::transport::Traffic;
 use crate::wait::{process_alive, Next, Spinner};
 use parts::{Parts, Slots, Summaries};
 use std::time::{Duration, Instant};
@@ -55,11 +60,49 @@ pub(crate) struct BoardCollective<'a> {
     pub(crate) k: u64,
     /// This rank's work buffer, laid out as [`Collective::layout`] says for the call.
     pub(crate) buf: &'a mut [u8],
+    /// How this rank's parts cross to its peers ([`BoardCrossing`]).
+    pub(crate) crossing: &'a mut BoardCrossing,
+}
+
+/// How a rank's parts of board exchanges (all-reduce, all-gather, reduce-scatter, all-to-all:
+/// every rank writes and reads alike) cross to its peers: through the caches, or written past
+/// them to memory, which on the 2-core AMD VM takes about half the caches' time in the machine's
+/// slow state and about twice it otherwise (`results/job-swings/flat-states/`). Chosen by timing
+/// the calls, as the rings' way is ([`crate::transport::shm::crossing`]), but weighed by the
+/// slowest rank's time of each call, not this rank's: a part written past the cache spares its
+/// writer the reads for ownership of lines its peers read last, and costs the peers who read
+/// it, so on its own time a writer finds streaming faster where the group is slower. Each rank
+/// publishes its time of a call with its part of the next ([`Board::publish`]), so a call's
+/// time is reported a call late. Calls below the chooser's `MIN_BYTES`, one-way calls and calls
+/// on a board with more ranks than cores always go through the caches.
+pub(crate) struct BoardCrossing {
+    chooser: Chooser,
+    /// The last board call's choice and its time on this rank, if it was timed: reported with
+    /// the peers' times of it, which come with their parts of the next board call.
+    pending: Option<(Choice, u64)>,
+}
+
+impl BoardCrossing {
+    /// A rank's choices under `policy`, with no calls seen. Every rank weighs the same times
+    /// (the slowest rank's), so every rank makes the same choices: the ranks try the other way
+    /// together, as rank 0's chooser would (no stagger), and a way that helps only when every
+    /// rank takes it, as streaming does in the slow state, can be found.
+    pub(crate) fn new(policy: CrossingPolicy) -> BoardCrossing {
+        BoardCrossing {
+            chooser: Chooser::new(policy, 0),
+            pending: None,
+        }
+    }
 }
 
 impl Engine for BoardCollective<'_> {
     fn run(self, call: &Call, links: &mut Links) -> Result<()> {
-        let BoardCollective { board, k, buf } = self;
+        let BoardCollective {
+            board,
+            k,
+            buf,
+            crossing,
+        } = self;
         let desc = &call.desc;
         let site = || call.site(links.rank, &links.peers);
         let OpKind::Collective(coll) = desc.kind else {
@@ -85,9 +128,25 @@ impl Engine for BoardCollective<'_> {
         let parity = (k % 2) as usize;
         let mut mine: [u8; DESC] = header::encode_data(desc, (part.count * es) as u64);
         header::set_pair(&mut mine, header::total(&links.p2p));
+        let last = crossing.pending.take();
+        let traffic = traffic_of(desc);
+        // Smaller calls are never timed: not even asked, which costs a small call 0.03 µs.
+        let chosen = matches!(traffic, Traffic::Exchange | Traffic::ReducingExchange)
+            && buf.len() >= TIMED_MIN_BYTES
+            && !board.counted();
+        let choice = chosen.then(|| crossing.chooser.choose(traffic, buf.len(), true, true));
+        let way = choice.map_or(Crossing::Cached, |c| c.crossing);
+        // Only a timed call reads the clock (a small call's budget is a few hundred ns).
+        let started = choice.filter(Choice::timed).map(|_| ticks());
         // A peer that gave up waiting for this rank has withdrawn its part: too late to join.
+        let published = Published {
+            desc: &mine,
+            data: &buf[bytes(part.published(me), es)],
+            way,
+            took_ns: last.map_or(0, |(_, ns)| ns),
+        };
         board
-            .publish(k, &mine, &buf[bytes(part.published(me), es)])
+            .publish(k, &published)
             .map_err(|w| site().withdrawn(me, w, board.first_gone()))?;
         let ours = Ours {
             k,
@@ -98,10 +157,21 @@ impl Engine for BoardCollective<'_> {
         };
         // One copy of the reading code per source, so that the slots' stays as lean as it was.
         if board.counted() {
-            ours.complete(Summaries { board, parity }, call, links, buf)
+            ours.complete(Summaries { board, parity }, call, links, buf)?;
         } else {
-            ours.complete(Slots { board, parity }, call, links, buf)
+            ours.complete(Slots { board, parity }, call, links, buf)?;
         }
+        if let Some((choice, own)) = last {
+            let peers = (0..board.size()).filter(|&j| j != me);
+            let slowest = peers.fold(own, |t, j| t.max(board.slot(j, parity).took_ns()));
+            // Ticks stand in for nanoseconds: the chooser only compares times.
+            let slowest = Duration::from_nanos(slowest);
+            crossing.chooser.finish(choice, slowest);
+        }
+        if let (Some(choice), Some(started)) = (choice, started) {
+            crossing.pending = Some((choice, ticks().wrapping_sub(started).max(1)));
+        }
+        Ok(())
     }
 }
 
@@ -300,6 +370,24 @@ impl<'a, P: Parts<'a>> Take<'_, P> {
             }
             _ => {}
         }
+    }
+}
+
+/// A clock for timing board calls against each other on every rank of a host: the time-stamp
+/// counter on x86-64 (one count for all cores of a host with an invariant counter, 13 ns a read
+/// here against 36 for `Instant::now`, which on a 2 µs call was 4 % of it), elsewhere
+/// nanoseconds since the first call.
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: every x86-64 CPU has RDTSC; it reads a counter and touches no memory.
+    unsafe {
+        std::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let since = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
+        u64::try_from(since).unwrap_or(u64::MAX)
     }
 }
 

@@ -123,7 +123,7 @@ fn await_messages(
 }
 
 /// The pattern of a call's messages, which a link may carry differently ([`Link::set_traffic`]).
-fn traffic_of(desc: &OpDesc) -> Traffic {
+pub(crate) fn traffic_of(desc: &OpDesc) -> Traffic {
     match desc.kind {
         OpKind::Collective(
             Collective::AllToAll | Collective::AllGather | Collective::ReduceScatter,

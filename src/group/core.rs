@@ -5,7 +5,7 @@ use crate::bootstrap::StoreServer;
 use crate::copy::copy_slice;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::flat::BoardCollective;
+use crate::executor::flat::{BoardCollective, BoardCrossing};
 use crate::executor::shared::{Mapped, SharedAllReduce, SharedScope};
 use crate::executor::staging::Staging;
 use crate::executor::{
@@ -168,6 +168,9 @@ pub(crate) struct Comm {
     flat_seq: u64,
     /// Scratch memory of the step engine.
     memory: StepMemory,
+    /// How this rank's board parts cross to its peers: chosen apart from the rings' way, since
+    /// board calls publish no wishes and weigh ways by the slowest rank.
+    board_crossing: BoardCrossing,
     /// The schedule of the last send or receive, rewritten by the next (no allocation per call).
     p2p_plan: Schedule,
     seq: u64,
@@ -252,6 +255,7 @@ impl Core {
             .count();
         // The keys as shared, so that equal ones (every rank of a host shares its entry's)
         // compare by pointer.
+        let crossing = crossing_policy(&tunables.transport, local_ranks);
         let keys: Vec<&Arc<str>> = links.peers.iter().map(|p| &p.host_key).collect();
         let shape = Shape {
             size,
@@ -271,10 +275,8 @@ impl Core {
                 plans: Plans::default(),
                 board,
                 flat_seq: 0,
-                memory: StepMemory::new(Chooser::new(
-                    crossing_policy(&tunables.transport, local_ranks),
-                    links.rank,
-                )),
+                memory: StepMemory::new(Chooser::new(crossing, links.rank)),
+                board_crossing: BoardCrossing::new(crossing),
                 p2p_plan: Schedule::default(),
                 seq: 0,
                 wire: Wire {
@@ -437,6 +439,7 @@ impl Core {
             board,
             flat_seq,
             memory,
+            board_crossing,
             wire,
             seq,
             ..
@@ -462,6 +465,7 @@ impl Core {
                     board,
                     k: *flat_seq,
                     buf,
+                    crossing: board_crossing,
                 };
                 self.execute(wire, Some((board, *flat_seq + 1)), desc(seq), engine)
                     .map(|()| true)

@@ -172,8 +172,9 @@ fn check_crossing(
 }
 
 /// Every collective with every ring write past the cache (`PSY_SHM_STREAM_WRITES=on`): lengths
-/// that start and end inside a cache line (odd counts of 1- and 4-byte elements) and messages
-/// longer than the ring, against the oracle.
+/// that start and end inside a cache line (odd counts of 1- and 4-byte elements), messages
+/// longer than the ring, and calls of 16 KiB, which 2 ranks run on the node board with their
+/// parts written past the cache too, against the oracle.
 #[test]
 fn every_collective_with_ring_writes_past_the_cache() {
     use psyne::{Crossing, CrossingPolicy, DType};
@@ -185,7 +186,7 @@ fn every_collective_with_ring_writes_past_the_cache() {
         name,
         streamed,
         &[DType::F32, DType::U8],
-        &[1, 1001, 40_001],
+        &[1, 1001, 4096, 16_384, 40_001],
         1,
     );
     check_crossing(name, streamed, &[DType::F64], &[300_001], 1);
@@ -203,4 +204,15 @@ fn calls_stay_right_while_the_chooser_tries_the_other_crossing() {
         o.tunables.transport.shm_crossing = psyne::CrossingPolicy::Auto;
     }
     check_crossing("auto", auto, &[psyne::DType::F32], &[20_001], 26);
+}
+
+/// The node board's exchanges of 16 KiB on 2 ranks choose their way by timing too, every rank
+/// trying the other way at the same calls (the 17th and 18th of a kind, then after 32, 64, …):
+/// 40 rounds of every collective, every result against the oracle.
+#[test]
+fn board_calls_stay_right_while_the_ranks_try_the_other_crossing() {
+    fn auto(o: &mut psyne::GroupOptions) {
+        o.tunables.transport.shm_crossing = psyne::CrossingPolicy::Auto;
+    }
+    check_crossing("board auto", auto, &[psyne::DType::F32], &[4096], 40);
 }

@@ -36,6 +36,7 @@
 //! has a core, ranks poll the slots and rarely sleep, and the counter's shared line would only
 //! slow the call (0.26 → 0.40 µs for 2 ranks' 8-byte all-reduce): it is not used there.
 
+use super::crossing::Crossing;
 use super::futex;
 use super::segment::{self, Segment};
 use super::withdraw::{Withdraw, Withdrawal};
@@ -62,6 +63,9 @@ pub const INLINE: usize = 16;
 /// Bytes of a summary line: `seq`, the description, and a part of up to [`INLINE`] bytes.
 const SUMMARY: usize = 64;
 const INLINE_AT: usize = 48;
+/// In a slot's first line, beside `seq` (a slot keeps no part there): how long its owner's
+/// previous board call took it, in ns, or 0 ([`Board::publish`]).
+const TOOK_AT: usize = 48;
 const SLOT_HEADER: usize = 128;
 const DESC_AT: usize = 8;
 const SEQ32_AT: usize = 64;
@@ -84,6 +88,21 @@ const ANY_ABORTED_AT: usize = 40;
 const COUNTED_AT: usize = 44;
 const PAGE: usize = 4096;
 const MAGIC: &[u8; 8] = b"PSYBRD01";
+
+/// What a rank publishes as its part of a board operation ([`Board::publish`]).
+#[derive(Clone, Copy)]
+pub struct Part<'a> {
+    /// The description of the call, which every peer checks against its own.
+    pub desc: &'a [u8; DESC],
+    /// The data the peers take.
+    pub data: &'a [u8],
+    /// How the data is stored in the slot: through this core's cache (the readers' copies then
+    /// come from it) or past it, to memory ([`Crossing`]).
+    pub way: Crossing,
+    /// How long this rank's previous board call took it, if it timed it (else 0), for peers that
+    /// weigh ways by the slowest rank's time ([`Slot::took_ns`]).
+    pub took_ns: u64,
+}
 
 /// How a rank gave up the group, as its board slot says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,7 +303,7 @@ impl Board {
         (k as u32).wrapping_mul(self.size as u32)
     }
 
-    /// Publishes this rank's `desc` and `data` (at most [`Board::slot_data`] bytes) as its part of
+    /// Publishes this rank's `part` (data of at most [`Board::slot_data`] bytes) as its part of
     /// operation `k`, in its slot of parity `k % 2`, and counts the arrival; the rank whose
     /// arrival completes the operation wakes every rank asleep in
     /// [`Board::sleep_until_arrived`].
@@ -294,12 +313,13 @@ impl Board {
     ///
     /// Fails, publishing nothing, if a peer has withdrawn this rank's part of operation `k`
     /// ([`Slot::withdraw`]: it gave up waiting for this rank); the error says who and why.
-    pub fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) -> Result<(), Withdrawal> {
+    pub fn publish(&self, k: u64, part: &Part<'_>) -> Result<(), Withdrawal> {
         let parity = (k % 2) as usize;
         if self.counted {
-            self.summary(self.rank, parity).publish(k, desc, data);
+            self.summary(self.rank, parity)
+                .publish(k, part.desc, part.data);
         }
-        self.slot(self.rank, parity).publish(k, desc, data)?;
+        self.slot(self.rank, parity).publish(k, part)?;
         if !self.counted {
             return Ok(());
         }
@@ -524,7 +544,13 @@ impl<'a> Slot<'a> {
     /// there it waits for nothing: `state`'s line is this rank's alone on the fast path, and no
     /// store to a line that readers poll is pending yet; after the copies it would wait for
     /// them to reach the readers (0.02 to 0.08 µs per call on 2 ranks, measured).
-    fn publish(&self, k: u64, desc: &[u8; DESC], data: &[u8]) -> Result<(), Withdrawal> {
+    fn publish(&self, k: u64, part: &Part<'_>) -> Result<(), Withdrawal> {
+        let Part {
+            desc,
+            data,
+            way,
+            took_ns,
+        } = *part;
         assert!(data.len() <= self.capacity, "slot data too large");
         // The state holds the owner's last publish of this parity (`k - 2`, or 0 before the
         // first), unless a peer withdrew `k` (peers withdraw only the operation they wait in).
@@ -545,9 +571,16 @@ impl<'a> Slot<'a> {
         // at them only after seeing `seq == k` (acquire), which the release store below orders
         // after these copies. The caller guarantees (by the double-buffering argument in
         // `executor::flat`) that no reader still reads the previous contents of this parity.
+        // Streamed, the copy ends with a store fence, so the release store of `seq` below is
+        // ordered after the non-temporal stores too.
         unsafe {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), self.base.add(DESC_AT), DESC);
-            crate::copy::copy_bytes(data.as_ptr(), self.base.add(SLOT_HEADER), data.len());
+            std::ptr::write(self.base.add(TOOK_AT) as *mut u64, took_ns);
+            let to = self.base.add(SLOT_HEADER);
+            match way {
+                Crossing::Cached => crate::copy::copy_bytes(data.as_ptr(), to, data.len()),
+                Crossing::Streamed => super::stream_copy::copy(data.as_ptr(), to, data.len()),
+            }
         }
         self.seq().store(k, Ordering::Release);
         self.seq32().store(k as u32, Ordering::Release);
@@ -616,6 +649,14 @@ impl<'a> Slot<'a> {
         self.sleepers().fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// How long the owner's board call before this operation took it, in ns, or 0 if it did not
+    /// time it (valid once [`Slot::ready`]).
+    pub fn took_ns(&self) -> u64 {
+        // SAFETY: 8 bytes at offset 48 of the 64-byte aligned slot (8-byte aligned); written by
+        // the owner before its release store of `seq`, which the caller observed with acquire.
+        unsafe { std::ptr::read(self.base.add(TOOK_AT) as *const u64) }
+    }
+
     /// The description of the operation whose data the slot holds (valid once [`Slot::ready`]).
     pub fn desc(&self) -> [u8; DESC] {
         let mut d = [0u8; DESC];
@@ -637,7 +678,9 @@ impl<'a> Slot<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{slot_data_for, AbortMark, Board, DESC, INLINE, SLOT_DATA, SLOT_DATA_MAX};
+    use super::{
+        slot_data_for, AbortMark, Board, Crossing, Part, DESC, INLINE, SLOT_DATA, SLOT_DATA_MAX,
+    };
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -650,6 +693,15 @@ mod tests {
         (0..len)
             .map(|i| (rank * 31 + k as usize * 7 + i) as u8)
             .collect()
+    }
+
+    /// How rank parts of operation `k` are stored: each length of [`part`] both ways in turn.
+    fn way(k: u64) -> Crossing {
+        if k / 4 % 2 == 0 {
+            Crossing::Cached
+        } else {
+            Crossing::Streamed
+        }
     }
 
     #[test]
@@ -669,9 +721,14 @@ mod tests {
                         "{size} ranks on fewer cores count arrivals"
                     );
                     for k in 1..=200u64 {
-                        board
-                            .publish(k, &[rank as u8; DESC], &part(rank, k, size))
-                            .expect("nobody withdraws");
+                        let data = part(rank, k, size);
+                        let mine = Part {
+                            desc: &[rank as u8; DESC],
+                            data: &data,
+                            way: way(k),
+                            took_ns: k,
+                        };
+                        board.publish(k, &mine).expect("nobody withdraws");
                         while !board.all_arrived(k) {
                             assert!(Instant::now() < deadline, "operation {k} never completed");
                             board.sleep_until_arrived(k, Duration::from_millis(5));
@@ -686,6 +743,7 @@ mod tests {
                             let want = part(j, k, size);
                             assert_eq!(slot.data(want.len()), want, "rank {j}, operation {k}");
                             assert_eq!(summary.data(want.len()), want, "rank {j}, operation {k}");
+                            assert_eq!(slot.took_ns(), k, "rank {j}'s time, operation {k}");
                         }
                     }
                 })

@@ -1,7 +1,9 @@
 //! How a call's shared-memory messages cross from one core to the other: through the caches
 //! (the ring written with ordinary stores, the reader's copies served from the writer's cache) or
 //! through memory (the ring written with non-temporal stores, [`super::ring::Ring::write_streaming`]),
-//! chosen per kind of call and size by timing the calls themselves.
+//! chosen per kind of call and size by timing the calls themselves. The node board's exchanges
+//! use the same chooser differently (`executor::flat::BoardCrossing`): every rank weighs each
+//! call by the slowest rank's time and tries the other way at the same calls.
 //!
 //! On the 2-core AMD VM the time a cache line takes from one core to the other changes while a
 //! job runs: a round trip of ~100 ns most of the time, ~500 ns for seconds at a time
@@ -160,6 +162,8 @@ pub struct Choice {
     pub publish: Option<(u64, u64)>,
     /// Which class the call counts in, if it is timed.
     ticket: Option<usize>,
+    /// The call's number in its class (from 0), if it is timed.
+    call: u64,
     /// The way the call's timed messages were written.
     way: Crossing,
 }
@@ -198,7 +202,11 @@ struct Class {
     code: u8,
     log2: u8,
     kept: Crossing,
+    /// Calls recorded ([`Chooser::finish`]).
     calls: u64,
+    /// Calls chosen for: ahead of `calls` by the calls whose time is not in yet (the node board
+    /// reports a call's time one call late, with its peers' times of it).
+    chosen: u64,
     next_trial: u64,
     period: u64,
     longest: u64,
@@ -215,6 +223,7 @@ impl Class {
             log2,
             kept: Crossing::Cached,
             calls: 0,
+            chosen: 0,
             next_trial: FIRST_PERIOD + stagger(rank),
             period: FIRST_PERIOD,
             longest: longest_period(bytes),
@@ -338,6 +347,7 @@ impl Chooser {
             ask: None,
             publish: None,
             ticket: None,
+            call: 0,
             way: Crossing::Cached,
         };
         if let CrossingPolicy::Fixed(c) = self.policy {
@@ -374,12 +384,14 @@ impl Chooser {
             choice.way = way_in(self.published[(seq % 2) as usize], bit);
         }
         let i = self.class(code, log2, bytes);
-        let class = &self.classes[i];
+        let class = &mut self.classes[i];
         if !one_way {
-            choice.crossing = class.way_of(class.calls);
+            choice.crossing = class.way_of(class.chosen);
             choice.way = choice.crossing;
         }
         choice.ticket = Some(i);
+        choice.call = class.chosen;
+        class.chosen += 1;
     }
 
     /// The index of the class of `code` and `log2`, made if new.
@@ -419,12 +431,11 @@ impl Chooser {
     }
 
     /// Reports that the call `choice` was made for took `elapsed` (a call that failed is not
-    /// reported, and counts as not made).
+    /// reported). Calls are reported in the order they were chosen, at most a call late.
     pub fn finish(&mut self, choice: Choice, elapsed: Duration) {
         if let Some(class) = choice.ticket.and_then(|i| self.classes.get_mut(i)) {
-            let call = class.calls;
-            class.calls += 1;
-            class.record(call, choice.way, elapsed.as_secs_f64());
+            class.calls = choice.call + 1;
+            class.record(choice.call, choice.way, elapsed.as_secs_f64());
         }
     }
 }
@@ -448,6 +459,68 @@ mod tests {
                 c.crossing
             })
             .collect()
+    }
+
+    /// Two ranks choosing as the node board's do (`executor::flat::BoardCrossing`): each call's
+    /// time is `time(rank 0's way, rank 1's way)`, the slowest rank's, reported to both one call
+    /// late (after the next call was chosen), each rank's chooser made as `rank`'s. Returns the
+    /// ways of the last 100 of `calls` calls, rank 0's and rank 1's.
+    fn run_board_pair(
+        ranks: [usize; 2],
+        calls: usize,
+        time: impl Fn(Crossing, Crossing) -> Duration,
+    ) -> Vec<(Crossing, Crossing)> {
+        let mut ch = ranks.map(|r| Chooser::new(CrossingPolicy::Auto, r));
+        let mut pending: Option<([Choice; 2], Duration)> = None;
+        let mut ways = Vec::new();
+        for _ in 0..calls {
+            let now = [0, 1].map(|r| ch[r].choose(Traffic::ReducingExchange, 16 << 10, true, true));
+            if let Some((before, took)) = pending.take() {
+                (0..2).for_each(|r| ch[r].finish(before[r], took));
+            }
+            let (a, b) = (now[0].crossing, now[1].crossing);
+            pending = Some((now, time(a, b)));
+            ways.push((a, b));
+        }
+        ways.split_off(calls - 100)
+    }
+
+    #[test]
+    fn board_ranks_weighing_the_slowest_time_choose_together() {
+        use Crossing::{Cached, Streamed};
+        // The slow state: streaming pays only when both ranks stream (each reads what the other
+        // wrote); one rank alone gains nothing on the slowest rank's time.
+        let slow = |a, b| {
+            US * if (a, b) == (Streamed, Streamed) {
+                5
+            } else {
+                10
+            }
+        };
+        let ways = run_board_pair([0, 0], 400, slow);
+        assert!(ways.iter().all(|(a, b)| a == b), "the ranks always agree");
+        let streamed = ways.iter().filter(|w| w.0 == Streamed).count();
+        assert!(
+            streamed >= 95,
+            "both stream in the slow state: {streamed} of 100"
+        );
+        // With the rings' stagger each rank tries alone and never sees the gain.
+        let staggered = run_board_pair([0, 1], 400, slow);
+        assert!(
+            staggered
+                .iter()
+                .filter(|w| *w == &(Streamed, Streamed))
+                .count()
+                < 5
+        );
+        // The normal state: either rank streaming costs; they keep the caches.
+        let normal = |a, b| US * if (a, b) == (Cached, Cached) { 3 } else { 6 };
+        let ways = run_board_pair([0, 0], 400, normal);
+        let cached = ways.iter().filter(|w| **w == (Cached, Cached)).count();
+        assert!(
+            cached >= 95,
+            "both keep the caches in the normal state: {cached} of 100"
+        );
     }
 
     /// Runs `calls` one-way calls of 1 MiB from `writer` (which does not read) to `reader`

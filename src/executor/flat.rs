@@ -77,8 +77,8 @@ pub(crate) struct BoardCollective<'a> {
 /// on a board with more ranks than cores always go through the caches.
 pub(crate) struct BoardCrossing {
     chooser: Chooser,
-    /// The last board call's choice and its time on this rank, if it was timed: reported with
-    /// the peers' times of it, which come with their parts of the next board call.
+    /// The last board call's choice and its time on this rank in [`ticks`], if it was timed:
+    /// reported with the peers' times of it, which come with their parts of the next board call.
     pending: Option<(Choice, u64)>,
 }
 
@@ -143,7 +143,7 @@ impl Engine for BoardCollective<'_> {
             desc: &mine,
             data: &buf[bytes(part.published(me), es)],
             way,
-            took_ns: last.map_or(0, |(_, ns)| ns),
+            took: last.map_or(0, |(_, ticks)| ticks),
         };
         board
             .publish(k, &published)
@@ -163,7 +163,7 @@ impl Engine for BoardCollective<'_> {
         }
         if let Some((choice, own)) = last {
             let peers = (0..board.size()).filter(|&j| j != me);
-            let slowest = peers.fold(own, |t, j| t.max(board.slot(j, parity).took_ns()));
+            let slowest = peers.fold(own, |t, j| t.max(board.slot(j, parity).took()));
             // Ticks stand in for nanoseconds: the chooser only compares times.
             let slowest = Duration::from_nanos(slowest);
             crossing.chooser.finish(choice, slowest);

@@ -45,15 +45,6 @@ pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
     each_element::<T, false>(op, dst, src);
 }
 
-/// `dst[i] = op(src[i], dst[i])` for typed slices of equal length: `src` is the first operand,
-/// for a fold whose running value is in `dst` but whose order puts `src` first. Not for `f16` and
-/// `bf16`, whose kernels take the running value first ([`Reducer::apply_onto`] says so).
-#[inline]
-fn reduce_slice_onto<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
-    debug_assert_eq!(dst.len(), src.len());
-    each_element::<T, true>(op, dst, src);
-}
-
 /// `dst[i] = op(dst[i], src[i])`, or with `ONTO` `op(src[i], dst[i])`, element by element: one
 /// monomorphic loop per op so that each compiles to a tight, vectorisable loop.
 #[inline(always)]
@@ -175,7 +166,7 @@ impl Reducer {
         }
         let op = self.op;
         with_element!(self.dtype, T => {
-            reduce_slice_onto::<T>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
+            each_element::<T, true>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
         });
         true
     }

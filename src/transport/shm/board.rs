@@ -64,7 +64,7 @@ pub const INLINE: usize = 16;
 const SUMMARY: usize = 64;
 const INLINE_AT: usize = 48;
 /// In a slot's first line, beside `seq` (a slot keeps no part there): how long its owner's
-/// previous board call took it, in ns, or 0 ([`Board::publish`]).
+/// previous board call took it, in its owner's clock's ticks, or 0 ([`Board::publish`]).
 const TOOK_AT: usize = 48;
 const SLOT_HEADER: usize = 128;
 const DESC_AT: usize = 8;
@@ -99,9 +99,10 @@ pub struct Part<'a> {
     /// How the data is stored in the slot: through this core's cache (the readers' copies then
     /// come from it) or past it, to memory ([`Crossing`]).
     pub way: Crossing,
-    /// How long this rank's previous board call took it, if it timed it (else 0), for peers that
-    /// weigh ways by the slowest rank's time ([`Slot::took_ns`]).
-    pub took_ns: u64,
+    /// How long this rank's previous board call took it, if it timed it (else 0), in ticks of a
+    /// clock every rank of the host shares, for peers that weigh ways by the slowest rank's time
+    /// ([`Slot::took`]).
+    pub took: u64,
 }
 
 /// How a rank gave up the group, as its board slot says.
@@ -549,7 +550,7 @@ impl<'a> Slot<'a> {
             desc,
             data,
             way,
-            took_ns,
+            took,
         } = *part;
         assert!(data.len() <= self.capacity, "slot data too large");
         // The state holds the owner's last publish of this parity (`k - 2`, or 0 before the
@@ -575,7 +576,7 @@ impl<'a> Slot<'a> {
         // ordered after the non-temporal stores too.
         unsafe {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), self.base.add(DESC_AT), DESC);
-            std::ptr::write(self.base.add(TOOK_AT) as *mut u64, took_ns);
+            std::ptr::write(self.base.add(TOOK_AT) as *mut u64, took);
             let to = self.base.add(SLOT_HEADER);
             match way {
                 Crossing::Cached => crate::copy::copy_bytes(data.as_ptr(), to, data.len()),
@@ -649,9 +650,9 @@ impl<'a> Slot<'a> {
         self.sleepers().fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// How long the owner's board call before this operation took it, in ns, or 0 if it did not
-    /// time it (valid once [`Slot::ready`]).
-    pub fn took_ns(&self) -> u64 {
+    /// How long the owner's board call before this operation took it ([`Part::took`]), or 0 if
+    /// it did not time it (valid once [`Slot::ready`]).
+    pub fn took(&self) -> u64 {
         // SAFETY: 8 bytes at offset 48 of the 64-byte aligned slot (8-byte aligned); written by
         // the owner before its release store of `seq`, which the caller observed with acquire.
         unsafe { std::ptr::read(self.base.add(TOOK_AT) as *const u64) }
@@ -726,7 +727,7 @@ mod tests {
                             desc: &[rank as u8; DESC],
                             data: &data,
                             way: way(k),
-                            took_ns: k,
+                            took: k,
                         };
                         board.publish(k, &mine).expect("nobody withdraws");
                         while !board.all_arrived(k) {
@@ -743,7 +744,7 @@ mod tests {
                             let want = part(j, k, size);
                             assert_eq!(slot.data(want.len()), want, "rank {j}, operation {k}");
                             assert_eq!(summary.data(want.len()), want, "rank {j}, operation {k}");
-                            assert_eq!(slot.took_ns(), k, "rank {j}'s time, operation {k}");
+                            assert_eq!(slot.took(), k, "rank {j}'s time, operation {k}");
                         }
                     }
                 })

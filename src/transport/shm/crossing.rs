@@ -202,11 +202,9 @@ struct Class {
     code: u8,
     log2: u8,
     kept: Crossing,
-    /// Calls recorded ([`Chooser::finish`]).
+    /// Calls chosen for; each is recorded under its number ([`Choice::call`]) when its time is
+    /// in, which the node board reports a call late, with its peers' times of it.
     calls: u64,
-    /// Calls chosen for: ahead of `calls` by the calls whose time is not in yet (the node board
-    /// reports a call's time one call late, with its peers' times of it).
-    chosen: u64,
     next_trial: u64,
     period: u64,
     longest: u64,
@@ -223,7 +221,6 @@ impl Class {
             log2,
             kept: Crossing::Cached,
             calls: 0,
-            chosen: 0,
             next_trial: FIRST_PERIOD + stagger(rank),
             period: FIRST_PERIOD,
             longest: longest_period(bytes),
@@ -368,7 +365,7 @@ impl Chooser {
         if bytes >= MIN_BYTES {
             self.choose_timed(&mut choice, code, bytes, seq, reads);
         }
-        choice.publish = self.wishes_after(seq, choice.ticket);
+        choice.publish = self.wishes_after(seq);
         choice
     }
 
@@ -386,12 +383,12 @@ impl Chooser {
         let i = self.class(code, log2, bytes);
         let class = &mut self.classes[i];
         if !one_way {
-            choice.crossing = class.way_of(class.chosen);
+            choice.crossing = class.way_of(class.calls);
             choice.way = choice.crossing;
         }
         choice.ticket = Some(i);
-        choice.call = class.chosen;
-        class.chosen += 1;
+        choice.call = class.calls;
+        class.calls += 1;
     }
 
     /// The index of the class of `code` and `log2`, made if new.
@@ -410,18 +407,14 @@ impl Chooser {
     }
 
     /// This rank's wishes for call `seq + 1`, if they differ from what its peers hold for it: for
-    /// each one-way class, the way its next call is asked to go (the call after this one, if this
-    /// one, `ticket`, is of the class).
-    fn wishes_after(&mut self, seq: u64, ticket: Option<usize>) -> Option<(u64, u64)> {
+    /// each one-way class, the way its next call is asked to go (its `calls` already count this
+    /// one, if this one is of the class).
+    fn wishes_after(&mut self, seq: u64) -> Option<(u64, u64)> {
         let wishes = self
             .classes
             .iter()
-            .enumerate()
-            .filter(|(_, c)| c.code >= ONE_WAY)
-            .filter(|(i, c)| {
-                c.way_of(c.calls + u64::from(ticket == Some(*i))) == Crossing::Streamed
-            })
-            .fold(0u64, |w, (_, c)| w | 1 << wish_bit(c.code, c.log2));
+            .filter(|c| c.code >= ONE_WAY && c.way_of(c.calls) == Crossing::Streamed)
+            .fold(0u64, |w, c| w | 1 << wish_bit(c.code, c.log2));
         let next = seq.wrapping_add(1);
         let slot = &mut self.published[(next % 2) as usize];
         (*slot != wishes).then(|| {
@@ -434,7 +427,6 @@ impl Chooser {
     /// reported). Calls are reported in the order they were chosen, at most a call late.
     pub fn finish(&mut self, choice: Choice, elapsed: Duration) {
         if let Some(class) = choice.ticket.and_then(|i| self.classes.get_mut(i)) {
-            class.calls = choice.call + 1;
             class.record(choice.call, choice.way, elapsed.as_secs_f64());
         }
     }

@@ -34,6 +34,68 @@ pub enum DType {
     BF16,
 }
 
+/// Runs `$body` with `$t` naming the Rust type of `$dtype`'s elements (a `match` over every
+/// dtype, one arm per type). With `$f16, $bf16` given, the half-precision dtypes name those types
+/// instead (MPI moves them as `u16`).
+macro_rules! with_dtype {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        $crate::dtype::with_dtype!($dtype, $t, ::half::f16, ::half::bf16 => $body)
+    };
+    ($dtype:expr, $t:ident, $f16:ty, $bf16:ty => $body:expr) => {
+        match $dtype {
+            $crate::dtype::DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::dtype::DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            $crate::dtype::DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            $crate::dtype::DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            $crate::dtype::DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::dtype::DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            $crate::dtype::DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            $crate::dtype::DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            $crate::dtype::DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            $crate::dtype::DType::U64 => {
+                type $t = u64;
+                $body
+            }
+            $crate::dtype::DType::F16 => {
+                type $t = $f16;
+                $body
+            }
+            $crate::dtype::DType::BF16 => {
+                type $t = $bf16;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_dtype;
+
 impl DType {
     /// Every dtype, in tag order.
     pub const ALL: [DType; 12] = [

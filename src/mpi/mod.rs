@@ -78,7 +78,7 @@ pub use native::native_group;
 use crate::comm::{
     check_all_gather, check_len, check_reduce_scatter, check_root, finish_avg, Communicator,
 };
-use crate::dtype::{DType, Element};
+use crate::dtype::{with_dtype, DType, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::Work;
 use crate::reduce::ReduceOp;
@@ -267,55 +267,6 @@ fn internal_cast<T: Element>(e: bytemuck::PodCastError) -> Error {
         "internal error: cannot view a {} buffer as its MPI type: {e:?}",
         T::DTYPE
     ))
-}
-
-/// Runs `$body` with `$w` naming the Rust type MPI sees for `$dtype` (the same type, except
-/// that f16 and bf16 travel as u16).
-macro_rules! with_mpi_type {
-    ($dtype:expr, $w:ident => $body:block) => {
-        match $dtype {
-            DType::F32 => {
-                type $w = f32;
-                $body
-            }
-            DType::F64 => {
-                type $w = f64;
-                $body
-            }
-            DType::I8 => {
-                type $w = i8;
-                $body
-            }
-            DType::I16 => {
-                type $w = i16;
-                $body
-            }
-            DType::I32 => {
-                type $w = i32;
-                $body
-            }
-            DType::I64 => {
-                type $w = i64;
-                $body
-            }
-            DType::U8 => {
-                type $w = u8;
-                $body
-            }
-            DType::U16 | DType::F16 | DType::BF16 => {
-                type $w = u16;
-                $body
-            }
-            DType::U32 => {
-                type $w = u32;
-                $body
-            }
-            DType::U64 => {
-                type $w = u64;
-                $body
-            }
-        }
-    };
 }
 
 /// The typed MPI calls, on the MPI type of an element.
@@ -517,7 +468,7 @@ impl Communicator for MpiComm {
         if buf.is_empty() {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::all_reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op)?;
         });
         finish_avg(op, self.size, buf);
@@ -530,7 +481,7 @@ impl Communicator for MpiComm {
         if buf.is_empty() {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::broadcast::<W>(&self.world, cast_mut::<T, W>(buf)?, root);
         });
         Ok(())
@@ -543,7 +494,7 @@ impl Communicator for MpiComm {
         if buf.is_empty() {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::reduce::<W>(&self.world, cast_mut::<T, W>(buf)?, op, root_rank)?;
         });
         if self.rank == root {
@@ -557,7 +508,7 @@ impl Communicator for MpiComm {
         if out.is_empty() {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::all_gather::<W>(&self.world, cast::<T, W>(local)?, cast_mut::<T, W>(out)?)
         })
     }
@@ -574,7 +525,7 @@ impl Communicator for MpiComm {
         if input.is_empty() {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::reduce_scatter::<W>(
                 &self.world,
                 cast::<T, W>(input)?,
@@ -602,7 +553,7 @@ impl Communicator for MpiComm {
         if count == 0 {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::scatter::<W>(
                 &self.world,
                 cast::<T, W>(input)?,
@@ -629,7 +580,7 @@ impl Communicator for MpiComm {
         if count == 0 {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::gather::<W>(
                 &self.world,
                 cast::<T, W>(local)?,
@@ -646,7 +597,7 @@ impl Communicator for MpiComm {
         if input.is_empty() {
             return Ok(());
         }
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::all_to_all::<W>(&self.world, cast::<T, W>(input)?, cast_mut::<T, W>(out)?)
         })
     }
@@ -659,7 +610,7 @@ impl Communicator for MpiComm {
     fn send<T: Element>(&self, buf: &[T], dst: usize) -> Result<()> {
         let dst = self.check_peer("send to", dst)?;
         layout::to_count(buf.len(), "send")?;
-        with_mpi_type!(T::DTYPE, W => {
+        with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::send::<W>(&self.world, cast::<T, W>(buf)?, dst);
         });
         Ok(())
@@ -678,7 +629,7 @@ impl Communicator for MpiComm {
     fn recv<T: Element>(&self, buf: &mut [T], src: usize) -> Result<()> {
         let src_rank = self.check_peer("receive from", src)?;
         layout::to_count(buf.len(), "recv")?;
-        let got = with_mpi_type!(T::DTYPE, W => {
+        let got = with_dtype!(T::DTYPE, W, u16, u16 => {
             typed::recv::<W>(&self.world, cast_mut::<T, W>(buf)?, src_rank)
         });
         if got != buf.len() {

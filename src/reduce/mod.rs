@@ -1,8 +1,7 @@
 //! Reduction operations and the kernels that apply them to byte buffers of a known [`DType`].
 
-use crate::dtype::{DType, Element};
+use crate::dtype::{with_dtype, DType, Element};
 use crate::error::{Error, Result};
-use half::{bf16, f16};
 
 pub(crate) mod half_kernels;
 pub(crate) mod op;
@@ -71,62 +70,6 @@ fn each_element<T: Element, const ONTO: bool>(op: ReduceOp, dst: &mut [T], src: 
     }
 }
 
-/// Runs `$body` with `$t` the element type of `$dtype`.
-macro_rules! with_element {
-    ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            DType::I8 => {
-                type $t = i8;
-                $body
-            }
-            DType::I16 => {
-                type $t = i16;
-                $body
-            }
-            DType::I32 => {
-                type $t = i32;
-                $body
-            }
-            DType::I64 => {
-                type $t = i64;
-                $body
-            }
-            DType::U8 => {
-                type $t = u8;
-                $body
-            }
-            DType::U16 => {
-                type $t = u16;
-                $body
-            }
-            DType::U32 => {
-                type $t = u32;
-                $body
-            }
-            DType::U64 => {
-                type $t = u64;
-                $body
-            }
-            DType::F16 => {
-                type $t = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $t = bf16;
-                $body
-            }
-        }
-    };
-}
-
 /// A type-erased reduction: `dst = op(dst, src)` over whole elements of one dtype.
 #[derive(Clone, Copy)]
 pub struct Reducer {
@@ -151,7 +94,7 @@ impl Reducer {
     /// from typed allocations or the executor's 8-byte-aligned scratch).
     pub fn apply(&self, dst: &mut [u8], src: &[u8]) {
         let op = self.op;
-        with_element!(self.dtype, T => {
+        with_dtype!(self.dtype, T => {
             reduce_slice::<T>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
         })
     }
@@ -165,7 +108,7 @@ impl Reducer {
             return false;
         }
         let op = self.op;
-        with_element!(self.dtype, T => {
+        with_dtype!(self.dtype, T => {
             each_element::<T, true>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
         });
         true
@@ -175,6 +118,7 @@ impl Reducer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::{bf16, f16};
 
     #[test]
     fn bitwise_on_float_is_refused_with_a_fix() {

@@ -12,6 +12,7 @@ mod fit;
 mod plot;
 mod sizes_factors_stats;
 mod table_meta;
+mod versus_paired;
 
 /// Tests against a real MPI (the root tier).
 mod root {

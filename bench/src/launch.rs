@@ -141,15 +141,11 @@ fn foreign_error(f: &psyne::contract::ForeignLaunch) -> Error {
 /// bootstrapped over it.
 #[cfg(feature = "mpi")]
 fn connect_over_mpi(wanted: &[Backend]) -> Result<Backends> {
-    // MPI alone is initialized as a plain MPI program is (MPI_Init: one thread), which Open MPI
-    // makes faster per call; beside a native group, whose threads share the process, it needs
-    // MPI_THREAD_FUNNELED.
-    let threading = if wanted.contains(&Backend::Native) {
-        psyne::mpi::Threading::Funneled
-    } else {
-        psyne::mpi::Threading::Single
-    };
-    let mpi = psyne::mpi::init_with(threading)?;
+    // MPI is initialized as a plain MPI program is (MPI_Init: one thread), which Open MPI makes
+    // faster per call (0.50 against 0.70 µs at 8 B, results/mpi-settings/), also beside a native
+    // group: psybench makes only blocking calls, and a group starts its one thread at its first
+    // non-blocking call (src/group/work.rs), so the process stays single-threaded.
+    let mpi = psyne::mpi::init_with(psyne::mpi::Threading::Single)?;
     let native = if wanted.contains(&Backend::Native) {
         Some(psyne::mpi::native_group(&mpi, psyne::contract::timeout()?)?)
     } else {

@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod backend;
+pub mod buffer;
 pub mod check;
 pub mod cli;
 pub mod compare;

@@ -2,6 +2,7 @@
 //! runs this; the per-rank times and the count of wrong elements are gathered to every rank.
 
 use crate::backend::BenchComm;
+use crate::buffer::Buffer;
 use crate::factors::to_collective;
 use crate::model::{BenchColl, Cadence};
 use psyne::schedule::chunk_span;
@@ -193,14 +194,14 @@ pub fn per_rank_bytes(c: BenchColl, count: u64, es: u64, size: usize) -> usize {
 
 /// The buffers of one rank for one operation.
 struct Bufs<T: Element> {
-    input: Vec<T>,
-    out: Vec<T>,
+    input: Buffer<T>,
+    out: Buffer<T>,
     /// With `--shared-buffers`: the all-reduce buffer in shared memory (`input` is then unused).
     shared: Option<SharedBuf<T>>,
 }
 
 impl<T: Element> Bufs<T> {
-    fn new(input: Vec<T>, out: Vec<T>) -> Bufs<T> {
+    fn new(input: Buffer<T>, out: Buffer<T>) -> Bufs<T> {
         Bufs {
             input,
             out,
@@ -248,40 +249,37 @@ fn prepare<T: Element>(
     size: usize,
     count: usize,
     inputs: &[Vec<T>],
-) -> Bufs<T> {
-    let zeros = |n: usize| vec![T::zeroed(); n];
+) -> Result<Bufs<T>> {
+    let zeros = Buffer::zeroed;
+    let copy = |r: usize| Buffer::from_slice(&inputs[r]);
     let mine = chunk_span(count, size, rank).len();
     let root = case.root;
-    match case.coll {
+    Ok(match case.coll {
         BenchColl::AllReduce | BenchColl::Reduce | BenchColl::AllGather | BenchColl::Gather => {
             let out = match case.coll {
                 BenchColl::AllGather => count,
                 BenchColl::Gather if rank == root => count,
                 _ => 0,
             };
-            Bufs::new(inputs[rank].clone(), zeros(out))
+            Bufs::new(copy(rank)?, zeros(out)?)
         }
         BenchColl::Broadcast => Bufs::new(
             if rank == root {
-                inputs[root].clone()
+                copy(root)?
             } else {
-                zeros(count)
+                zeros(count)?
             },
-            Vec::new(),
+            zeros(0)?,
         ),
-        BenchColl::ReduceScatter => Bufs::new(inputs[rank].clone(), zeros(mine)),
-        BenchColl::AllToAll => Bufs::new(inputs[rank].clone(), zeros(size * mine)),
+        BenchColl::ReduceScatter => Bufs::new(copy(rank)?, zeros(mine)?),
+        BenchColl::AllToAll => Bufs::new(copy(rank)?, zeros(size * mine)?),
         BenchColl::Scatter => Bufs::new(
-            if rank == root {
-                inputs[root].clone()
-            } else {
-                Vec::new()
-            },
-            zeros(mine),
+            if rank == root { copy(root)? } else { zeros(0)? },
+            zeros(mine)?,
         ),
-        BenchColl::Barrier => Bufs::new(Vec::new(), Vec::new()),
-        BenchColl::SendRecv => Bufs::new(inputs[rank].clone(), zeros(count)),
-    }
+        BenchColl::Barrier => Bufs::new(zeros(0)?, zeros(0)?),
+        BenchColl::SendRecv => Bufs::new(copy(rank)?, zeros(count)?),
+    })
 }
 
 fn run_once<T: Element, C: BenchComm>(
@@ -357,16 +355,16 @@ fn time_typed<T: Element, C: BenchComm>(
 ) -> Result<(f64, Option<u64>)> {
     let (rank, size) = (comm.rank(), comm.size());
     let inputs = all_inputs::<T>(case, size, count);
-    let mut bufs = prepare(case, rank, size, count, &inputs).share(comm, case)?;
+    let mut bufs = prepare(case, rank, size, count, &inputs)?.share(comm, case)?;
     for _ in 0..case.warmup {
         run_once(comm, case, &mut bufs, count)?;
     }
     let wrong = if case.check {
-        let mut fresh = prepare(case, rank, size, count, &inputs).share(comm, case)?;
+        let mut fresh = prepare(case, rank, size, count, &inputs)?.share(comm, case)?;
         run_once(comm, case, &mut fresh, count)?;
         let (want, in_out) = expected(case, rank, size, &inputs);
         let got = if in_out {
-            &mut fresh.out
+            &mut fresh.out[..]
         } else {
             fresh.result()
         };

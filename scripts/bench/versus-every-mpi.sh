@@ -51,26 +51,14 @@ case $transport in
   shm | tcp) ;;
   *) echo "versus-every-mpi.sh: TRANSPORT must be shm or tcp, not '$transport'" >&2; exit 2 ;;
 esac
-mpich=/opt/psyne-mpich
-impi=/opt/psyne-impi
-
-scripts/setup.sh >/dev/null
-for need in "$mpich/bin/mpiexec" "$impi/bin/mpiexec" "$impi/bin/IMB-MPI1" "$(command -v mpicc || true)"; do
-  if [ ! -x "$need" ]; then
-    echo "versus-every-mpi.sh: ${need:-mpicc} is missing: run scripts/setup.sh as root" >&2
-    exit 2
-  fi
-done
+. scripts/bench/every-mpi.sh
+require_every_mpi versus-every-mpi.sh "$impi/bin/IMB-MPI1"
 cargo build --release -q -p psybench -p psyrun
 mkdir -p "$out/raw"
 raw=$(realpath "$out/raw")
 bin=$raw/bin
 mkdir -p "$bin"
-src=bench/c/mpi_coll_bench.c
-mpicc -O2 -Wall -Wextra -o "$bin/cb-openmpi" "$src"
-"$mpich/bin/mpicc" -O2 -Wall -Wextra -o "$bin/cb-mpich5" "$src"
-# Intel MPI's mpicc wrapper from the wheel has unsubstituted paths (../shared/PITFALLS.md).
-gcc -O2 -Wall -Wextra -I"$impi/include" -L"$impi/lib" -Wl,-rpath,"$impi/lib" -o "$bin/cb-impi" "$src" -lmpi
+build_c_benchmarks "$bin"
 # The machine's state before each job: the cross-core round trip (results/job-swings/).
 gcc -O2 -Wall -Wextra -pthread -o "$bin/core-bounce" scripts/probes/core-bounce.c
 bounce() { "$bin/core-bounce" 20000 | awk '{print $7}'; }
@@ -91,14 +79,7 @@ if [ "${FLOORS:-1}" != 0 ] && [ -n "$floor_sizes" ] && [ "$transport" = shm ]; t
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Each program's settings for the transport (empty over shared memory: every default).
-psyne_net=() openmpi_net=() mpich_net=() impi_net=()
-if [ "$transport" = tcp ]; then
-  psyne_net=(--transport tcp)
-  openmpi_net=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
-  mpich_net=(MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo)
-  impi_net=(I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt FI_PROVIDER=tcp FI_TCP_IFACE=lo)
-fi
+every_mpi_transport "$transport"
 # The command line of each program's job for collective $1, up to the benchmark's own flags.
 job() {
   local who=$1 coll=$2

@@ -20,8 +20,9 @@
 #
 # Environment: JOBS (4: jobs per MPI and collective, the MPIs' order rotating), ROUNDS (5: pairs a
 # size per job), RANKS (2), SIZES (8,1K,16K,64K,1M,16M,64M), COLLECTIVES (allreduce broadcast
-# allgather reducescatter), MPIS (openmpi mpich5 impi), VERSUS_TIMEOUT (seconds a job may take,
-# default 900). Writes OUT_DIR/raw/ (each job's JSON and the C benchmark's CSV, runs.csv naming
+# allgather reducescatter), MPIS (openmpi mpich5 impi), TRANSPORT (shm, or tcp: psyne and every
+# MPI over loopback TCP, each MPI as versus-every-mpi.sh sets it: scripts/bench/every-mpi.sh),
+# VERSUS_TIMEOUT (seconds a job may take, default 900). Writes OUT_DIR/raw/ (each job's JSON and the C benchmark's CSV, runs.csv naming
 # them) and OUT_DIR/README.md (scripts/report/versus_paired.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,16 +37,13 @@ sizes=${SIZES:-8,1K,16K,64K,1M,16M,64M}
 read -r -a collectives <<<"${COLLECTIVES:-allreduce broadcast allgather reducescatter}"
 read -r -a mpis <<<"${MPIS:-openmpi mpich5 impi}"
 limit=${VERSUS_TIMEOUT:-900}
-mpich=/opt/psyne-mpich
-impi=/opt/psyne-impi
-
-scripts/setup.sh >/dev/null
-for need in "$mpich/bin/mpicc" "$mpich/bin/mpiexec" "$impi/bin/mpiexec" "$(command -v mpicc || true)"; do
-  if [ ! -x "$need" ]; then
-    echo "versus-paired.sh: ${need:-mpicc} is missing: run scripts/setup.sh as root" >&2
-    exit 2
-  fi
-done
+transport=${TRANSPORT:-shm}
+case $transport in
+  shm | tcp) ;;
+  *) echo "versus-paired.sh: TRANSPORT must be shm or tcp, not '$transport'" >&2; exit 2 ;;
+esac
+. scripts/bench/every-mpi.sh
+require_every_mpi versus-paired.sh
 mkdir -p "$out/raw"
 raw=$(realpath "$out/raw")
 # psybench with its MPI backend, once against Open MPI and once against MPICH (which Intel MPI's
@@ -56,20 +54,17 @@ build() {
 }
 build openmpi "$(command -v mpicc)"
 build mpich "$mpich/bin/mpicc"
-src=bench/c/mpi_coll_bench.c
 mkdir -p "$raw/bin"
-mpicc -O2 -Wall -Wextra -o "$raw/bin/cb-openmpi" "$src"
-"$mpich/bin/mpicc" -O2 -Wall -Wextra -o "$raw/bin/cb-mpich5" "$src"
-# Intel MPI's mpicc wrapper from the wheel has unsubstituted paths (../shared/PITFALLS.md).
-gcc -O2 -Wall -Wextra -I"$impi/include" -L"$impi/lib" -Wl,-rpath,"$impi/lib" -o "$raw/bin/cb-impi" "$src" -lmpi
+build_c_benchmarks "$raw/bin"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+every_mpi_transport "$transport"
 # The launcher of MPI $1, up to the program.
 launcher() {
   case $1 in
-    openmpi) echo mpirun --oversubscribe -n "$ranks" ;;
-    mpich5) echo env LD_LIBRARY_PATH="$mpich/lib" "$mpich/bin/mpiexec" -bind-to core -n "$ranks" ;;
-    impi) echo env LD_LIBRARY_PATH="$impi/lib" "$impi/bin/mpiexec" -n "$ranks" ;;
+    openmpi) echo mpirun --oversubscribe "${openmpi_net[@]}" -n "$ranks" ;;
+    mpich5) echo env LD_LIBRARY_PATH="$mpich/lib" "${mpich_net[@]}" "$mpich/bin/mpiexec" -bind-to core -n "$ranks" ;;
+    impi) echo env LD_LIBRARY_PATH="$impi/lib" "${impi_net[@]}" "$impi/bin/mpiexec" -n "$ranks" ;;
   esac
 }
 # The psybench built against MPI $1.
@@ -101,14 +96,14 @@ for ((job = 1; job <= jobs; job++)); do
       read -r -a launch <<<"$(launcher "$who")"
       sweep=("$coll" --cadence osu --sizes "$sizes")
       run "$job" "$coll" "$who" paired "$raw/j$job-$coll-$who.txt" \
-        "${launch[@]}" "$(psybench_for "$who")" "${sweep[@]}" --backend native,mpi \
-        --rounds "$rounds" --json "$raw/j$job-$coll-$who.json"
+        "${launch[@]}" "$(psybench_for "$who")" "${sweep[@]}" "${psyne_net[@]}" \
+        --backend native,mpi --rounds "$rounds" --json "$raw/j$job-$coll-$who.json"
       run "$job" "$coll" "$who" c-bench "$raw/j$job-$coll-$who.csv" \
         "${launch[@]}" "$raw/bin/cb-$who" "${sweep[@]}"
     done
   done
 done
 load_after=$(python3 scripts/report/lib.py load)
-python3 scripts/report/versus_paired.py "$out" --revision "$REVISION" \
+python3 scripts/report/versus_paired.py "$out" --revision "$REVISION" --transport "$transport" \
   --load-before "$load_before" --load-after "$load_after" \
-  --command "scripts/bench/versus-paired.sh $* (JOBS=$jobs ROUNDS=$rounds RANKS=$ranks SIZES=$sizes)"
+  --command "scripts/bench/versus-paired.sh $* (JOBS=$jobs ROUNDS=$rounds RANKS=$ranks SIZES=$sizes TRANSPORT=$transport)"

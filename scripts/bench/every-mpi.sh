@@ -30,15 +30,20 @@ build_c_benchmarks() {
     -o "$bin/cb-impi" "$src" -lmpi
 }
 
-# Each program's settings for transport $1 (shm: none, every default; tcp: every program over
+# Each program's settings for transport $2 (shm: none, every default; tcp: every program over
 # loopback TCP, each as its users ask for it), in psyne_net (psybench's flags), openmpi_net
 # (mpirun's), mpich_net and impi_net (environment variables for `env`): Open MPI's ob1 with only
 # the tcp and self BTLs on lo; MPICH's OFI netmod with the tcp provider on lo and
 # MPIR_CVAR_NOLOCAL=1, so ranks of one host use it too; Intel MPI over OFI tcp on lo with
-# I_MPI_COLL_INTRANODE=pt2pt, without which its collectives still run in shared memory.
+# I_MPI_COLL_INTRANODE=pt2pt, without which its collectives still run in shared memory (0.3 us at
+# 8 B). Any other transport exits 2 naming the runner ($1).
 every_mpi_transport() {
+  case $2 in
+    shm | tcp) ;;
+    *) echo "$1: TRANSPORT must be shm or tcp, not '$2'" >&2; exit 2 ;;
+  esac
   psyne_net=() openmpi_net=() mpich_net=() impi_net=()
-  if [ "$1" = tcp ]; then
+  if [ "$2" = tcp ]; then
     psyne_net=(--transport tcp)
     openmpi_net=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
     mpich_net=(MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo)

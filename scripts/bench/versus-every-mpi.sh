@@ -12,10 +12,7 @@
 #
 # Environment: ROUNDS (5), RANKS (2), SIZES (8,1K,64K,1M,16M,64M), COLLECTIVES (allreduce broadcast
 # allgather reducescatter), TRANSPORT (shm, or tcp: every program over loopback TCP, each as its
-# users ask for it: psybench --transport tcp; Open MPI's ob1 with only the tcp and self BTLs on lo;
-# MPICH's OFI netmod with the tcp provider on lo and MPIR_CVAR_NOLOCAL=1, so ranks of one host use
-# it too; Intel MPI with I_MPI_FABRICS=ofi, the tcp provider on lo and I_MPI_COLL_INTRANODE=pt2pt,
-# without which its collectives still run in shared memory (0.3 us at 8 B); no copy floors),
+# users ask for it, as scripts/bench/every-mpi.sh sets it; no copy floors),
 # IMB=0 to leave out Intel's IMB-MPI1 (run once a round beside Intel
 # MPI's C-benchmark job as Intel's own cross-check of it), FLOORS=0 to leave out the copy floors
 # (with 2 ranks, the sizes from 1 MiB up: scripts/probes/copy-floors.sh, a plain C program that
@@ -47,11 +44,8 @@ sizes=${SIZES:-8,1K,64K,1M,16M,64M}
 read -r -a collectives <<<"${COLLECTIVES:-allreduce broadcast allgather reducescatter}"
 limit=${VERSUS_TIMEOUT:-600}
 transport=${TRANSPORT:-shm}
-case $transport in
-  shm | tcp) ;;
-  *) echo "versus-every-mpi.sh: TRANSPORT must be shm or tcp, not '$transport'" >&2; exit 2 ;;
-esac
 . scripts/bench/every-mpi.sh
+every_mpi_transport versus-every-mpi.sh "$transport"
 require_every_mpi versus-every-mpi.sh "$impi/bin/IMB-MPI1"
 cargo build --release -q -p psybench -p psyrun
 mkdir -p "$out/raw"
@@ -79,7 +73,6 @@ if [ "${FLOORS:-1}" != 0 ] && [ -n "$floor_sizes" ] && [ "$transport" = shm ]; t
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-every_mpi_transport "$transport"
 # The command line of each program's job for collective $1, up to the benchmark's own flags.
 job() {
   local who=$1 coll=$2

@@ -22,8 +22,8 @@
 # size per job), RANKS (2), SIZES (8,1K,16K,64K,1M,16M,64M), COLLECTIVES (allreduce broadcast
 # allgather reducescatter), MPIS (openmpi mpich5 impi), TRANSPORT (shm, or tcp: psyne and every
 # MPI over loopback TCP, each MPI as versus-every-mpi.sh sets it: scripts/bench/every-mpi.sh),
-# VERSUS_TIMEOUT (seconds a job may take, default 900). Writes OUT_DIR/raw/ (each job's JSON and the C benchmark's CSV, runs.csv naming
-# them) and OUT_DIR/README.md (scripts/report/versus_paired.py).
+# VERSUS_TIMEOUT (seconds a job may take, default 900). Writes OUT_DIR/raw/ (each job's JSON and
+# the C benchmark's CSV, runs.csv naming them) and OUT_DIR/README.md (scripts/report/versus_paired.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/report/publish.sh
@@ -38,11 +38,8 @@ read -r -a collectives <<<"${COLLECTIVES:-allreduce broadcast allgather reducesc
 read -r -a mpis <<<"${MPIS:-openmpi mpich5 impi}"
 limit=${VERSUS_TIMEOUT:-900}
 transport=${TRANSPORT:-shm}
-case $transport in
-  shm | tcp) ;;
-  *) echo "versus-paired.sh: TRANSPORT must be shm or tcp, not '$transport'" >&2; exit 2 ;;
-esac
 . scripts/bench/every-mpi.sh
+every_mpi_transport versus-paired.sh "$transport"
 require_every_mpi versus-paired.sh
 mkdir -p "$out/raw"
 raw=$(realpath "$out/raw")
@@ -58,7 +55,6 @@ mkdir -p "$raw/bin"
 build_c_benchmarks "$raw/bin"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-every_mpi_transport "$transport"
 # The launcher of MPI $1, up to the program.
 launcher() {
   case $1 in

@@ -14,7 +14,7 @@
 //! or `allgather`. Sizes run from 1 KiB to 16 MiB (the whole buffer), each timed six times,
 //! flat and hierarchical alternating; the medians of the slowest rank are printed.
 
-use psyne::tuning::Tuning;
+use psyne::tuning::{Scope, Tuning};
 use psyne::Communicator;
 use psyne::TransportPolicy;
 use psyne::{Algo, Collective, Group, GroupOptions, ReduceOp, Result};
@@ -96,7 +96,7 @@ fn rank_main(g: &Group, coll: Collective) -> Result<()> {
             Collective::AllGather => bytes / g.size(),
             _ => bytes,
         };
-        let flat_algo = Tuning::default().by_size(coll, per_rank, g.size());
+        let flat_algo = Tuning::default().by_size(coll, per_rank, g.size(), Scope::Net);
         let flat = g.with_algo(flat_algo);
         let (mut f, mut h) = (Vec::new(), Vec::new());
         for rep in 0..6 {

@@ -40,8 +40,13 @@ pub fn flat_max_bytes(coll: Collective, size: usize) -> usize {
 /// Message-size boundaries, in bytes of one rank's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
-    /// All-reduce up to this size uses recursive doubling (fewest rounds).
+    /// All-reduce up to this size uses recursive doubling (fewest rounds) over shared memory.
     pub allreduce_recursive_doubling_max: usize,
+    /// The same on two ranks over shared memory; on two ranks over the network recursive
+    /// doubling runs at every size ([`Tuning::by_size`]).
+    pub pair_allreduce_recursive_doubling_max: usize,
+    /// The same over the network ([`Scope::Net`]) on more than two ranks.
+    pub net_allreduce_recursive_doubling_max: usize,
     /// All-reduce up to this size (and above the previous) uses Rabenseifner; larger uses ring.
     pub allreduce_rabenseifner_max: usize,
     /// Broadcast up to this size uses a binomial tree; larger uses the pipelined chain.
@@ -59,6 +64,16 @@ pub struct Thresholds {
 /// The defaults: first guesses from the usual alpha-beta reasoning, to be replaced by measurement.
 pub const DEFAULT_THRESHOLDS: Thresholds = Thresholds {
     allreduce_recursive_doubling_max: 8 << 10,
+    // Measured on 2 ranks (results/tcp-allreduce-algos/, 7 rounds alternated): recursive
+    // doubling 0.89-0.98 of Rabenseifner's time at 20-64 KiB, 0.98-1.09 at 96-256 KiB.
+    pair_allreduce_recursive_doubling_max: 64 << 10,
+    // Over loopback TCP on 4 ranks of 2 cores (results/tcp-allreduce-algos/) recursive doubling
+    // took 0.45-0.65 of Rabenseifner's time up to 32 KiB, 0.85 at 128 KiB and 0.81 at 512 KiB,
+    // with alpha inflated by the sharing of cores. The alpha-beta crossover,
+    // n < log p * alpha / (beta * (log p - 2 (p-1)/p)), falls from 4 alpha/beta on 4 ranks to
+    // 1.5 alpha/beta on 64: 128 KiB is about 4 alpha/beta for loopback TCP's alpha of 8 us
+    // and beta of 0.29 ns per byte (the 2-rank sweep's 8 B and 8 MiB).
+    net_allreduce_recursive_doubling_max: 128 << 10,
     allreduce_rabenseifner_max: 512 << 10,
     broadcast_binomial_max: 64 << 10,
     scatter_gather_binomial_max: 64 << 10,
@@ -194,10 +209,10 @@ impl Tuning {
     }
 
     /// The algorithm for `coll` when one rank's buffer is `bytes` long in a group of `size`: the
-    /// forced one, else [`Tuning::by_size`].
-    pub fn choose(&self, coll: Collective, bytes: usize, size: usize) -> Algo {
+    /// forced one, else [`Tuning::by_size`] in `scope`.
+    pub fn choose(&self, coll: Collective, bytes: usize, size: usize, scope: Scope) -> Algo {
         self.forced(coll)
-            .unwrap_or_else(|| self.by_size(coll, bytes, size))
+            .unwrap_or_else(|| self.by_size(coll, bytes, size, scope))
     }
 
     /// Whether a group spread over `hosts` should run `coll` of `bytes` per rank hierarchically
@@ -244,17 +259,27 @@ impl Tuning {
         }
     }
 
-    /// The flat algorithm for `coll` of `bytes` per rank in a group of `size`, by size alone
-    /// (overrides ignored): what runs when nothing is forced, and what the phases of a
-    /// hierarchical collective run.
-    pub fn by_size(&self, coll: Collective, bytes: usize, size: usize) -> Algo {
-        // The thresholds do not depend on the world size yet; `size` is there for the tuning step
-        // that will make them (see DEFAULT_THRESHOLDS).
-        let (t, _) = (&self.thresholds, size);
+    /// The flat algorithm for `coll` of `bytes` per rank in a group of `size` whose ranks talk
+    /// over `scope`, by size alone (overrides ignored): what runs when nothing is forced, and
+    /// what the phases of a hierarchical collective run.
+    ///
+    /// Over the network, all-reduce on two ranks is recursive doubling at every size: one
+    /// exchange of the whole buffer where Rabenseifner and ring make two of half, the same bytes
+    /// in half the messages (over loopback TCP 0.5-0.6 of Rabenseifner's time at 8 B-32 KiB,
+    /// 0.8 at 128-512 KiB, 0.8-1.05 from 2 to 32 MiB: results/tcp-allreduce-algos/). Over
+    /// shared memory a message costs less and the reduction more: recursive doubling reduces
+    /// the whole buffer on both ranks, the others half on each, which pays only up to 64 KiB
+    /// (at 2 MiB it takes 1.6 of Rabenseifner's time).
+    pub fn by_size(&self, coll: Collective, bytes: usize, size: usize, scope: Scope) -> Algo {
+        let t = &self.thresholds;
+        let recursive_doubling_max = match scope {
+            Scope::Shm if size <= 2 => t.pair_allreduce_recursive_doubling_max,
+            Scope::Shm => t.allreduce_recursive_doubling_max,
+            Scope::Net if size <= 2 => usize::MAX,
+            Scope::Net => t.net_allreduce_recursive_doubling_max,
+        };
         match coll {
-            Collective::AllReduce if bytes <= t.allreduce_recursive_doubling_max => {
-                Algo::RecursiveDoubling
-            }
+            Collective::AllReduce if bytes <= recursive_doubling_max => Algo::RecursiveDoubling,
             Collective::AllReduce if bytes <= t.allreduce_rabenseifner_max => Algo::Rabenseifner,
             Collective::AllReduce => Algo::Ring,
             Collective::Broadcast { .. } if bytes <= t.broadcast_binomial_max => Algo::Binomial,
@@ -315,7 +340,7 @@ impl Tuning {
             }
             None => match self.file_choice(coll, bytes, shape) {
                 Some(Algo::Flat) if !shape.has_board || bytes > slot_data_for(shape.size) => {
-                    return Ok(self.by_size(coll, bytes, shape.size))
+                    return Ok(self.by_size(coll, bytes, shape.size, shape.scope()))
                 }
                 Some(a) => a,
                 None if self.prefers_hier(coll, bytes, &shape.hosts, shape.shm_inside) => {
@@ -344,14 +369,15 @@ impl Tuning {
         if shape.has_board && bytes <= flat_max_bytes(coll, shape.size) {
             Algo::Flat
         } else {
-            self.by_size(coll, bytes, shape.size)
+            self.by_size(coll, bytes, shape.size, shape.scope())
         }
     }
 
     /// The algorithms of the phases of a hierarchical `coll` whose whole buffer is `bytes`.
     pub(crate) fn hier_algos(&self, coll: Collective, bytes: usize, hosts: &Hosts) -> HierAlgos {
-        let leaders = self.by_size(coll, bytes, hosts.count());
-        let local = self.by_size(Collective::Broadcast { root: 0 }, bytes, hosts.max_local());
+        let leaders = self.by_size(coll, bytes, hosts.count(), Scope::Net);
+        let bcast = Collective::Broadcast { root: 0 };
+        let local = self.by_size(bcast, bytes, hosts.max_local(), Scope::Shm);
         HierAlgos {
             leaders: match coll {
                 Collective::AllGather => Algo::Ring,
@@ -370,17 +396,57 @@ mod tests {
     fn size_picks_the_algorithm() {
         let t = Tuning::default();
         assert_eq!(
-            t.choose(Collective::AllReduce, 8, 4),
+            t.choose(Collective::AllReduce, 8, 4, Scope::Shm),
             Algo::RecursiveDoubling
         );
         assert_eq!(
-            t.choose(Collective::AllReduce, 100 << 10, 4),
+            t.choose(Collective::AllReduce, 100 << 10, 4, Scope::Shm),
             Algo::Rabenseifner
         );
-        assert_eq!(t.choose(Collective::AllReduce, 64 << 20, 4), Algo::Ring);
         assert_eq!(
-            t.choose(Collective::Broadcast { root: 2 }, 1 << 20, 4),
+            t.choose(Collective::AllReduce, 64 << 20, 4, Scope::Shm),
+            Algo::Ring
+        );
+        assert_eq!(
+            t.choose(Collective::Broadcast { root: 2 }, 1 << 20, 4, Scope::Shm),
             Algo::Pipeline
+        );
+    }
+
+    #[test]
+    fn over_the_network_recursive_doubling_runs_further() {
+        let t = Tuning::default();
+        let ar = Collective::AllReduce;
+        let (shm, net) = (Scope::Shm, Scope::Net);
+        // Two ranks: one exchange of the whole buffer at every size over the network only.
+        for bytes in [8, 16 << 10, 1 << 20, 64 << 20] {
+            assert_eq!(
+                t.by_size(ar, bytes, 2, net),
+                Algo::RecursiveDoubling,
+                "{bytes}"
+            );
+        }
+        // Over shared memory up to 64 KiB.
+        assert_eq!(t.by_size(ar, 64 << 10, 2, shm), Algo::RecursiveDoubling);
+        assert_eq!(t.by_size(ar, (64 << 10) + 4, 2, shm), Algo::Rabenseifner);
+        assert_eq!(t.by_size(ar, 64 << 20, 2, shm), Algo::Ring);
+        // More ranks: up to the net threshold, then as over shared memory.
+        let most = t.thresholds.net_allreduce_recursive_doubling_max;
+        assert!(most > t.thresholds.allreduce_recursive_doubling_max);
+        assert_eq!(t.by_size(ar, most, 4, net), Algo::RecursiveDoubling);
+        assert_eq!(t.by_size(ar, most + 4, 4, net), Algo::Rabenseifner);
+        assert_eq!(t.by_size(ar, most, 4, shm), Algo::Rabenseifner);
+        assert_eq!(t.by_size(ar, 64 << 20, 8, net), Algo::Ring);
+        // The group's shape decides the scope.
+        let tcp = shape(2, Hosts::single(2), false);
+        assert_eq!(
+            t.select(ar, None, 256 << 10, &tcp).unwrap(),
+            Algo::RecursiveDoubling
+        );
+        let board = shape(2, Hosts::single(2), true);
+        assert_eq!(
+            t.select(ar, None, 256 << 10, &board).unwrap(),
+            Algo::Rabenseifner
         );
     }
 
@@ -551,9 +617,12 @@ mod tests {
     #[test]
     fn overrides_win_and_bad_specs_name_the_fix() {
         let t = Tuning::parse("all_reduce:ring, bcast:pipeline").unwrap();
-        assert_eq!(t.choose(Collective::AllReduce, 8, 4), Algo::Ring);
         assert_eq!(
-            t.choose(Collective::Broadcast { root: 1 }, 8, 4),
+            t.choose(Collective::AllReduce, 8, 4, Scope::Shm),
+            Algo::Ring
+        );
+        assert_eq!(
+            t.choose(Collective::Broadcast { root: 1 }, 8, 4, Scope::Net),
             Algo::Pipeline
         );
         let e = Tuning::parse("allreduce:pairwise").unwrap_err();

@@ -644,7 +644,10 @@ fn a_tuning_file_changes_the_automatic_choice_and_a_bad_one_is_named() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(
         algos_by_size(&dir.join("default.json")),
-        [(8, "flat".to_string()), (65536, "rabenseifner".to_string())]
+        [
+            (8, "flat".to_string()),
+            (65536, "recursive_doubling".to_string())
+        ]
     );
     assert_eq!(
         read_report(&dir.join("default.json"))

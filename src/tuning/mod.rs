@@ -40,7 +40,8 @@ pub fn flat_max_bytes(coll: Collective, size: usize) -> usize {
 /// Message-size boundaries, in bytes of one rank's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
-    /// All-reduce up to this size uses recursive doubling (fewest rounds) over shared memory.
+    /// All-reduce up to this size uses recursive doubling (fewest rounds) over shared memory on
+    /// more than two ranks.
     pub allreduce_recursive_doubling_max: usize,
     /// The same on two ranks over shared memory; on two ranks over the network recursive
     /// doubling runs at every size ([`Tuning::by_size`]).

@@ -100,6 +100,11 @@ for ((job = 1; job <= jobs; job++)); do
   done
 done
 load_after=$(python3 scripts/report/lib.py load)
+settings=
+if [ "$transport" = tcp ]; then
+  settings="psybench \`${psyne_net[*]}\`; Open MPI \`mpirun ${openmpi_net[*]}\`; MPICH 5 \`${mpich_net[*]}\`; Intel MPI \`${impi_net[*]}\`"
+fi
 python3 scripts/report/versus_paired.py "$out" --revision "$REVISION" --transport "$transport" \
+  --settings "$settings" \
   --load-before "$load_before" --load-after "$load_after" \
   --command "scripts/bench/versus-paired.sh $* (JOBS=$jobs ROUNDS=$rounds RANKS=$ranks SIZES=$sizes TRANSPORT=$transport)"

@@ -25,15 +25,15 @@ import lib  # noqa: E402
 NAMES = {"openmpi": "Open MPI", "mpich5": "MPICH 5", "impi": "Intel MPI"}
 COLLECTIVES = ["allreduce", "broadcast", "allgather", "reducescatter"]
 OVER = {"shm": "shared memory", "tcp": "loopback TCP"}
-TRANSPORT_TEXT = {
-    "shm": [],
-    "tcp": ["Over TCP on `lo`, each program as its users ask for it: psybench `--transport tcp` "
-            "(psyne's engine; the MPI backend is the MPI's); Open MPI `--mca pml ob1 --mca btl "
-            "tcp,self --mca btl_tcp_if_include lo`; MPICH 5 `MPIR_CVAR_NOLOCAL=1 "
-            "MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo`; Intel MPI "
-            "`I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt FI_PROVIDER=tcp FI_TCP_IFACE=lo` "
-            "(`scripts/bench/every-mpi.sh`).", ""],
-}
+
+
+def settings_text(settings: str) -> list:
+    """The paragraph naming each program's settings for the transport, if it has any."""
+    if not settings:
+        return []
+    return [f"Each program as its users ask for it (`scripts/bench/every-mpi.sh`): {settings}.", ""]
+
+
 TITLES = {"allreduce": "all-reduce", "broadcast": "broadcast", "allgather": "all-gather",
           "reducescatter": "reduce-scatter"}
 
@@ -165,7 +165,8 @@ def report(out: Path, args) -> str:
         f"element by element. {jobs} jobs per MPI and collective, the MPIs' order rotating. "
         "MPI is initialized as by `MPI_Init` (one thread), and psybench places every buffer of "
         "128 KiB and more as a program's first `malloc` of it is placed, 16 bytes into pages of "
-        "its own (`bench/src/buffer.rs`), for both backends alike, as the C benchmark's are.", "", *TRANSPORT_TEXT[args.transport],
+        "its own (`bench/src/buffer.rs`), for both backends alike, as the C benchmark's are.", "",
+        *settings_text(args.settings),
         "## The best MPI's median pair ratio", "",
         "MPI ÷ psyne, the median over every pair of the MPI that does best; above 1 psyne is "
         "faster, **below 1** the named MPI is. In brackets: that MPI and the share of the pairs "
@@ -193,6 +194,8 @@ def main() -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--revision", required=True)
     p.add_argument("--transport", choices=sorted(OVER), default="shm")
+    p.add_argument("--settings", default="",
+                   help="each program's settings for the transport, as the runner set them")
     p.add_argument("--load-before", default="")
     p.add_argument("--load-after", default="")
     p.add_argument("--command", required=True)

@@ -88,6 +88,12 @@ fn pairs_ratios_best_mpi_cross_check_and_failures() {
         .arg(repo().join("scripts/report/versus_paired.py"))
         .arg(&dir)
         .args(["--revision", "abc1234", "--command", "versus-paired.sh"])
+        .args([
+            "--transport",
+            "tcp",
+            "--settings",
+            "psybench `--transport tcp`",
+        ])
         .output()
         .unwrap();
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap_or_default();
@@ -116,6 +122,14 @@ fn pairs_ratios_best_mpi_cross_check_and_failures() {
     );
     assert!(
         readme.contains("- job 1 allreduce impi paired: exit 124"),
+        "{readme}"
+    );
+    // The transport in the title, and each program's settings as the runner passed them.
+    assert!(readme.contains("2 ranks over loopback TCP"), "{readme}");
+    assert!(
+        readme.contains(
+            "as its users ask for it (`scripts/bench/every-mpi.sh`): psybench `--transport tcp`."
+        ),
         "{readme}"
     );
 }

@@ -11,15 +11,6 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
 
-/// Tests in this process create shared-memory segments named after its pid, for a moment each
-/// (ring set-up, node boards, shared buffers); the test that looks for leftovers holds this for
-/// writing so that none of the others' is mid-setup while it looks.
-static SEGMENT_NAMES: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-fn creating_segments() -> std::sync::RwLockReadGuard<'static, ()> {
-    SEGMENT_NAMES.read().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Allocates, fills with the conformance inputs, all-reduces with each op twice (the second
 /// reuses the buffer), and returns every mismatch against the oracle as text.
 fn check<E: Element>(g: &Group, len: usize) -> psyne::Result<Vec<String>> {
@@ -77,7 +68,6 @@ fn world(size: usize, wiring: Wiring, expect_shared: bool) {
 
 #[test]
 fn shared_buffers_all_reduce_correctly_on_one_host() {
-    let _creating = creating_segments();
     for size in [2, 3, 4] {
         world(size, Wiring::Shm, true);
     }
@@ -85,20 +75,17 @@ fn shared_buffers_all_reduce_correctly_on_one_host() {
 
 #[test]
 fn without_shared_memory_the_buffers_are_private_and_still_correct() {
-    let _creating = creating_segments();
     world(3, Wiring::Tcp, false);
     world(4, Wiring::Mixed, false);
 }
 
 #[test]
 fn a_world_of_one_needs_no_sharing() {
-    let _creating = creating_segments();
     world(1, Wiring::Tcp, false);
 }
 
 #[test]
 fn different_lengths_are_a_mismatch_on_every_rank() {
-    let _creating = creating_segments();
     let results = common::with_wiring(3, Wiring::Shm, T, |g| {
         g.alloc_shared::<f32>(100 + g.rank()).map(|_| ())
     });
@@ -111,7 +98,6 @@ fn different_lengths_are_a_mismatch_on_every_rank() {
 
 #[test]
 fn different_ops_on_one_allocation_are_a_mismatch() {
-    let _creating = creating_segments();
     let results = common::with_wiring(2, Wiring::Shm, T, |g| {
         // Large enough for the shared path (smaller buffers take the ordinary all-reduce).
         let mut buf = g.alloc_shared::<i32>(10_000)?;
@@ -137,23 +123,38 @@ fn different_ops_on_one_allocation_are_a_mismatch() {
     }
 }
 
+/// The job id of [`shared_buffers_leave_nothing_in_dev_shm`]: every other test in this process
+/// names its segments after `local<pid>` and creates them for a moment each (ring set-up, node
+/// boards, shared buffers), so only a job id of its own tells this test's segments apart.
+fn leak_check_job_id() -> String {
+    format!("leakcheck{}", std::process::id())
+}
+
 #[test]
 fn shared_buffers_leave_nothing_in_dev_shm() {
-    let _alone = SEGMENT_NAMES.write().unwrap_or_else(|p| p.into_inner());
-    let results = common::with_wiring(3, Wiring::Shm, T, |g| {
-        let buf = g.alloc_shared::<f64>(1 << 16)?;
-        // Every rank has mapped every segment and the names are gone, while the buffer lives.
-        g.barrier()?;
-        let names: Vec<String> = std::fs::read_dir("/dev/shm")
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.contains(&format!("local{}", std::process::id())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok::<_, psyne::Error>((buf.is_shared(), names))
-    });
+    let results = common::try_with_options(
+        3,
+        Wiring::Shm,
+        T,
+        Default::default(),
+        |o| o.job_id = leak_check_job_id(),
+        |g| {
+            let g = g?;
+            let buf = g.alloc_shared::<f64>(1 << 16)?;
+            // Every rank has mapped every segment and the names are gone, while the buffer lives.
+            g.barrier()?;
+            let prefix = format!("psyne-{}-", leak_check_job_id());
+            let names: Vec<String> = std::fs::read_dir("/dev/shm")
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.starts_with(&prefix))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok::<_, psyne::Error>((buf.is_shared(), names))
+        },
+    );
     for r in results {
         let (shared, names) = r.unwrap();
         assert!(shared);
@@ -163,7 +164,6 @@ fn shared_buffers_leave_nothing_in_dev_shm() {
 
 #[test]
 fn a_shared_all_reduce_on_a_failed_group_is_refused() {
-    let _creating = creating_segments();
     let results = common::with_wiring(2, Wiring::Shm, T, |g| {
         let mut buf = g.alloc_shared::<f32>(10_000)?;
         assert!(buf.is_shared());
@@ -188,7 +188,6 @@ fn a_shared_all_reduce_on_a_failed_group_is_refused() {
 
 #[test]
 fn a_failed_shared_all_reduce_poisons_the_group() {
-    let _creating = creating_segments();
     let results = common::with_wiring(2, Wiring::Shm, T, |g| {
         let mut buf = g.alloc_shared::<i32>(10_000)?;
         let op = if g.rank() == 0 {
@@ -219,7 +218,6 @@ fn a_rank_joining_a_shared_all_reduce_its_peer_gave_up_fails_and_writes_nothing(
     // Issue 33, item 4, on shared buffers: rank 1 joins only once rank 0 has returned its
     // timeout (an event, not a sleep). It must fail too, and must not write its chunk of the
     // result into rank 0's buffer, which rank 0 owns again since its call returned.
-    let _names = creating_segments();
     let len = 2 * psyne::MIN_SHARED_BYTES / std::mem::size_of::<f64>();
     let (gave_up, heard) = std::sync::mpsc::channel::<()>();
     let (finished, told) = std::sync::mpsc::channel::<()>();

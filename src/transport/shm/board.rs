@@ -5,12 +5,23 @@
 //! Layout: a header page (magic, nonce, the arrival counter, its sleeper count, the any-abort
 //! flag and whether the board counts arrivals, then each rank's pid at `64 + 4 × rank`), then for
 //! every rank two slots (double buffering by the parity of the operation's number). A slot is a
-//! 128-byte header (`seq: u64` the number of the operation its data belongs to and 40 bytes
-//! describing the operation; then `seq32: u32`, the futex word mirroring `seq`, `sleepers`, in
-//! parity 0 `aborted`, set when the rank gives up the group, and `state: u64` at 80, below)
-//! followed by [`slot_data_for`] bytes (4–16 KiB, more on smaller groups). The polled word (`seq`) and the description share the first cache line; the futex word and the
-//! sleeper count have a line of their own, so a publisher's look at `sleepers` does not fight the
-//! readers polling `seq`.
+//! 128-byte header (`seq: u64` the number of the operation its data belongs to, 40 bytes
+//! describing the operation, the owner's last call time and where a rotating part lies; then
+//! `seq32: u32`, the futex word mirroring `seq`, `sleepers`, in parity 0 `aborted`, set when the
+//! rank gives up the group, and `state: u64` at 80, below) followed by [`slot_data_for`] bytes
+//! (4–16 KiB, more on smaller groups). The polled word (`seq`) and the description share the
+//! first cache line; the futex word and the sleeper count have a line of their own, so a
+//! publisher's look at `sleepers` does not fight the readers polling `seq`.
+//!
+//! After the summary lines (below), on boards of up to 256 ranks, each slot has a data area of
+//! its own ([`area_for`]): a part of more than
+//! [`ROTATE_MIN`] bytes goes to its next place there, a page further on each time and back to the
+//! start at its end, so that a rank seldom writes lines its peers read a call or two ago. On the
+//! 2-core AMD VM, writing over lines that sat in the other core's cache took as long again as
+//! the whole rest of a 16 KiB all-reduce on the board (3.3 µs a call in the slot, 1.8 rotating
+//! through 2 MiB; `results/board-rotation/`). Smaller parts stay in the slot, where the lines are
+//! warm and next to `seq`. Any place of a parity's slot or area is safe to write: the double
+//! buffering below already guarantees that nobody still reads its previous operation.
 //!
 //! After the slots, page aligned, every rank's two summary lines (one per parity, packed): on a
 //! crowded board (below) a publish also writes there its `seq`, its description and a part of up
@@ -56,6 +67,14 @@ pub const SLOT_DATA_MAX: usize = 16 * 1024;
 /// How many bytes of its peers' parts a rank of a board call may have to read (with slots of
 /// [`slot_data_for`] bytes): a flat call's reads grow with the group, a ring schedule's do not.
 const READ_BUDGET: usize = 32 * 1024;
+/// Parts of more than this many bytes rotate through their slot's data area (module docs);
+/// smaller ones stay at its start. At 4 KiB a 2-rank broadcast was slower rotating (0.62 µs
+/// against 0.44–0.51) and all-reduce about even; from 6 KiB both were faster.
+pub const ROTATE_MIN: usize = 4096;
+/// The bytes of the data areas of all slots of a board together, at most ([`area_for`]): 8 MiB,
+/// 2 MiB a slot on 2 ranks (128 places of 16 KiB). With a quarter of that, the 16 KiB all-reduce
+/// gained less than half as much (2.0–2.3 µs against 1.8).
+const ROTATION_BYTES: usize = 8 << 20;
 /// Bytes describing the operation in a slot.
 pub const DESC: usize = 40;
 /// Bytes of a part a summary line holds (a larger part is read from the slot).
@@ -66,6 +85,9 @@ const INLINE_AT: usize = 48;
 /// In a slot's first line, beside `seq` (a slot keeps no part there): how long its owner's
 /// previous board call took it, in its owner's clock's ticks, or 0 ([`Board::publish`]).
 const TOOK_AT: usize = 48;
+/// In a slot's first line: where in the slot's data area its last rotating part begins, in
+/// bytes (written only with such a part).
+const PLACE_AT: usize = 56;
 const SLOT_HEADER: usize = 128;
 const DESC_AT: usize = 8;
 const SEQ32_AT: usize = 64;
@@ -145,6 +167,19 @@ pub struct Board {
     /// Bytes of each slot, header and data ([`slot_len`] of `size`), computed once: every look
     /// at a slot while a call waits uses it.
     slot_len: usize,
+    /// Bytes of each slot's data area ([`area_for`] of `size`; 0: none, or the board counts
+    /// arrivals and does not use them).
+    area: usize,
+    /// Where the data areas begin in the segment ([`areas_at`] of `size`).
+    areas_at: usize,
+    /// Where in its data area of each parity this rank's next rotating part goes.
+    next_place: [std::sync::atomic::AtomicUsize; 2],
+}
+
+/// Whether a part of `len` bytes goes to its slot's data area of `area` bytes (module docs): the
+/// publisher and every reader decide alike from the part's length.
+fn rotates(len: usize, area: usize) -> bool {
+    len > ROTATE_MIN && len <= area
 }
 
 // SAFETY: the board only hands out views whose shared fields are atomics, or data regions whose
@@ -177,6 +212,25 @@ pub fn slot_data_for(size: usize) -> usize {
     power.clamp(SLOT_DATA, SLOT_DATA_MAX)
 }
 
+/// Bytes of each slot's data area on the board of a group of `size` (module docs): its share of
+/// [`ROTATION_BYTES`] (two slots a rank), a whole number of parts of [`slot_data_for`] bytes; 0
+/// (no areas: every part stays in its slot) where that would hold fewer than 4.
+pub fn area_for(size: usize) -> usize {
+    let part = slot_data_for(size);
+    let places = ROTATION_BYTES / (2 * size.max(1)) / part;
+    if places < 4 {
+        0
+    } else {
+        places * part
+    }
+}
+
+/// Bytes from one slot's data area to the next: a multiple of 64, and 128 bytes more than a
+/// multiple of a page, as slots are.
+fn area_stride(size: usize) -> usize {
+    SLOT_HEADER + area_for(size)
+}
+
 /// Bytes of a slot (its header and data) on the board of a group of `size`: a multiple of 64,
 /// and 128 bytes more than a multiple of a page, so that no two slots' data begin at the same
 /// offset within a page.
@@ -189,8 +243,36 @@ fn summaries_at(size: usize) -> usize {
     (PAGE + size * 2 * slot_len(size)).next_multiple_of(PAGE)
 }
 
-fn len_for(size: usize) -> usize {
-    summaries_at(size) + size * 2 * SUMMARY
+/// Where the data areas begin: the page after the summary lines.
+fn areas_at(size: usize) -> usize {
+    (summaries_at(size) + size * 2 * SUMMARY).next_multiple_of(PAGE)
+}
+
+/// Bytes of the board segment of a group of `size`, with the data areas if `areas` (and the
+/// group has any, [`area_for`]).
+fn len_for(size: usize, areas: bool) -> usize {
+    match area_for(size) {
+        bytes if areas && bytes > 0 => areas_at(size) + size * 2 * area_stride(size),
+        _ => summaries_at(size) + size * 2 * SUMMARY,
+    }
+}
+
+/// Creates the board segment `name` for a group of `size`, with data areas where it has any and
+/// `/dev/shm` has room for them, else without (saying so); true if with.
+fn create_segment(name: &str, size: usize) -> std::io::Result<(Segment, bool)> {
+    if area_for(size) == 0 {
+        return Segment::create(name, len_for(size, false)).map(|seg| (seg, false));
+    }
+    match Segment::create(name, len_for(size, true)) {
+        Ok(seg) => Ok((seg, true)),
+        Err(e) => {
+            crate::report::warn(format_args!(
+                "the node board runs without its data areas ({} MiB): {e}",
+                (len_for(size, true) - len_for(size, false)) >> 20
+            ));
+            Segment::create(name, len_for(size, false)).map(|seg| (seg, false))
+        }
+    }
 }
 
 impl Board {
@@ -206,11 +288,10 @@ impl Board {
         size: usize,
         deadline: Instant,
     ) -> Result<Board> {
-        let len = len_for(size);
         let bootstrap = |what: String| Error::new(ErrorKind::Bootstrap, what);
-        let segment = if rank == 0 {
+        let (segment, areas) = if rank == 0 {
             let name = segment::name_for(job_id, &format!("{prefix}#board"), 0, 0);
-            let seg = Segment::create(&name, len)
+            let (seg, areas) = create_segment(&name, size)
                 .map_err(|e| bootstrap(format!("creating the node board {name}: {e}")))?;
             let mut nonce = [0u8; 16];
             getrandom::fill(&mut nonce)
@@ -227,21 +308,24 @@ impl Board {
             let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
             store.set(
                 &format!("{prefix}/board"),
-                format!("{name} {hex}").as_bytes(),
+                format!("{name} {hex} {}", u8::from(areas)).as_bytes(),
             )?;
             let waited = store
                 .get_range(&format!("{prefix}/board_ok/"), 1..size, deadline)
                 .map(drop);
             let _ = segment::unlink(&name);
             waited.map_err(|e| e.context("waiting for every rank to map the node board"))?;
-            seg
+            (seg, areas)
         } else {
             let raw = store.get(&format!("{prefix}/board"), deadline)?;
             let text = String::from_utf8_lossy(&raw).into_owned();
-            let (name, hex) = text
-                .split_once(' ')
-                .ok_or_else(|| bootstrap(format!("malformed node board entry {text:?}")))?;
-            let seg = Segment::open(name, len)
+            let malformed = || bootstrap(format!("malformed node board entry {text:?}"));
+            let (name, hex, areas) = match text.split(' ').collect::<Vec<_>>()[..] {
+                [name, hex, "0"] => (name, hex, false),
+                [name, hex, "1"] => (name, hex, true),
+                _ => return Err(malformed()),
+            };
+            let seg = Segment::open(name, len_for(size, areas))
                 .map_err(|e| bootstrap(format!("opening the node board {name}: {e}")))?;
             let mut head = [0u8; 24];
             // SAFETY: the mapping is at least a page long; 24 bytes are read from its start.
@@ -253,7 +337,7 @@ impl Board {
                 )));
             }
             store.set(&format!("{prefix}/board_ok/{rank}"), b"1")?;
-            seg
+            (seg, areas)
         };
         let mut board = Board {
             segment,
@@ -261,8 +345,16 @@ impl Board {
             size,
             counted: false,
             slot_len: slot_len(size),
+            area: if areas { area_for(size) } else { 0 },
+            areas_at: areas_at(size),
+            next_place: Default::default(),
         };
         board.counted = board.header_word(COUNTED_AT).load(Ordering::SeqCst) == 1;
+        if board.counted {
+            // Ranks that share cores wait asleep between calls, and their parts' lines are long
+            // gone from the caches by then: a crowded board keeps every part in its slot.
+            board.area = 0;
+        }
         board
             .pid_word(rank)
             .store(std::process::id(), Ordering::SeqCst);
@@ -282,6 +374,23 @@ impl Board {
     /// Bytes of data each slot holds: the most a rank publishes in one call.
     pub fn slot_data(&self) -> usize {
         self.slot_len - SLOT_HEADER
+    }
+
+    /// Where in this rank's data area of `parity` a part of `len` bytes goes: nowhere (it stays
+    /// in the slot) for parts of at most [`ROTATE_MIN`] bytes or on boards without areas, else
+    /// the next page-aligned place that holds it, from the start again once the area's end is
+    /// reached (module docs).
+    fn place(&self, parity: usize, len: usize) -> Option<usize> {
+        if !rotates(len, self.area) {
+            return None;
+        }
+        let next = &self.next_place[parity];
+        let at = match next.load(Ordering::Relaxed) {
+            at if at + len <= self.area => at,
+            _ => 0,
+        };
+        next.store(at + len.next_multiple_of(PAGE), Ordering::Relaxed);
+        Some(at)
     }
 
     fn pid_word(&self, rank: usize) -> &AtomicU32 {
@@ -320,7 +429,8 @@ impl Board {
             self.summary(self.rank, parity)
                 .publish(k, part.desc, part.data);
         }
-        self.slot(self.rank, parity).publish(k, part)?;
+        let place = self.place(parity, part.data.len());
+        self.slot(self.rank, parity).publish(k, part, place)?;
         if !self.counted {
             return Ok(());
         }
@@ -415,9 +525,21 @@ impl Board {
         // SAFETY: the slot lies inside the mapping (len_for counts size × 2 slots of `slot_len`
         // bytes after the header page) at a 64-byte aligned offset.
         let base = unsafe { self.segment.as_ptr().add(PAGE + (rank * 2 + parity) * len) };
+        let area = match self.area {
+            0 => std::ptr::null_mut(),
+            // SAFETY: the data area lies inside the mapping (len_for counts size × 2 strides of
+            // `area_stride` bytes after `areas_at`), 128 bytes into its stride.
+            bytes => unsafe {
+                let stride = SLOT_HEADER + bytes;
+                let at = self.areas_at + (rank * 2 + parity) * stride + SLOT_HEADER;
+                self.segment.as_ptr().add(at)
+            },
+        };
         Slot {
             base,
             capacity: len - SLOT_HEADER,
+            area,
+            area_len: self.area,
             _board: std::marker::PhantomData,
         }
     }
@@ -507,6 +629,9 @@ pub struct Slot<'a> {
     base: *mut u8,
     /// Bytes of data the slot holds.
     capacity: usize,
+    /// The slot's data area (null where the board has none) and its bytes.
+    area: *mut u8,
+    area_len: usize,
     _board: std::marker::PhantomData<&'a Board>,
 }
 
@@ -534,9 +659,9 @@ impl<'a> Slot<'a> {
         unsafe { &*(self.base.add(ABORTED_AT) as *const AtomicU32) }
     }
 
-    /// Writes `desc` and `data` (at most the slot's capacity) and then publishes them as the data
-    /// of operation `k`, waking any rank asleep on this slot. Only the slot's owner calls this,
-    /// through [`Board::publish`].
+    /// Writes `desc` and `data` (at `place` in the data area, within it) and then publishes them
+    /// as the data of operation `k`, waking any rank asleep on this slot. Only the slot's owner
+    /// calls this, through [`Board::publish`].
     ///
     /// First the owner joins the operation: a compare-and-swap of `state` from what it held to
     /// `k`, which fails if a peer withdrew operation `k` from the slot first ([`Slot::withdraw`];
@@ -545,7 +670,7 @@ impl<'a> Slot<'a> {
     /// there it waits for nothing: `state`'s line is this rank's alone on the fast path, and no
     /// store to a line that readers poll is pending yet; after the copies it would wait for
     /// them to reach the readers (0.02 to 0.08 µs per call on 2 ranks, measured).
-    fn publish(&self, k: u64, part: &Part<'_>) -> Result<(), Withdrawal> {
+    fn publish(&self, k: u64, part: &Part<'_>, place: Option<usize>) -> Result<(), Withdrawal> {
         let Part {
             desc,
             data,
@@ -553,6 +678,18 @@ impl<'a> Slot<'a> {
             took,
         } = *part;
         assert!(data.len() <= self.capacity, "slot data too large");
+        let to = match place {
+            Some(at) => {
+                assert!(
+                    !self.area.is_null() && at + data.len() <= self.area_len,
+                    "a part placed outside the data area"
+                );
+                // SAFETY: inside the data area (asserted just above).
+                unsafe { self.area.add(at) }
+            }
+            // SAFETY: the slot's data begins SLOT_HEADER bytes into it.
+            None => unsafe { self.base.add(SLOT_HEADER) },
+        };
         // The state holds the owner's last publish of this parity (`k - 2`, or 0 before the
         // first), unless a peer withdrew `k` (peers withdraw only the operation they wait in).
         let mut held = k.saturating_sub(2);
@@ -577,7 +714,9 @@ impl<'a> Slot<'a> {
         unsafe {
             std::ptr::copy_nonoverlapping(desc.as_ptr(), self.base.add(DESC_AT), DESC);
             std::ptr::write(self.base.add(TOOK_AT) as *mut u64, took);
-            let to = self.base.add(SLOT_HEADER);
+            if let Some(at) = place {
+                std::ptr::write(self.base.add(PLACE_AT) as *mut u64, at as u64);
+            }
             match way {
                 Crossing::Cached => crate::copy::copy_bytes(data.as_ptr(), to, data.len()),
                 Crossing::Streamed => super::stream_copy::copy(data.as_ptr(), to, data.len()),
@@ -667,20 +806,37 @@ impl<'a> Slot<'a> {
         d
     }
 
-    /// The first `len` bytes of the slot's data (valid once [`Slot::ready`]); 128-byte aligned.
+    /// The slot's part of `len` bytes (valid once [`Slot::ready`]): in the slot, or where its
+    /// owner placed it in the data area if a part of that length rotates (module docs); 128
+    /// bytes past a page boundary.
     pub fn data(&self, len: usize) -> &'a [u8] {
         assert!(len <= self.capacity, "slot data too large");
-        // SAFETY: inside the slot; written by the owner before its release store of `seq`, which
-        // the caller observed; the owner does not write this parity again until every rank has
-        // finished reading it (see `executor::flat`).
-        unsafe { std::slice::from_raw_parts(self.base.add(SLOT_HEADER), len) }
+        if !rotates(len, self.area_len) {
+            // SAFETY: inside the slot; written by the owner before its release store of `seq`,
+            // which the caller observed; the owner does not write this parity again until every
+            // rank has finished reading it (see `executor::flat`).
+            return unsafe { std::slice::from_raw_parts(self.base.add(SLOT_HEADER), len) };
+        }
+        // SAFETY: 8 bytes at offset 56 of the 64-byte aligned slot (8-byte aligned); written by
+        // the owner with this part, before its release store of `seq`, which the caller
+        // observed with acquire.
+        let place = unsafe { std::ptr::read(self.base.add(PLACE_AT) as *const u64) };
+        // Only a corrupt peer places a part past the area; reading its start then stays inside.
+        let place = usize::try_from(place)
+            .ok()
+            .filter(|&at| at <= self.area_len - len)
+            .unwrap_or(0);
+        // SAFETY: `rotates` says the board has an area of `area_len >= len` bytes, and `place +
+        // len` lies inside it (checked above); written and kept as the slot's data is (above).
+        unsafe { std::slice::from_raw_parts(self.area.add(place), len) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::{
-        slot_data_for, AbortMark, Board, Crossing, Part, DESC, INLINE, SLOT_DATA, SLOT_DATA_MAX,
+        area_for, slot_data_for, AbortMark, Board, Crossing, Part, DESC, INLINE, ROTATE_MIN,
+        SLOT_DATA, SLOT_DATA_MAX,
     };
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
@@ -696,6 +852,39 @@ mod tests {
             .collect()
     }
 
+    /// Runs `f` on every rank of a board of `size` ranks (threads of this process, job id
+    /// `job` and the pid), each with its board, its rank and a deadline 20 s away.
+    fn on_board(size: usize, job: &str, f: impl Fn(Board, usize, Instant) + Send + Sync + 'static) {
+        let store = Arc::new(MemoryStore::new());
+        let job = format!("{job}{}", std::process::id());
+        let f = Arc::new(f);
+        let ranks: Vec<_> = (0..size)
+            .map(|rank| {
+                let (store, job, f) = (store.clone(), job.clone(), f.clone());
+                std::thread::spawn(move || {
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    let board = Board::setup(&*store, "g", &job, rank, size, deadline).unwrap();
+                    f(board, rank, deadline)
+                })
+            })
+            .collect();
+        for r in ranks {
+            r.join().unwrap();
+        }
+    }
+
+    /// Publishes `data` as `rank`'s part of operation `k`, described by the rank's number and
+    /// stored as [`way`] says, with `k` as its time.
+    fn publish_as(board: &Board, rank: usize, k: u64, data: &[u8]) {
+        let mine = Part {
+            desc: &[rank as u8; DESC],
+            data,
+            way: way(k),
+            took: k,
+        };
+        board.publish(k, &mine).expect("nobody withdraws");
+    }
+
     /// How rank parts of operation `k` are stored: each length of [`part`] both ways in turn.
     fn way(k: u64) -> Crossing {
         if k / 4 % 2 == 0 {
@@ -709,50 +898,94 @@ mod tests {
     fn a_crowded_board_counts_arrivals_and_hands_over_parts_of_every_size() {
         // More ranks than cores: the board counts arrivals.
         let size = std::thread::available_parallelism().map_or(2, |n| n.get()) + 2;
-        let store = Arc::new(MemoryStore::new());
-        let job = format!("boardtest{}", std::process::id());
-        let ranks: Vec<_> = (0..size)
-            .map(|rank| {
-                let (store, job) = (store.clone(), job.clone());
-                std::thread::spawn(move || {
-                    let deadline = Instant::now() + Duration::from_secs(20);
-                    let board = Board::setup(&*store, "g", &job, rank, size, deadline).unwrap();
-                    assert!(
-                        board.counted(),
-                        "{size} ranks on fewer cores count arrivals"
-                    );
-                    for k in 1..=200u64 {
-                        let data = part(rank, k, size);
-                        let mine = Part {
-                            desc: &[rank as u8; DESC],
-                            data: &data,
-                            way: way(k),
-                            took: k,
-                        };
-                        board.publish(k, &mine).expect("nobody withdraws");
-                        while !board.all_arrived(k) {
-                            assert!(Instant::now() < deadline, "operation {k} never completed");
-                            board.sleep_until_arrived(k, Duration::from_millis(5));
-                        }
-                        // Complete means every slot and summary holds this operation's part.
-                        for j in 0..size {
-                            let parity = (k % 2) as usize;
-                            let (slot, summary) = (board.slot(j, parity), board.summary(j, parity));
-                            assert!(slot.ready(k), "rank {j}'s slot lacks operation {k}");
-                            assert!(summary.ready(k), "rank {j}'s summary lacks operation {k}");
-                            assert_eq!(summary.desc(), [j as u8; DESC]);
-                            let want = part(j, k, size);
-                            assert_eq!(slot.data(want.len()), want, "rank {j}, operation {k}");
-                            assert_eq!(summary.data(want.len()), want, "rank {j}, operation {k}");
-                            assert_eq!(slot.took(), k, "rank {j}'s time, operation {k}");
-                        }
-                    }
-                })
-            })
-            .collect();
-        for r in ranks {
-            r.join().unwrap();
-        }
+        on_board(size, "boardtest", move |board, rank, deadline| {
+            assert!(
+                board.counted(),
+                "{size} ranks on fewer cores count arrivals"
+            );
+            for k in 1..=200u64 {
+                let data = part(rank, k, size);
+                publish_as(&board, rank, k, &data);
+                while !board.all_arrived(k) {
+                    assert!(Instant::now() < deadline, "operation {k} never completed");
+                    board.sleep_until_arrived(k, Duration::from_millis(5));
+                }
+                // Complete means every slot and summary holds this operation's part.
+                for j in 0..size {
+                    let parity = (k % 2) as usize;
+                    let (slot, summary) = (board.slot(j, parity), board.summary(j, parity));
+                    assert!(slot.ready(k), "rank {j}'s slot lacks operation {k}");
+                    assert!(summary.ready(k), "rank {j}'s summary lacks operation {k}");
+                    assert_eq!(summary.desc(), [j as u8; DESC]);
+                    let want = part(j, k, size);
+                    assert_eq!(slot.data(want.len()), want, "rank {j}, operation {k}");
+                    assert_eq!(summary.data(want.len()), want, "rank {j}, operation {k}");
+                    assert_eq!(slot.took(), k, "rank {j}'s time, operation {k}");
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn large_parts_rotate_through_a_data_area_and_small_ones_stay_in_the_slot() {
+        let size = 2;
+        let (area, whole) = (area_for(size), slot_data_for(size));
+        let places = area / whole;
+        assert!(places > 2, "2-rank slots hold many parts: {area} bytes");
+        // Enough operations for every parity to wrap around its area several times.
+        let ops = 8 * places as u64;
+        let lens = move |k: u64| [100, ROTATE_MIN, whole][k as usize / 2 % 3];
+        on_board(size, "boardrot", move |board, rank, deadline| {
+            if board.counted() {
+                // One core: a crowded board keeps every part in its slot.
+                eprintln!("2 ranks share a core here: nothing rotates, nothing to test");
+                return;
+            }
+            let peer = 1 - rank;
+            // Where the peer's parts were found, by parity and whether they rotate.
+            let mut seen = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+            for k in 1..=ops {
+                let data = vec![(rank as u64 * 101 + k) as u8; lens(k)];
+                publish_as(&board, rank, k, &data);
+                let parity = (k % 2) as usize;
+                let slot = board.slot(peer, parity);
+                while !slot.ready(k) {
+                    assert!(Instant::now() < deadline, "operation {k} never arrived");
+                    std::hint::spin_loop();
+                }
+                let got = slot.data(lens(k));
+                let want = vec![(peer as u64 * 101 + k) as u8; lens(k)];
+                assert_eq!(got, &want[..], "rank {peer}'s part of operation {k}");
+                let rotates = usize::from(lens(k) > ROTATE_MIN);
+                seen[parity][rotates].push(got.as_ptr() as usize);
+            }
+            for (parity, [fixed, rotating]) in seen.iter_mut().enumerate() {
+                fixed.dedup();
+                assert_eq!(fixed.len(), 1, "parity {parity}: small parts stay put");
+                let start = *rotating.iter().min().expect("parts rotated");
+                assert!(
+                    !(start..start + area).contains(&fixed[0]),
+                    "not in the area"
+                );
+                assert!(rotating.iter().all(|&at| at + whole <= start + area));
+                // One whole part after another, back to the start at the end.
+                let steps: Vec<usize> = rotating
+                    .windows(2)
+                    .map(|w| w[1].wrapping_sub(w[0]))
+                    .collect();
+                assert!(steps
+                    .iter()
+                    .all(|&d| d == whole || wraps_back(d, area - whole)));
+                rotating.sort_unstable();
+                rotating.dedup();
+                assert_eq!(rotating.len(), places, "parity {parity}: every place used");
+            }
+        });
+    }
+
+    /// True if `d` is the step from the area's last place back to its first (`last` bytes on).
+    fn wraps_back(d: usize, last: usize) -> bool {
+        d == last.wrapping_neg()
     }
 
     #[test]
@@ -762,6 +995,9 @@ mod tests {
             .map(|&n| slot_data_for(n) / 1024)
             .collect();
         assert_eq!(by_size, [16, 16, 8, 8, 4, 4, 4, 4, 4, 4]);
+        // Data areas: 8 MiB over every slot, none where a slot's share holds fewer than 4 parts.
+        let areas: Vec<usize> = [2, 4, 8, 256, 257].iter().map(|&n| area_for(n)).collect();
+        assert_eq!(areas, [2 << 20, 1 << 20, 512 << 10, 16 << 10, 0]);
         for size in 1..=64 {
             let data = slot_data_for(size);
             assert!(data.is_power_of_two() && (SLOT_DATA..=SLOT_DATA_MAX).contains(&data));

@@ -137,6 +137,19 @@ impl Segment {
                     format_args!("sizing {name} to {len} bytes"),
                 ));
             }
+            // The pages now, so that a full /dev/shm is this error (ENOSPC) rather than a
+            // SIGBUS at the first touch of a page it had no room for (MAP_POPULATE below
+            // cannot say). posix_fallocate returns the error number instead of setting errno.
+            // SAFETY: `fd` is open for the call.
+            match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, size) } {
+                0 => {}
+                err => {
+                    return Err(context(
+                        io::Error::from_raw_os_error(err),
+                        format_args!("reserving {len} bytes of /dev/shm for {name}"),
+                    ))
+                }
+            }
             map(&fd, len, name)
         };
         match setup() {

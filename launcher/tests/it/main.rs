@@ -37,4 +37,5 @@ mod root {
     mod pmix;
     mod slurm;
     mod slurm_nodes;
+    mod small_shm;
 }

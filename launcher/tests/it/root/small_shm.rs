@@ -1,0 +1,57 @@
+//! psyne in a `/dev/shm` too small for the node board's data areas (8 MiB over the board): the
+//! job runs every collective right without them and says so, instead of dying of SIGBUS at the
+//! first touch of a page the tmpfs has no room for (`src/transport/shm/board.rs`). The job runs
+//! in a mount namespace of its own with a 4 MiB tmpfs on `/dev/shm`, which goes with it.
+
+use crate::common;
+
+use common::*;
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn a_job_in_a_small_dev_shm_runs_without_the_boards_data_areas_and_says_so() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !on_path("unshare") {
+        eprintln!("skipped: a tmpfs of its own needs root and unshare (CI runs as root)");
+        return;
+    }
+    let dir = TempDir::new("smallshm");
+    let check = PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"));
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs -o size=4m,mode=1777 psyne-small-shm /dev/shm && exec \"$@\"")
+        .arg("sh")
+        .arg(psyrun_path())
+        .args(["-n", "2", "--tag-output", "--grace", "2"])
+        .arg(check)
+        // 3000 elements: parts of up to 12 KiB, which would rotate with the data areas.
+        .args(["--counts", "1,3000"])
+        .env("D", dir.path())
+        .env("PSY_TIMEOUT", "30")
+        .envs(LOCAL_NET)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let done = run(cmd, &dir);
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("matches the oracle").count(),
+        2,
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stderr
+            .contains("the node board runs without its data areas")
+            && done.stderr.contains("No space left on device"),
+        "stderr:\n{}",
+        done.stderr
+    );
+}

@@ -24,23 +24,6 @@ fn psyrun_check(dir: &TempDir, n: usize, extra: &[&str]) -> std::process::Comman
     cmd
 }
 
-/// The job exited 0 and each of its `n` ranks reported that every collective matched the oracle.
-fn assert_every_rank_matched(done: &Done, n: usize) {
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        done.stdout,
-        done.stderr
-    );
-    assert_eq!(
-        done.stdout.matches("matches the oracle").count(),
-        n,
-        "{}",
-        done.stdout
-    );
-}
-
 #[test]
 fn every_collective_matches_the_oracle_in_4_processes() {
     let dir = TempDir::new("check4");

@@ -95,6 +95,47 @@ pub fn psyrun(dir: &TempDir) -> Command {
     cmd
 }
 
+/// The job exited 0 and each of its `n` ranks reported that every collective matched the oracle
+/// (psyne-check's last line).
+pub fn assert_every_rank_matched(done: &Done, n: usize) {
+    assert_eq!(
+        done.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        done.stdout.matches("matches the oracle").count(),
+        n,
+        "{}",
+        done.stdout
+    );
+}
+
+/// `cmd` run in a mount namespace of its own after `setup` (a shell command, for example a
+/// `mount` over a directory), with the same arguments, environment and streams; whatever
+/// `setup` mounts goes with the namespace.
+pub fn in_mount_namespace(cmd: &Command, setup: &str) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!("{setup} && exec \"$@\""))
+        .arg("sh")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(v) => wrapped.env(key, v),
+            None => wrapped.env_remove(key),
+        };
+    }
+    wrapped
+}
+
 /// Text a stream produced so far, read by a background thread.
 #[derive(Clone, Default)]
 pub struct Capture {

@@ -6,8 +6,6 @@
 use crate::common;
 
 use common::*;
-use std::path::PathBuf;
-use std::process::Command;
 
 #[test]
 fn a_job_in_a_small_dev_shm_runs_without_the_boards_data_areas_and_says_so() {
@@ -17,36 +15,15 @@ fn a_job_in_a_small_dev_shm_runs_without_the_boards_data_areas_and_says_so() {
         return;
     }
     let dir = TempDir::new("smallshm");
-    let check = PathBuf::from(env!("CARGO_BIN_EXE_psyne-check"));
-    let mut cmd = Command::new("unshare");
-    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs -o size=4m,mode=1777 psyne-small-shm /dev/shm && exec \"$@\"")
-        .arg("sh")
-        .arg(psyrun_path())
-        .args(["-n", "2", "--tag-output", "--grace", "2"])
-        .arg(check)
+    let mut job = psyrun(&dir);
+    job.args(["-n", "2", "--tag-output", "--grace", "2"])
+        .arg(env!("CARGO_BIN_EXE_psyne-check"))
         // 3000 elements: parts of up to 12 KiB, which would rotate with the data areas.
         .args(["--counts", "1,3000"])
-        .env("D", dir.path())
-        .env("PSY_TIMEOUT", "30")
-        .envs(LOCAL_NET)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let done = run(cmd, &dir);
-    assert_eq!(
-        done.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        done.stdout,
-        done.stderr
-    );
-    assert_eq!(
-        done.stdout.matches("matches the oracle").count(),
-        2,
-        "{}",
-        done.stdout
-    );
+        .env("PSY_TIMEOUT", "30");
+    let mount = "mount -t tmpfs -o size=4m,mode=1777 psyne-small-shm /dev/shm";
+    let done = run(in_mount_namespace(&job, mount), &dir);
+    assert_every_rank_matched(&done, 2);
     assert!(
         done.stderr
             .contains("the node board runs without its data areas")

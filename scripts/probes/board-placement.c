@@ -26,20 +26,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: BYTES a positive multiple of 4, ITERS positive, P 1-64, PASSES 1-8\n", argv[0]);
     return 2;
   }
-  Ctl *c = mmap(0, sizeof *c, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
-  if (c == MAP_FAILED) {
-    perror("mmap");
-    return 1;
-  }
+  Ctl *c = shared_zeroed(sizeof *c);
   float *regions[64];
-  for (int p = 0; p < P; p++) {
-    regions[p] = mmap(0, 4 * bytes, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
-    if (regions[p] == MAP_FAILED) {
-      perror("mmap");
-      return 1;
-    }
-    memset(regions[p], 0, 4 * bytes);
-  }
+  for (int p = 0; p < P; p++) regions[p] = shared_zeroed(4 * bytes);
   pid_t child = fork(); int me = child == 0, peer = 1 - me; pin_to_core(me);
   float *buf = aligned_alloc(64, bytes); long g = 1; long k = 0;
   for (int pass = 0; pass < passes; pass++)

@@ -31,13 +31,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: BYTES must be a positive multiple of 4 and ITERS positive\n", argv[0]);
     return 2;
   }
-  Ctl *c = mmap(0, sizeof *c, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
-  float *slots = mmap(0, 4 * bytes, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
-  if (c == MAP_FAILED || slots == MAP_FAILED) {
-    perror("mmap");
-    return 1;
-  }
-  memset(slots, 0, 4 * bytes);
+  Ctl *c = shared_zeroed(sizeof *c);
+  float *slots = shared_zeroed(4 * bytes);
   int nt = getenv("NT") != NULL;
   pid_t child = fork(); int me = child == 0, peer = 1 - me; pin_to_core(me);
   float *buf = aligned_alloc(64, bytes); double total = 0; long g = 1; int ok = 1;

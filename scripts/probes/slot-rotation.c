@@ -32,13 +32,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   size_t places = area / chunk;
-  Ctl *c = mmap(0, sizeof *c, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
-  char *areas = mmap(0, 2 * area, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
-  if (c == MAP_FAILED || areas == MAP_FAILED) {
-    perror("mmap");
-    return 1;
-  }
-  memset(areas, 0, 2 * area);
+  Ctl *c = shared_zeroed(sizeof *c);
+  char *areas = shared_zeroed(2 * area);
   pid_t child = fork(); int me = child == 0, peer = 1 - me; pin_to_core(me);
   char *in = aligned_alloc(64, chunk), *out = aligned_alloc(64, bytes);
   memset(in, me + 1, chunk); memset(out, 0, bytes);

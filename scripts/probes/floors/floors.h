@@ -6,6 +6,8 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -49,6 +51,17 @@ static inline void pull(pid_t pid, void *dst, const void *src, size_t n) {
     perror("process_vm_readv");
     exit(1);
   }
+}
+
+// `bytes` of zeroed memory shared with the processes this one forks; exits on failure.
+static inline void *shared_zeroed(size_t bytes) {
+  void *p = mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    perror("mmap");
+    exit(1);
+  }
+  memset(p, 0, bytes);
+  return p;
 }
 
 #endif

@@ -163,7 +163,9 @@ pub fn check_canonical<C: Communicator>(
 /// buffers to the all-to-all ([`crate::group::CANONICAL_GATHER_MAX`]).
 pub fn canonical_counts(size: usize) -> Vec<usize> {
     let edge = crate::group::CANONICAL_GATHER_MAX / (4 * size.max(1));
-    let slot = crate::tuning::flat_max_bytes(crate::schedule::Collective::AllReduce, size) / 4;
+    let board = crate::tuning::board_largest_part(size, true);
+    let slot =
+        crate::tuning::flat_max_bytes(crate::schedule::Collective::AllReduce, size, board) / 4;
     let mut c = vec![1, size.saturating_sub(1), size + 1, 1001];
     c.extend([slot, slot + 1, edge, edge + 1]);
     c.sort_unstable();

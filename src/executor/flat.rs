@@ -115,7 +115,7 @@ impl Engine for BoardCollective<'_> {
             count: desc.count as usize,
         };
         let me = board.rank();
-        let too_large = part.largest() * es > board.slot_data();
+        let too_large = part.largest() * es > board.largest_part();
         if too_large || buf.len() < coll.layout(me, part.size, part.count).buf_len * es {
             return Err(site().internal("a call too large for the node board"));
         }

@@ -260,7 +260,7 @@ impl Core {
         let shape = Shape {
             size,
             hosts: Hosts::from_keys(&keys),
-            has_board: board.is_some(),
+            board_part: board.as_ref().map(|b| b.largest_part()),
             shm_inside: links.peers.iter().all(|p| p.shm_ok),
         };
         Core {

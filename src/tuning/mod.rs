@@ -8,28 +8,43 @@ pub mod rules;
 
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective, HierAlgos, Hosts};
-use crate::transport::shm::board::{slot_data_for, SLOT_DATA, SLOT_DATA_MAX};
+/// The largest part a rank of a group of `size` ranks publishes on its node board, with or
+/// without data areas (a board has them unless its ranks share cores or `/dev/shm` had no room).
+pub use crate::transport::shm::board::largest_part_for as board_largest_part;
+use crate::transport::shm::board::{slot_data_for, SLOT_DATA};
 pub use rules::{Rules, Scope};
 use std::mem::discriminant;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The most bytes per rank a collective may have to run on the node board ([`Algo::Flat`]):
-/// one slot's data on the smallest groups; larger groups' slots hold less
-/// ([`flat_max_bytes`]).
-pub const FLAT_MAX_BYTES: usize = SLOT_DATA_MAX;
+/// the largest part of a board with data areas on the smallest groups (128 KiB on 2 ranks);
+/// larger groups' boards hold less ([`board_largest_part`]).
+pub const FLAT_MAX_BYTES: usize = 128 << 10;
 
 /// The most bytes per rank with which `coll` runs on the node board of a group of `size` ranks
-/// by default, as measured on 2 ranks (`results/board-slots/`): all-reduce and broadcast one
-/// slot's data (16 KiB for 2 ranks, 8 KiB for 3–4, 4 KiB beyond: no rank reads more than
+/// by default, on a board whose largest part is `largest_part` bytes ([`Board::largest_part`]),
+/// as measured on 2 ranks. With slots alone (`results/board-slots/`): all-reduce and broadcast
+/// one slot's data (16 KiB for 2 ranks, 8 KiB for 3–4, 4 KiB beyond: no rank reads more than
 /// 32 KiB of its peers' parts); all-gather, gather and reduce half a slot, at least 4 KiB (at
 /// 16 KiB the schedules over the rings were as fast or faster); reduce-scatter, scatter and
 /// all-to-all 4 KiB: each rank there publishes its whole buffer of which every peer reads a
-/// chunk, more than the schedules over the rings send.
-pub fn flat_max_bytes(coll: Collective, size: usize) -> usize {
+/// chunk, more than the schedules over the rings send. On 2 ranks whose parts rotate through
+/// data areas, all-reduce and broadcast run on the board up to the largest part and all-gather
+/// up to half of it (`results/board-large-parts/`: 0.50–0.91 of the rings' time at 32–128 KiB);
+/// larger groups keep the slots' limits (their reads grow with the group, and this host has no
+/// cores to measure them).
+///
+/// [`Board::largest_part`]: crate::transport::shm::board::Board::largest_part
+pub fn flat_max_bytes(coll: Collective, size: usize, largest_part: usize) -> usize {
     let slot = slot_data_for(size);
+    let pair = size == 2 && largest_part > slot;
     match coll {
+        Collective::AllReduce | Collective::Broadcast { .. } | Collective::Barrier if pair => {
+            largest_part
+        }
         Collective::AllReduce | Collective::Broadcast { .. } | Collective::Barrier => slot,
+        Collective::AllGather if pair => largest_part / 2,
         Collective::AllGather | Collective::Gather { .. } | Collective::Reduce { .. } => {
             (slot / 2).max(SLOT_DATA)
         }
@@ -303,8 +318,10 @@ pub(crate) struct Shape {
     pub(crate) size: usize,
     /// Which ranks share a host.
     pub(crate) hosts: Hosts,
-    /// Whether the group has a node board (every rank on this host, shared memory allowed).
-    pub(crate) has_board: bool,
+    /// The largest part a rank publishes on the group's node board
+    /// ([`crate::transport::shm::board::Board::largest_part`]), if it has one (every rank on
+    /// this host, shared memory allowed).
+    pub(crate) board_part: Option<usize>,
     /// Whether every rank allows shared memory, so ranks sharing a host talk over it.
     pub(crate) shm_inside: bool,
 }
@@ -340,7 +357,7 @@ impl Tuning {
                 a
             }
             None => match self.file_choice(coll, bytes, shape) {
-                Some(Algo::Flat) if !shape.has_board || bytes > slot_data_for(shape.size) => {
+                Some(Algo::Flat) if !shape.board_part.is_some_and(|most| bytes <= most) => {
                     return Ok(self.by_size(coll, bytes, shape.size, shape.scope()))
                 }
                 Some(a) => a,
@@ -367,10 +384,9 @@ impl Tuning {
     /// The automatic choice among the flat algorithms: the node board for a small collective on
     /// one host (every rank publishes at most `bytes`, see `executor::flat`), else by size.
     fn automatic_flat(&self, coll: Collective, bytes: usize, shape: &Shape) -> Algo {
-        if shape.has_board && bytes <= flat_max_bytes(coll, shape.size) {
-            Algo::Flat
-        } else {
-            self.by_size(coll, bytes, shape.size, shape.scope())
+        match shape.board_part {
+            Some(most) if bytes <= flat_max_bytes(coll, shape.size, most) => Algo::Flat,
+            _ => self.by_size(coll, bytes, shape.size, shape.scope()),
         }
     }
 
@@ -488,7 +504,7 @@ mod tests {
     fn shape(size: usize, hosts: Hosts, shm: bool) -> Shape {
         Shape {
             size,
-            has_board: shm && hosts.count() == 1,
+            board_part: (shm && hosts.count() == 1).then(|| board_largest_part(size, true)),
             hosts,
             shm_inside: shm,
         }
@@ -534,20 +550,38 @@ mod tests {
         // A file's flat on a group without a board is the choice by size.
         let flat_everywhere = with_file("[net 1]\nallreduce 4K flat\n");
         assert_eq!(pick(&flat_everywhere, 8, &tcp), Algo::RecursiveDoubling);
-        // ... and beyond the slots of the group's board too.
-        let flat_far = with_file("[shm 2]\nallreduce 16K flat\n");
-        assert_eq!(pick(&flat_far, 8 << 10, &one_host), Algo::Flat);
-        assert_ne!(pick(&flat_far, 16 << 10, &one_host), Algo::Flat);
+        // ... and beyond the largest part of the group's board too (64 KiB on 4 ranks; the
+        // slot's 8 KiB on a board without data areas).
+        let flat_far = with_file("[shm 2]\nallreduce 128K flat\n");
+        assert_eq!(pick(&flat_far, 64 << 10, &one_host), Algo::Flat);
+        assert_ne!(pick(&flat_far, (64 << 10) + 4, &one_host), Algo::Flat);
+        let mut no_areas = one_host.clone();
+        no_areas.board_part = Some(board_largest_part(4, false));
+        assert_eq!(pick(&flat_far, 8 << 10, &no_areas), Algo::Flat);
+        assert_ne!(pick(&flat_far, 16 << 10, &no_areas), Algo::Flat);
     }
 
     #[test]
     fn the_board_takes_calls_as_large_as_its_slots_which_shrink_as_groups_grow() {
         let t = Tuning::default();
-        let (ar, ag) = (Collective::AllReduce, Collective::AllGather);
-        for (size, slot, half) in [(2, 16, 8), (3, 8, 4), (4, 8, 4), (8, 4, 4)] {
-            let (slot, half) = (slot << 10, half << 10);
-            let one_host = shape(size, Hosts::single(size), true);
-            for (coll, most) in [(ar, slot), (ag, half)] {
+        let (ar, ag, bc) = (
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::Broadcast { root: 0 },
+        );
+        // (ranks, data areas, KiB of all-reduce and broadcast, KiB of all-gather)
+        let cases = [
+            (2, true, 128, 64),
+            (2, false, 16, 8),
+            (3, true, 8, 4),
+            (4, true, 8, 4),
+            (8, true, 4, 4),
+        ];
+        for (size, areas, whole, half) in cases {
+            let (whole, half) = (whole << 10, half << 10);
+            let mut one_host = shape(size, Hosts::single(size), true);
+            one_host.board_part = Some(board_largest_part(size, areas));
+            for (coll, most) in [(ar, whole), (bc, whole), (ag, half)] {
                 let pick = |bytes| t.select(coll, None, bytes, &one_host).unwrap();
                 assert_eq!(
                     pick(most),
@@ -561,12 +595,19 @@ mod tests {
                 );
             }
             // Where each rank reads a chunk of what the others publish: 4 KiB, unless a
-            // tuning file says otherwise (up to the slot).
+            // tuning file says otherwise (up to the largest part, not beyond).
             let rs = Collective::ReduceScatter;
             assert_eq!(t.select(rs, None, 4096, &one_host).unwrap(), Algo::Flat);
             assert_ne!(t.select(rs, None, 8192, &one_host).unwrap(), Algo::Flat);
-            let file = with_file(&format!("[shm 2]\nreducescatter {slot} flat\n"));
-            assert_eq!(file.select(rs, None, slot, &one_host).unwrap(), Algo::Flat);
+            let most = board_largest_part(size, areas);
+            let file = with_file(&format!(
+                "[shm {size}]\nreducescatter {FLAT_MAX_BYTES} flat\n"
+            ));
+            assert_eq!(file.select(rs, None, most, &one_host).unwrap(), Algo::Flat);
+            if most < FLAT_MAX_BYTES {
+                let past = file.select(rs, None, most + 4, &one_host).unwrap();
+                assert_ne!(past, Algo::Flat, "{size} ranks, past {most}");
+            }
         }
         let many = shape(64, Hosts::single(64), true);
         assert_eq!(
@@ -577,6 +618,9 @@ mod tests {
             t.select(Collective::AllReduce, None, 4100, &many).unwrap(),
             Algo::Flat
         );
+        // No group's board holds more than the bound `psybench tune` caps its rules at.
+        assert!((2..300).all(|n| board_largest_part(n, true) <= FLAT_MAX_BYTES));
+        assert_eq!(board_largest_part(2, true), FLAT_MAX_BYTES);
     }
 
     #[test]

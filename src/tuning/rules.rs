@@ -21,9 +21,9 @@
 //! built-in choice. A call no line covers, or whose algorithm the group cannot run (`flat`
 //! without a board, `hier` on one host), is chosen as without a file.
 
+use super::FLAT_MAX_BYTES;
 use crate::error::{Error, Result};
 use crate::schedule::{Algo, Collective};
-use crate::transport::shm::board::SLOT_DATA_MAX;
 use crate::units::{parse_size, show_size};
 use std::fmt;
 use std::mem::discriminant;
@@ -249,11 +249,11 @@ fn check_rule(r: &Rule) -> Result<()> {
             ok.join(", ")
         )));
     }
-    if algo == Algo::Flat && r.up_to > SLOT_DATA_MAX as u64 {
+    if algo == Algo::Flat && r.up_to > FLAT_MAX_BYTES as u64 {
         return Err(Error::config(format!(
-            "flat (the node board) takes at most {SLOT_DATA_MAX} bytes per rank, not {}; end its range at {}",
+            "flat (the node board) takes at most {FLAT_MAX_BYTES} bytes per rank, not {}; end its range at {}",
             show_size(r.up_to),
-            show_size(SLOT_DATA_MAX as u64)
+            show_size(FLAT_MAX_BYTES as u64)
         )));
     }
     Ok(())
@@ -422,9 +422,9 @@ allgather 1M hier
                 "choose one of: ring",
             ),
             (
-                "[shm 2]\nbroadcast 64K flat",
+                "[shm 2]\nbroadcast 256K flat",
                 "t:2:",
-                "end its range at 16K",
+                "end its range at 128K",
             ),
             (
                 "[shm 2]\nallreduce ring",

@@ -24,7 +24,8 @@ const T: Duration = Duration::from_secs(120);
 /// where canonical all-reduce stops gathering whole f32 buffers (TCP).
 fn counts(size: usize) -> Vec<usize> {
     let edge = psyne::CANONICAL_GATHER_MAX / (4 * size);
-    let slot = psyne::tuning::flat_max_bytes(psyne::Collective::AllReduce, size) / 4;
+    let board = psyne::tuning::board_largest_part(size, true);
+    let slot = psyne::tuning::flat_max_bytes(psyne::Collective::AllReduce, size, board) / 4;
     let mut c = vec![
         1,
         size - 1,

@@ -57,12 +57,13 @@ fn small_calls_on_one_host_run_on_the_node_board() {
         Collective::Barrier,
     ];
     // Three ranks' slots hold 8 KiB each, which all-reduce and broadcast use whole, the others
-    // 4 KiB of (`psyne::tuning::flat_max_bytes`).
-    assert_eq!(psyne::tuning::flat_max_bytes(colls[0], 3), 8 << 10);
+    // 4 KiB of (`psyne::tuning::flat_max_bytes`), with or without data areas.
+    let board = psyne::tuning::board_largest_part(3, true);
+    assert_eq!(psyne::tuning::flat_max_bytes(colls[0], 3, board), 8 << 10);
     for wiring in [Wiring::Shm, Wiring::Tcp] {
         let algos = common::with_wiring(3, wiring, Duration::from_secs(60), move |g| {
             colls.map(|c| {
-                let slot = psyne::tuning::flat_max_bytes(c, 3);
+                let slot = psyne::tuning::flat_max_bytes(c, 3, board);
                 (
                     g.algorithm_for(c, 64).unwrap(),
                     g.algorithm_for(c, slot).unwrap(),
@@ -71,7 +72,7 @@ fn small_calls_on_one_host_run_on_the_node_board() {
             })
         });
         for (c, (small, full, large)) in colls.iter().zip(&algos[0]) {
-            let slot = psyne::tuning::flat_max_bytes(*c, 3);
+            let slot = psyne::tuning::flat_max_bytes(*c, 3, board);
             let on_board = wiring == Wiring::Shm;
             assert_eq!(*small == Algo::Flat, on_board, "{wiring:?} {c}");
             if *c != Collective::Barrier {

@@ -21,7 +21,10 @@
 //! the whole rest of a 16 KiB all-reduce on the board (3.3 µs a call in the slot, 1.8 rotating
 //! through 2 MiB; `results/board-rotation/`). Smaller parts stay in the slot, where the lines are
 //! warm and next to `seq`. Any place of a parity's slot or area is safe to write: the double
-//! buffering below already guarantees that nobody still reads its previous operation.
+//! buffering below already guarantees that nobody still reads its previous operation. Parts
+//! larger than a slot go there too, up to a [`MIN_PLACES`]th of the area
+//! ([`largest_part_for`]: 128 KiB on 2 ranks), so a board with areas takes larger calls than its
+//! slots hold (`results/board-large-parts/`).
 //!
 //! After the slots, page aligned, every rank's two summary lines (one per parity, packed): on a
 //! crowded board (below) a publish also writes there its `seq`, its description and a part of up
@@ -75,6 +78,12 @@ pub const ROTATE_MIN: usize = 4096;
 /// 2 MiB a slot on 2 ranks (128 places of 16 KiB). With a quarter of that, the 16 KiB all-reduce
 /// gained less than half as much (2.0–2.3 µs against 1.8).
 const ROTATION_BYTES: usize = 8 << 20;
+/// A part larger than a slot comes back to the same place of its area at most every this many
+/// calls ([`largest_part_for`]): places reused every other call cost as much as the slot did
+/// (`results/board-rotation/`), and on 2 ranks parts of up to 128 KiB (a sixteenth of the area)
+/// made all-reduce, all-gather and broadcast of 32-128 KiB 0.50-0.91 of the time of the
+/// schedules over the rings (`results/board-large-parts/`).
+const MIN_PLACES: usize = 16;
 /// Bytes describing the operation in a slot.
 pub const DESC: usize = 40;
 /// Bytes of a part a summary line holds (a larger part is read from the slot).
@@ -172,6 +181,8 @@ pub struct Board {
     area: usize,
     /// Where the data areas begin in the segment ([`areas_at`] of `size`).
     areas_at: usize,
+    /// The most bytes a rank publishes in one call ([`largest_part_for`]), computed once.
+    largest_part: usize,
     /// Where in its data area of each parity this rank's next rotating part goes.
     next_place: [std::sync::atomic::AtomicUsize; 2],
 }
@@ -222,6 +233,18 @@ pub fn area_for(size: usize) -> usize {
         0
     } else {
         places * part
+    }
+}
+
+/// The largest part a rank of a board of `size` ranks publishes in one call: a slot's data
+/// ([`slot_data_for`]), or, on a board with data areas (`areas`), up to a [`MIN_PLACES`]th of an
+/// area if that is more (128 KiB on 2 ranks, 64 KiB on 3-4, 32 KiB on 5-8). Such a part always
+/// rotates: it is larger than [`ROTATE_MIN`] and than the slot.
+pub fn largest_part_for(size: usize, areas: bool) -> usize {
+    let slot = slot_data_for(size);
+    match areas {
+        true => slot.max(area_for(size) / MIN_PLACES),
+        false => slot,
     }
 }
 
@@ -339,26 +362,31 @@ impl Board {
             store.set(&format!("{prefix}/board_ok/{rank}"), b"1")?;
             (seg, areas)
         };
-        let mut board = Board {
-            segment,
-            rank,
-            size,
-            counted: false,
-            slot_len: slot_len(size),
-            area: if areas { area_for(size) } else { 0 },
-            areas_at: areas_at(size),
-            next_place: Default::default(),
-        };
-        board.counted = board.header_word(COUNTED_AT).load(Ordering::SeqCst) == 1;
-        if board.counted {
-            // Ranks that share cores wait asleep between calls, and their parts' lines are long
-            // gone from the caches by then: a crowded board keeps every part in its slot.
-            board.area = 0;
-        }
+        let board = Board::mapped(segment, rank, size, areas);
         board
             .pid_word(rank)
             .store(std::process::id(), Ordering::SeqCst);
         Ok(board)
+    }
+
+    /// This rank's view of the mapped board `segment` of `size` ranks, laid out with data areas
+    /// or not (`areas`), which it uses unless the board counts arrivals.
+    fn mapped(segment: Segment, rank: usize, size: usize, areas: bool) -> Board {
+        let counted = header_word(&segment, COUNTED_AT).load(Ordering::SeqCst) == 1;
+        // Ranks that share cores wait asleep between calls, and their parts' lines are long
+        // gone from the caches by then: a crowded board keeps every part in its slot.
+        let areas = areas && !counted;
+        Board {
+            segment,
+            rank,
+            size,
+            counted,
+            slot_len: slot_len(size),
+            area: if areas { area_for(size) } else { 0 },
+            areas_at: areas_at(size),
+            largest_part: largest_part_for(size, areas),
+            next_place: Default::default(),
+        }
     }
 
     /// This rank.
@@ -371,9 +399,10 @@ impl Board {
         self.size
     }
 
-    /// Bytes of data each slot holds: the most a rank publishes in one call.
-    pub fn slot_data(&self) -> usize {
-        self.slot_len - SLOT_HEADER
+    /// The most bytes a rank publishes in one call: a slot's data, or on a board with data
+    /// areas what [`largest_part_for`] allows.
+    pub fn largest_part(&self) -> usize {
+        self.largest_part
     }
 
     /// Where in this rank's data area of `parity` a part of `len` bytes goes: nowhere (it stays
@@ -413,7 +442,7 @@ impl Board {
         (k as u32).wrapping_mul(self.size as u32)
     }
 
-    /// Publishes this rank's `part` (data of at most [`Board::slot_data`] bytes) as its part of
+    /// Publishes this rank's `part` (data of at most [`Board::largest_part`] bytes) as its part of
     /// operation `k`, in its slot of parity `k % 2`, and counts the arrival; the rank whose
     /// arrival completes the operation wakes every rank asleep in
     /// [`Board::sleep_until_arrived`].
@@ -677,7 +706,10 @@ impl<'a> Slot<'a> {
             way,
             took,
         } = *part;
-        assert!(data.len() <= self.capacity, "slot data too large");
+        assert!(
+            place.is_some() || data.len() <= self.capacity,
+            "slot data too large"
+        );
         let to = match place {
             Some(at) => {
                 assert!(
@@ -810,8 +842,8 @@ impl<'a> Slot<'a> {
     /// owner placed it in the data area if a part of that length rotates (module docs); 128
     /// bytes past a page boundary.
     pub fn data(&self, len: usize) -> &'a [u8] {
-        assert!(len <= self.capacity, "slot data too large");
         if !rotates(len, self.area_len) {
+            assert!(len <= self.capacity, "slot data too large");
             // SAFETY: inside the slot; written by the owner before its release store of `seq`,
             // which the caller observed; the owner does not write this parity again until every
             // rank has finished reading it (see `executor::flat`).
@@ -835,8 +867,8 @@ impl<'a> Slot<'a> {
 #[cfg(test)]
 mod tests {
     use super::{
-        area_for, slot_data_for, AbortMark, Board, Crossing, Part, DESC, INLINE, ROTATE_MIN,
-        SLOT_DATA, SLOT_DATA_MAX,
+        area_for, largest_part_for, slot_data_for, AbortMark, Board, Crossing, Part, DESC, INLINE,
+        MIN_PLACES, ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
     };
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
@@ -980,6 +1012,44 @@ mod tests {
                 rotating.dedup();
                 assert_eq!(rotating.len(), places, "parity {parity}: every place used");
             }
+        });
+    }
+
+    #[test]
+    fn parts_larger_than_a_slot_go_whole_through_the_area_many_calls_apart() {
+        let size = 2;
+        let largest = largest_part_for(size, true);
+        assert!(largest > slot_data_for(size) && area_for(size) / largest >= MIN_PLACES);
+        assert_eq!(largest_part_for(size, false), slot_data_for(size));
+        on_board(size, "boardbig", move |board, rank, deadline| {
+            if board.counted() {
+                eprintln!("2 ranks share a core here: parts stay in their slots");
+                assert_eq!(board.largest_part(), slot_data_for(size));
+                return;
+            }
+            assert_eq!(board.largest_part(), largest);
+            let peer = 1 - rank;
+            let mut places = Vec::new();
+            for k in 1..=4 * MIN_PLACES as u64 {
+                // Every byte says whose part, which operation and where in it it lies.
+                let byte = |r: usize, i: usize| (r * 7 + k as usize * 3 + i / 4096) as u8;
+                let len = [largest, largest - 4, slot_data_for(size) + 1][k as usize / 2 % 3];
+                let data: Vec<u8> = (0..len).map(|i| byte(rank, i)).collect();
+                publish_as(&board, rank, k, &data);
+                let slot = board.slot(peer, (k % 2) as usize);
+                while !slot.ready(k) {
+                    assert!(Instant::now() < deadline, "operation {k} never arrived");
+                    std::hint::spin_loop();
+                }
+                let got = slot.data(len);
+                let bad = (0..len).find(|&i| got[i] != byte(peer, i));
+                assert_eq!(bad, None, "rank {peer}'s part of operation {k}");
+                if k % 2 == 0 {
+                    places.push(got.as_ptr() as usize);
+                }
+            }
+            // Each part a place of its own: the same parity's place moves on every call.
+            assert!(places.windows(2).all(|w| w[0] != w[1]), "{places:?}");
         });
     }
 

@@ -65,7 +65,8 @@ impl Point {
 /// choice, which then also decides the sizes between two such points). Consecutive sizes with
 /// the same choice make one line; between two sizes whose choices differ the boundary is their
 /// geometric mean, so each measured choice also covers its neighbourhood. The last line covers
-/// every larger size (`max`); a `flat` line never goes beyond the board's slot.
+/// every larger size (`max`); a `flat` line never goes beyond the largest part a board takes
+/// (`psyne::tuning::FLAT_MAX_BYTES`).
 pub fn rules_for(coll: Collective, points: &[Point], margin: f64) -> Vec<Rule> {
     let choices: Vec<Option<Algo>> = points
         .iter()
@@ -393,10 +394,11 @@ mod tests {
             point(65536, (Rabenseifner, 9.0), &[(Ring, 7.0)]),
         ];
         assert_eq!(lines(&points), [(4096, None), (u64::MAX, Some(Ring))]);
-        // The board, where it is not the default, never covers more than its largest slot.
+        // The board, where it is not the default, never covers more than its largest part
+        // (the boundary between these two sizes would be 1 MiB).
         let points = [
-            point(2048, (RecursiveDoubling, 2.0), &[(Flat, 1.0)]),
-            point(262144, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
+            point(65536, (RecursiveDoubling, 2.0), &[(Flat, 1.0)]),
+            point(16 << 20, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
         ];
         let slot = psyne::tuning::FLAT_MAX_BYTES as u64;
         assert_eq!(lines(&points), [(slot, Some(Flat)), (u64::MAX, None)]);

@@ -619,7 +619,7 @@ fn a_tuning_file_changes_the_automatic_choice_and_a_bad_one_is_named() {
             "2",
             "allreduce",
             "--sizes",
-            "8,64K",
+            "8,256K",
             "--iters",
             "5",
             "--json",
@@ -635,7 +635,7 @@ fn a_tuning_file_changes_the_automatic_choice_and_a_bad_one_is_named() {
     let empty = dir.join("empty-config");
     let out = sweep(Some(&file), &empty, "tuned.json");
     assert!(out.status.success(), "{}", text(&out));
-    let ring = vec![(8, "ring".to_string()), (65536, "ring".to_string())];
+    let ring = vec![(8, "ring".to_string()), (262144, "ring".to_string())];
     assert_eq!(algos_by_size(&dir.join("tuned.json")), ring);
     let meta = read_report(&dir.join("tuned.json")).unwrap().meta;
     assert_eq!(meta.tuning_file.as_deref(), file.to_str());
@@ -646,7 +646,7 @@ fn a_tuning_file_changes_the_automatic_choice_and_a_bad_one_is_named() {
         algos_by_size(&dir.join("default.json")),
         [
             (8, "flat".to_string()),
-            (65536, "recursive_doubling".to_string())
+            (262144, "rabenseifner".to_string())
         ]
     );
     assert_eq!(

@@ -30,8 +30,10 @@ pub const FLAT_MAX_BYTES: usize = 128 << 10;
 /// 16 KiB the schedules over the rings were as fast or faster); reduce-scatter, scatter and
 /// all-to-all 4 KiB: each rank there publishes its whole buffer of which every peer reads a
 /// chunk, more than the schedules over the rings send. On 2 ranks whose parts rotate through
-/// data areas, all-reduce and broadcast run on the board up to the largest part and all-gather
-/// up to half of it (`results/board-large-parts/`: 0.50–0.91 of the rings' time at 32–128 KiB);
+/// data areas, all-reduce and broadcast run on the board up to the largest part, all-gather
+/// up to half of it (`results/board-large-parts/`: 0.43–0.81 of the rings' time at 24–128 KiB)
+/// and reduce-scatter up to an eighth (16 KiB: 0.66–0.97 of the ring's time at 16 KiB, 0.73 at
+/// 8 KiB, 0.90–1.09 at 32 KiB);
 /// larger groups keep the slots' limits (their reads grow with the group, and this host has no
 /// cores to measure them).
 ///
@@ -45,6 +47,7 @@ pub fn flat_max_bytes(coll: Collective, size: usize, largest_part: usize) -> usi
         }
         Collective::AllReduce | Collective::Broadcast { .. } | Collective::Barrier => slot,
         Collective::AllGather if pair => largest_part / 2,
+        Collective::ReduceScatter if pair => largest_part / 8,
         Collective::AllGather | Collective::Gather { .. } | Collective::Reduce { .. } => {
             (slot / 2).max(SLOT_DATA)
         }
@@ -569,16 +572,16 @@ mod tests {
             Collective::AllGather,
             Collective::Broadcast { root: 0 },
         );
-        // (ranks, data areas, KiB of all-reduce and broadcast, KiB of all-gather)
+        // (ranks, data areas, KiB of all-reduce and broadcast, of all-gather, of reduce-scatter)
         let cases = [
-            (2, true, 128, 64),
-            (2, false, 16, 8),
-            (3, true, 8, 4),
-            (4, true, 8, 4),
-            (8, true, 4, 4),
+            (2, true, 128, 64, 16),
+            (2, false, 16, 8, 4),
+            (3, true, 8, 4, 4),
+            (4, true, 8, 4, 4),
+            (8, true, 4, 4, 4),
         ];
-        for (size, areas, whole, half) in cases {
-            let (whole, half) = (whole << 10, half << 10);
+        for (size, areas, whole, half, chunked) in cases {
+            let (whole, half, chunked) = (whole << 10, half << 10, chunked << 10);
             let mut one_host = shape(size, Hosts::single(size), true);
             one_host.board_part = Some(board_largest_part(size, areas));
             for (coll, most) in [(ar, whole), (bc, whole), (ag, half)] {
@@ -594,11 +597,13 @@ mod tests {
                     "{coll} on {size} ranks, {most} + 4"
                 );
             }
-            // Where each rank reads a chunk of what the others publish: 4 KiB, unless a
-            // tuning file says otherwise (up to the largest part, not beyond).
+            // Where each rank reads a chunk of what the others publish: 4 KiB (16 KiB on 2
+            // ranks with areas), unless a tuning file says otherwise (up to the largest part,
+            // not beyond).
             let rs = Collective::ReduceScatter;
-            assert_eq!(t.select(rs, None, 4096, &one_host).unwrap(), Algo::Flat);
-            assert_ne!(t.select(rs, None, 8192, &one_host).unwrap(), Algo::Flat);
+            let pick = |bytes| t.select(rs, None, bytes, &one_host).unwrap();
+            assert_eq!(pick(chunked), Algo::Flat, "{size} ranks, {chunked}");
+            assert_ne!(pick(chunked + 4), Algo::Flat, "{size} ranks, {chunked} + 4");
             let most = board_largest_part(size, areas);
             let file = with_file(&format!(
                 "[shm {size}]\nreducescatter {FLAT_MAX_BYTES} flat\n"

@@ -158,9 +158,9 @@ pub fn check_canonical<C: Communicator>(
 }
 
 /// The counts a canonical check uses for a group of `size`: 1, `size ± 1`, an odd count, the
-/// counts either side of the node board's slot for f32 (on it, or the staging buffers in shared
-/// memory), and either side of where all-reduce and reduce change from gathering whole f32
-/// buffers to the all-to-all ([`crate::group::CANONICAL_GATHER_MAX`]).
+/// counts either side of the largest f32 all-reduce the node board takes (on it, or the staging
+/// buffers in shared memory), and either side of where all-reduce and reduce change from
+/// gathering whole f32 buffers to the all-to-all ([`crate::group::CANONICAL_GATHER_MAX`]).
 pub fn canonical_counts(size: usize) -> Vec<usize> {
     let edge = crate::group::CANONICAL_GATHER_MAX / (4 * size.max(1));
     let board = crate::tuning::board_largest_part(size, true);

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(120);
 
-/// Counts for `size` ranks: 1, uneven small ones, either side of 4 KiB of f32 and of the node
-/// board's slot for f32 (the board, or the staging buffers in shared memory), and either side of
-/// where canonical all-reduce stops gathering whole f32 buffers (TCP).
+/// Counts for `size` ranks: 1, uneven small ones, either side of 4 KiB of f32 and of the largest
+/// f32 all-reduce the node board takes (the board, or the staging buffers in shared memory), and
+/// either side of where canonical all-reduce stops gathering whole f32 buffers (TCP).
 fn counts(size: usize) -> Vec<usize> {
     let edge = psyne::CANONICAL_GATHER_MAX / (4 * size);
     let board = psyne::tuning::board_largest_part(size, true);

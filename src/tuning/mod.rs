@@ -32,8 +32,8 @@ pub const FLAT_MAX_BYTES: usize = 128 << 10;
 /// chunk, more than the schedules over the rings send. On 2 ranks whose parts rotate through
 /// data areas, all-reduce and broadcast run on the board up to the largest part, all-gather
 /// up to half of it (`results/board-large-parts/`: 0.43–0.81 of the rings' time at 24–128 KiB)
-/// and reduce-scatter up to an eighth (16 KiB: 0.66–0.97 of the ring's time at 16 KiB, 0.73 at
-/// 8 KiB, 0.90–1.09 at 32 KiB);
+/// and reduce-scatter up to an eighth (16 KiB: 0.81–0.83 of the ring's time at 16 KiB over 16
+/// jobs, 1.04 in a shorter run; 0.80 at 8 KiB; 0.90–1.09 at 32 KiB, so no further);
 /// larger groups keep the slots' limits (their reads grow with the group, and this host has no
 /// cores to measure them).
 ///

@@ -867,8 +867,8 @@ impl<'a> Slot<'a> {
 #[cfg(test)]
 mod tests {
     use super::{
-        area_for, largest_part_for, slot_data_for, AbortMark, Board, Crossing, Part, DESC, INLINE,
-        MIN_PLACES, ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
+        area_for, largest_part_for, slot_data_for, AbortMark, Board, Crossing, Part, Slot, DESC,
+        INLINE, MIN_PLACES, ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
     };
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
@@ -915,6 +915,24 @@ mod tests {
             took: k,
         };
         board.publish(k, &mine).expect("nobody withdraws");
+    }
+
+    /// On a 2-rank board: publishes `data` as `rank`'s part of operation `k` and returns the
+    /// peer's slot of that operation once its part is there.
+    fn swap_with_peer<'b>(
+        board: &'b Board,
+        rank: usize,
+        k: u64,
+        data: &[u8],
+        deadline: Instant,
+    ) -> Slot<'b> {
+        publish_as(board, rank, k, data);
+        let slot = board.slot(1 - rank, (k % 2) as usize);
+        while !slot.ready(k) {
+            assert!(Instant::now() < deadline, "operation {k} never arrived");
+            std::hint::spin_loop();
+        }
+        slot
     }
 
     /// How rank parts of operation `k` are stored: each length of [`part`] both ways in turn.
@@ -978,14 +996,8 @@ mod tests {
             let mut seen = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
             for k in 1..=ops {
                 let data = vec![(rank as u64 * 101 + k) as u8; lens(k)];
-                publish_as(&board, rank, k, &data);
                 let parity = (k % 2) as usize;
-                let slot = board.slot(peer, parity);
-                while !slot.ready(k) {
-                    assert!(Instant::now() < deadline, "operation {k} never arrived");
-                    std::hint::spin_loop();
-                }
-                let got = slot.data(lens(k));
+                let got = swap_with_peer(&board, rank, k, &data, deadline).data(lens(k));
                 let want = vec![(peer as u64 * 101 + k) as u8; lens(k)];
                 assert_eq!(got, &want[..], "rank {peer}'s part of operation {k}");
                 let rotates = usize::from(lens(k) > ROTATE_MIN);
@@ -1035,13 +1047,7 @@ mod tests {
                 let byte = |r: usize, i: usize| (r * 7 + k as usize * 3 + i / 4096) as u8;
                 let len = [largest, largest - 4, slot_data_for(size) + 1][k as usize / 2 % 3];
                 let data: Vec<u8> = (0..len).map(|i| byte(rank, i)).collect();
-                publish_as(&board, rank, k, &data);
-                let slot = board.slot(peer, (k % 2) as usize);
-                while !slot.ready(k) {
-                    assert!(Instant::now() < deadline, "operation {k} never arrived");
-                    std::hint::spin_loop();
-                }
-                let got = slot.data(len);
+                let got = swap_with_peer(&board, rank, k, &data, deadline).data(len);
                 let bad = (0..len).find(|&i| got[i] != byte(peer, i));
                 assert_eq!(bad, None, "rank {peer}'s part of operation {k}");
                 if k % 2 == 0 {

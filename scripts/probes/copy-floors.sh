@@ -8,7 +8,11 @@
 #   floor COLLECTIVE BYTES SLICE MEAN_US SLOWER_US
 #
 # (MEAN_US: the mean over calls of the mean over the two ranks, as psybench's osu cadence
-# reports; SLOWER_US: the same of the slower rank; SLICE: the slice size measured).
+# reports; SLOWER_US: the same of the slower rank; SLICE: the slice size measured, with `+nt`
+# where the copies out of the ring bypassed the cache). The calibration tries each slice size
+# with ordinary and with non-temporal copies out (staged2's STREAM): non-temporal ones made the
+# 16-64 MiB all-gather's floor 0.7-0.8 of the time and the all-reduce's slower
+# (results/copy-reads/floors.txt).
 #
 # The reported time is one measurement, as each benchmark's in the rotation is, not the fastest
 # of the five calibration runs: on this VM a run lands in a fast or a slow mode of the machine
@@ -30,17 +34,19 @@ gcc -O3 -march=native -Wall -Wextra -Werror -o "$bin/staged2" staged2.c
 for coll in "${collectives[@]}"; do
   for bytes in "${sizes[@]}"; do
     iters=$((bytes >= 67108864 ? 10 : bytes >= 16777216 ? 30 : 300))
-    best="" best_mean=""
-    for slice in 16384 32768 65536 131072 262144; do
-      # staged2 COLL bytes B slice S iters I: mean M us, slower rank X us
-      line=$("$bin/staged2" "$coll" "$bytes" $((iters / 5 + 2)) "$slice")
-      mean=$(awk '{ gsub(",", ""); print $10 }' <<<"$line")
-      if [ -z "$best" ] || awk -v a="$mean" -v b="$best_mean" 'BEGIN { exit !(a < b) }'; then
-        best=$slice best_mean=$mean
-      fi
+    best="" best_stream="" best_mean=""
+    for stream in 0 1; do
+      for slice in 16384 32768 65536 131072 262144; do
+        # staged2 COLL bytes B slice S iters I: mean M us, slower rank X us, stream T
+        line=$("$bin/staged2" "$coll" "$bytes" $((iters / 5 + 2)) "$slice" "$stream")
+        mean=$(awk '{ gsub(",", ""); print $10 }' <<<"$line")
+        if [ -z "$best" ] || awk -v a="$mean" -v b="$best_mean" 'BEGIN { exit !(a < b) }'; then
+          best=$slice best_stream=$stream best_mean=$mean
+        fi
+      done
     done
-    line=$("$bin/staged2" "$coll" "$bytes" "$iters" "$best")
+    line=$("$bin/staged2" "$coll" "$bytes" "$iters" "$best" "$best_stream")
     read -r mean slower < <(awk '{ gsub(",", ""); print $10, $14 }' <<<"$line")
-    echo "floor $coll $bytes $best $mean $slower"
+    echo "floor $coll $bytes $best$([ "$best_stream" = 1 ] && echo +nt) $mean $slower"
   done
 done

@@ -11,13 +11,20 @@
 //   all-reduce      as reduce-scatter (summing in place), then puts the reduced slice in and
 //                   takes the peer's reduced slice out
 //
+// With STREAM 1, copies out of the ring into the caller's buffer bypass the cache (SSE2
+// non-temporal stores), as psyne's and Intel MPI's do in large calls: a store that misses the
+// cache first reads the line (results/stream-copies/, results/copy-reads/). Which way is faster
+// depends on the collective and size; scripts/probes/copy-floors.sh tries both.
+//
 // The two ranks are pinned to cores 0 and 1 and meet at a barrier before each call; a call's
 // time is from that barrier to the rank's last byte, averaged over the two ranks as osu cadence
-// averages (and the slower rank's). Prints the mean over ITERS calls for the slice size given, as
-// psybench's osu cadence averages its calls, after checking every element of every call. Used by
+// averages (and the slower rank's). As psybench (and the C MPI benchmark) do, the buffers are
+// filled and the result checked element by element on two warm-up calls, and the timed calls run
+// on whatever the buffers then hold (all-reduce keeps summing in place), without refilling them.
+// Prints the mean over ITERS calls for the slice size given. Used by
 // scripts/probes/copy-floors.sh.
 //
-//   staged2 broadcast|allgather|reducescatter|allreduce BYTES ITERS SLICE
+//   staged2 broadcast|allgather|reducescatter|allreduce BYTES ITERS SLICE [STREAM]
 #include "floors.h"
 
 #include <stdatomic.h>
@@ -26,8 +33,10 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <emmintrin.h>
 
 enum { BCAST, ALLGATHER, REDUCESCATTER, ALLREDUCE };
+static int streaming;  // whether copies out of the ring bypass the cache (STREAM)
 #define SLOTS 4
 
 // One direction of one phase: a ring of SLOTS slices in shared memory, and how many slices its
@@ -82,6 +91,28 @@ static void taken(int rank, int phase) {
   atomic_store_explicit(&ctl->streams[rank][phase].consumed, i + 1, memory_order_release);
 }
 
+// Copies `n` floats out of the ring into the caller's buffer (past the cache if `streaming`).
+static void copy_out(float *dst, const float *src, size_t n) {
+  if (!streaming) {
+    memcpy(dst, src, n * 4);
+    return;
+  }
+  char *d = (char *)dst;
+  const char *s = (const char *)src;
+  size_t bytes = n * 4, i = ((uintptr_t)d & 15) ? 16 - ((uintptr_t)d & 15) : 0;
+  if (i > bytes) i = bytes;
+  memcpy(d, s, i);
+  for (; i + 64 <= bytes; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(s + i)), b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32)), e = _mm_loadu_si128((const __m128i *)(s + i + 48));
+    _mm_stream_si128((__m128i *)(d + i), a);
+    _mm_stream_si128((__m128i *)(d + i + 16), b);
+    _mm_stream_si128((__m128i *)(d + i + 32), c);
+    _mm_stream_si128((__m128i *)(d + i + 48), e);
+  }
+  memcpy(d + i, s + i, bytes - i);
+}
+
 static void sum_into(float *out, const float *a, const float *b, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
@@ -103,15 +134,15 @@ static void call(int mode, int me, float *buf, const float *in, float *out, size
           put(0, 0, buf + o, n);
         } else {
           p = next(0, 0);
-          memcpy(buf + o, p, n * 4);
+          copy_out(buf + o, p, n);
           taken(0, 0);
         }
         break;
       case ALLGATHER:
         put(me, 0, in + o, n);
-        memcpy(out + me * half + o, in + o, n * 4);
+        copy_out(out + me * half + o, in + o, n);
         p = next(peer, 0);
-        memcpy(out + peer * half + o, p, n * 4);
+        copy_out(out + peer * half + o, p, n);
         taken(peer, 0);
         break;
       case REDUCESCATTER:
@@ -123,12 +154,13 @@ static void call(int mode, int me, float *buf, const float *in, float *out, size
         if (mode == ALLREDUCE) {
           put(me, 1, keep + o, n);
           p = next(peer, 1);
-          memcpy(give + o, p, n * 4);
+          copy_out(give + o, p, n);
           taken(peer, 1);
         }
         break;
     }
   }
+  if (streaming) _mm_sfence();
 }
 
 // Fills this rank's input for call `k`: small integers, so every sum is exact.
@@ -168,8 +200,8 @@ static int right(int mode, int me, long k, const float *buf, const float *out, s
 
 int main(int argc, char **argv) {
   static const char *names[] = {"broadcast", "allgather", "reducescatter", "allreduce"};
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s broadcast|allgather|reducescatter|allreduce BYTES ITERS SLICE\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: %s broadcast|allgather|reducescatter|allreduce BYTES ITERS SLICE [STREAM]\n", argv[0]);
     return 2;
   }
   int mode = -1;
@@ -177,6 +209,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], names[m]) == 0) mode = m;
   size_t bytes = strtoull(argv[2], 0, 0), slice = strtoull(argv[4], 0, 0);
   int iters = atoi(argv[3]);
+  streaming = argc == 6 && strcmp(argv[5], "1") == 0;
   size_t cnt = bytes / 4;
   sl = slice / 4;
   if (mode < 0 || cnt < 2 || cnt % 2 || iters < 1 || sl == 0) {
@@ -201,13 +234,13 @@ int main(int argc, char **argv) {
   int ok = 1;
   for (int it = -2; it < iters; it++) {  // two warm-up calls
     long k = it + 3;
-    fill(mode, me, k, buf, in, cnt);
+    if (it < 0) fill(mode, me, k, buf, in, cnt);
     barrier(me, g++);
     double t0 = now_us();
     call(mode, me, buf, in, out, cnt);
     ctl->took[me] = now_us() - t0;
     barrier(me, g++);
-    ok &= right(mode, me, k, buf, out, cnt);
+    if (it < 0) ok &= right(mode, me, k, buf, out, cnt);
     if (it >= 0 && me == 0) {
       mean[it] = (ctl->took[0] + ctl->took[1]) / 2;
       slow[it] = ctl->took[0] > ctl->took[1] ? ctl->took[0] : ctl->took[1];
@@ -218,7 +251,7 @@ int main(int argc, char **argv) {
   int status = 0;
   waitpid(child, &status, 0);
   ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  printf("staged2 %s bytes %zu slice %zu iters %d: mean %.1f us, slower rank %.1f us%s\n", names[mode], bytes,
-         slice, iters, average(mean, iters), average(slow, iters), ok ? "" : " WRONG");
+  printf("staged2 %s bytes %zu slice %zu iters %d: mean %.1f us, slower rank %.1f us, stream %d%s\n", names[mode],
+         bytes, slice, iters, average(mean, iters), average(slow, iters), streaming, ok ? "" : " WRONG");
   return ok ? 0 : 1;
 }

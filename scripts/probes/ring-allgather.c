@@ -12,7 +12,6 @@
 //   /tmp/ring-allgather BYTES ITERS CAP PUB READ_MAX     (BYTES gathered; e.g. 16777216 32 1048576 32768 262144)
 #include "floors.h"
 
-#include <immintrin.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -27,24 +26,6 @@ typedef struct {
 static Counters *ctr;
 static char *rings;
 static size_t cap, pub;
-
-// Copies `n` bytes with non-temporal stores once `dst` is 16-byte aligned (no fence).
-static void stream_copy(char *dst, const char *src, size_t n) {
-  size_t i = ((uintptr_t)dst & 15) ? 16 - ((uintptr_t)dst & 15) : 0;
-  if (i > n) i = n;
-  memcpy(dst, src, i);
-  for (; i + 64 <= n; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-    __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
-    _mm_stream_si128((__m128i *)(dst + i), a);
-    _mm_stream_si128((__m128i *)(dst + i + 16), b);
-    _mm_stream_si128((__m128i *)(dst + i + 32), c);
-    _mm_stream_si128((__m128i *)(dst + i + 48), d);
-  }
-  memcpy(dst + i, src + i, n - i);
-}
 
 static void barrier(int me, long g) {
   atomic_store(&ctr[me].gen, g);

@@ -3,7 +3,9 @@
 #ifndef PSYNE_FLOORS_H
 #define PSYNE_FLOORS_H
 #define _GNU_SOURCE
+#include <emmintrin.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,28 @@ static inline void *shared_zeroed(size_t bytes) {
   }
   memset(p, 0, bytes);
   return p;
+}
+
+// Copies `n` bytes with SSE2 non-temporal stores (past the cache) once `dst` is 16-byte aligned,
+// as psyne's src/transport/shm/stream_copy.rs; the caller fences (_mm_sfence) before it
+// publishes anything the bytes must precede.
+static inline void stream_copy(void *dst, const void *src, size_t n) {
+  char *d = dst;
+  const char *s = src;
+  size_t i = ((uintptr_t)d & 15) ? 16 - ((uintptr_t)d & 15) : 0;
+  if (i > n) i = n;
+  memcpy(d, s, i);
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
+    _mm_stream_si128((__m128i *)(d + i), a);
+    _mm_stream_si128((__m128i *)(d + i + 16), b);
+    _mm_stream_si128((__m128i *)(d + i + 32), c);
+    _mm_stream_si128((__m128i *)(d + i + 48), e);
+  }
+  memcpy(d + i, s + i, n - i);
 }
 
 #endif

@@ -33,7 +33,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <emmintrin.h>
 
 enum { BCAST, ALLGATHER, REDUCESCATTER, ALLREDUCE };
 static int streaming;  // whether copies out of the ring bypass the cache (STREAM)
@@ -93,24 +92,10 @@ static void taken(int rank, int phase) {
 
 // Copies `n` floats out of the ring into the caller's buffer (past the cache if `streaming`).
 static void copy_out(float *dst, const float *src, size_t n) {
-  if (!streaming) {
+  if (streaming)
+    stream_copy(dst, src, n * 4);
+  else
     memcpy(dst, src, n * 4);
-    return;
-  }
-  char *d = (char *)dst;
-  const char *s = (const char *)src;
-  size_t bytes = n * 4, i = ((uintptr_t)d & 15) ? 16 - ((uintptr_t)d & 15) : 0;
-  if (i > bytes) i = bytes;
-  memcpy(d, s, i);
-  for (; i + 64 <= bytes; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(s + i)), b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32)), e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-    _mm_stream_si128((__m128i *)(d + i), a);
-    _mm_stream_si128((__m128i *)(d + i + 16), b);
-    _mm_stream_si128((__m128i *)(d + i + 32), c);
-    _mm_stream_si128((__m128i *)(d + i + 48), e);
-  }
-  memcpy(d + i, s + i, bytes - i);
 }
 
 static void sum_into(float *out, const float *a, const float *b, size_t n) {

@@ -669,7 +669,10 @@ fn receive(
         if !receive_header(ctx, link, r, buf, mem)? {
             return Ok(false);
         }
-        if !r.header_ok() {
+        if !r.header_ok() || r.reduce {
+            // A reducing receive's data waits for the next pass, which reduces it straight from
+            // the link where the link can ([`reduce_in_place`]) instead of copying it into the
+            // window here.
             return Ok(true);
         }
         progressed = true;

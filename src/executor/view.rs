@@ -49,10 +49,6 @@ pub(crate) struct WorkView<'a> {
     seeded: bool,
 }
 
-/// How many bytes a seeded reduction copies and reduces at a time: a piece that stays in the
-/// first-level cache between the copy and the reduction (a multiple of every element size).
-const SEED_PIECE: usize = 16 << 10;
-
 impl<'a> WorkView<'a> {
     /// The whole buffer, writable.
     pub(crate) fn whole(buf: &'a mut [u8]) -> Self {
@@ -207,21 +203,15 @@ impl<'a> WorkView<'a> {
     }
 
     /// `dst = op(dst, src)` on the bytes `r` (writable): where the view is seeded, `dst`'s
-    /// value is first taken from the read-only part, a cache-sized piece at a time.
+    /// value is the read-only part's, read in the same pass ([`Reducer::apply_from`]).
     pub(crate) fn reduce(&mut self, r: Range<usize>, src: &[u8], reducer: Reducer) {
         if !self.seeded || r.is_empty() {
             reducer.apply(self.write(r), src);
             return;
         }
         let (from, to) = (r.start - self.ro_at, r.start - self.rw_at);
-        let mut at = 0;
-        while at < src.len() {
-            let n = (src.len() - at).min(SEED_PIECE);
-            let dst = &mut self.rw[to + at..to + at + n];
-            copy_slice(&mut dst[..], &self.ro[from + at..from + at + n]);
-            reducer.apply(dst, &src[at..at + n]);
-            at += n;
-        }
+        let n = src.len();
+        reducer.apply_from(&mut self.rw[to..to + n], &self.ro[from..from + n], src);
     }
 
     /// Whether every send of `schedule` (elements of `elem_size` bytes) reads only readable

@@ -44,31 +44,71 @@ pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
     each_element::<T, false>(op, dst, src);
 }
 
-/// `dst[i] = op(dst[i], src[i])`, or with `ONTO` `op(src[i], dst[i])`, element by element: one
-/// monomorphic loop per op so that each compiles to a tight, vectorisable loop.
+/// Runs `$body` with `$o` bound to `op` as written out, one arm per op, so that each arm
+/// compiles to a tight, vectorisable loop with the op a constant (`avg` sums; the caller divides).
+macro_rules! for_each_op {
+    ($op:expr, $o:ident => $body:expr) => {
+        match $op {
+            ReduceOp::Sum | ReduceOp::Avg => {
+                let $o = ReduceOp::Sum;
+                $body
+            }
+            ReduceOp::Prod => {
+                let $o = ReduceOp::Prod;
+                $body
+            }
+            ReduceOp::Min => {
+                let $o = ReduceOp::Min;
+                $body
+            }
+            ReduceOp::Max => {
+                let $o = ReduceOp::Max;
+                $body
+            }
+            ReduceOp::BAnd => {
+                let $o = ReduceOp::BAnd;
+                $body
+            }
+            ReduceOp::BOr => {
+                let $o = ReduceOp::BOr;
+                $body
+            }
+            ReduceOp::BXor => {
+                let $o = ReduceOp::BXor;
+                $body
+            }
+        }
+    };
+}
+
+/// `dst[i] = op(dst[i], src[i])`, or with `ONTO` `op(src[i], dst[i])`, element by element.
 #[inline(always)]
 fn each_element<T: Element, const ONTO: bool>(op: ReduceOp, dst: &mut [T], src: &[T]) {
-    macro_rules! each {
-        ($op:expr) => {
-            for (d, s) in dst.iter_mut().zip(src) {
-                *d = if ONTO {
-                    T::combine($op, *s, *d)
-                } else {
-                    T::combine($op, *d, *s)
-                };
-            }
-        };
-    }
-    match op {
-        ReduceOp::Sum | ReduceOp::Avg => each!(ReduceOp::Sum),
-        ReduceOp::Prod => each!(ReduceOp::Prod),
-        ReduceOp::Min => each!(ReduceOp::Min),
-        ReduceOp::Max => each!(ReduceOp::Max),
-        ReduceOp::BAnd => each!(ReduceOp::BAnd),
-        ReduceOp::BOr => each!(ReduceOp::BOr),
-        ReduceOp::BXor => each!(ReduceOp::BXor),
-    }
+    for_each_op!(op, o => {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = if ONTO {
+                T::combine(o, *s, *d)
+            } else {
+                T::combine(o, *d, *s)
+            };
+        }
+    })
 }
+
+/// `dst[i] = op(first[i], src[i])`, element by element.
+#[inline(always)]
+fn each_pair<T: Element>(op: ReduceOp, dst: &mut [T], first: &[T], src: &[T]) {
+    for_each_op!(op, o => {
+        for ((d, a), s) in dst.iter_mut().zip(first).zip(src) {
+            *d = T::combine(o, *a, *s);
+        }
+    })
+}
+
+/// How many bytes [`Reducer::apply_from`] copies and then reduces at a time where no kernel
+/// takes three operands: a piece that stays in the first-level cache between the two (a multiple
+/// of every element size).
+const COPY_PIECE: usize = 16 << 10;
 
 /// A type-erased reduction: `dst = op(dst, src)` over whole elements of one dtype.
 #[derive(Clone, Copy)]
@@ -113,6 +153,32 @@ impl Reducer {
         });
         true
     }
+
+    /// `dst = op(first, src)` on byte slices of equal length as [`Reducer::apply`] takes them:
+    /// bit for bit what copying `first` to `dst` and then applying `src` gives, in one pass over
+    /// the three (for `f16` and `bf16`, whose kernels reduce in place, a copy and a reduction a
+    /// cache-sized piece at a time).
+    pub(crate) fn apply_from(&self, dst: &mut [u8], first: &[u8], src: &[u8]) {
+        debug_assert!(dst.len() == first.len() && dst.len() == src.len());
+        if half_kernels::Half::of(self.dtype).is_some() {
+            for ((d, a), s) in dst
+                .chunks_mut(COPY_PIECE)
+                .zip(first.chunks(COPY_PIECE))
+                .zip(src.chunks(COPY_PIECE))
+            {
+                d.copy_from_slice(a);
+                self.apply(d, s);
+            }
+            return;
+        }
+        let op = self.op;
+        with_dtype!(self.dtype, T => each_pair::<T>(
+            op,
+            bytemuck::cast_slice_mut(dst),
+            bytemuck::cast_slice(first),
+            bytemuck::cast_slice(src),
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -142,8 +208,9 @@ mod tests {
         }
     }
 
-    /// `apply_onto(dst = b, a)` against copying `a` to `dst` and applying `b`, bit for bit.
-    fn onto_matches_copy_then_apply<T: Element>(a: &[T], b: &[T], bits: fn(&T) -> u64) {
+    /// `apply_onto(dst = b, a)` and `apply_from(dst, a, b)` against copying `a` to `dst` and
+    /// applying `b`, bit for bit.
+    fn onto_and_from_match_copy_then_apply<T: Element>(a: &[T], b: &[T], bits: fn(&T) -> u64) {
         for op in ReduceOp::ALL {
             let Ok(reducer) = Reducer::new(T::DTYPE, op) else {
                 continue;
@@ -157,14 +224,53 @@ mod tests {
                 bytemuck::cast_slice_mut(&mut copied),
                 bytemuck::cast_slice(b),
             );
+            let mut from = vec![b[0]; a.len()];
+            reducer.apply_from(
+                bytemuck::cast_slice_mut(&mut from),
+                bytemuck::cast_slice(a),
+                bytemuck::cast_slice(b),
+            );
             for i in 0..a.len() {
                 assert_eq!(bits(&onto[i]), bits(&copied[i]), "{} {op} at {i}", T::DTYPE);
+                assert_eq!(bits(&from[i]), bits(&copied[i]), "{} {op} at {i}", T::DTYPE);
             }
         }
     }
 
     #[test]
-    fn applying_onto_gives_the_bits_of_copying_then_applying() {
+    fn halves_applied_from_give_the_bits_of_copying_then_applying() {
+        // Longer than the pieces the halves are copied and reduced in, and not a whole number
+        // of them.
+        let a: Vec<bf16> = (0..20_001)
+            .map(|i| bf16::from_f32((i as f32 * 0.37).sin() * 9.0))
+            .collect();
+        let b: Vec<bf16> = (0..20_001)
+            .map(|i| bf16::from_f32((i as f32 * 0.11).cos() * 5.0))
+            .collect();
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            let reducer = Reducer::new(DType::BF16, op).unwrap();
+            let mut copied = a.clone();
+            reducer.apply(
+                bytemuck::cast_slice_mut(&mut copied),
+                bytemuck::cast_slice(&b),
+            );
+            let mut from = vec![bf16::ZERO; a.len()];
+            reducer.apply_from(
+                bytemuck::cast_slice_mut(&mut from),
+                bytemuck::cast_slice(&a),
+                bytemuck::cast_slice(&b),
+            );
+            assert!(
+                from.iter()
+                    .zip(&copied)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{op}"
+            );
+        }
+    }
+
+    #[test]
+    fn applying_onto_or_from_gives_the_bits_of_copying_then_applying() {
         // NaNs of different payloads on both sides (the first operand's wins), signed zeros,
         // infinities and ordinary values, in every pairing.
         let specials = [
@@ -183,15 +289,15 @@ mod tests {
                 .flat_map(|&x| specials.iter().map(move |&y| (x, y)))
         };
         let (a, b): (Vec<f32>, Vec<f32>) = pairs().unzip();
-        onto_matches_copy_then_apply(&a, &b, |x| u64::from(x.to_bits()));
+        onto_and_from_match_copy_then_apply(&a, &b, |x| u64::from(x.to_bits()));
         let (a, b): (Vec<f64>, Vec<f64>) = pairs().map(|(x, y)| (x as f64, y as f64)).unzip();
-        onto_matches_copy_then_apply(&a, &b, |x| x.to_bits());
+        onto_and_from_match_copy_then_apply(&a, &b, |x| x.to_bits());
         let a: Vec<i32> = (-20..20).map(|x| x * 7919).collect();
         let b: Vec<i32> = (0..40).map(|x| i32::MAX - x * 3).collect();
-        onto_matches_copy_then_apply(&a, &b, |x| *x as u32 as u64);
+        onto_and_from_match_copy_then_apply(&a, &b, |x| *x as u32 as u64);
         let a: Vec<u8> = (0..=255).collect();
         let b: Vec<u8> = (0..=255).rev().collect();
-        onto_matches_copy_then_apply(&a, &b, |x| u64::from(*x));
+        onto_and_from_match_copy_then_apply(&a, &b, |x| u64::from(*x));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
         );
         return;
     }
-    each_element::<T, false>(op, dst, src);
+    element_kernel::<T, false>(op, dst, src);
 }
 
 /// Runs `$body` with `$o` bound to `op` as written out, one arm per op, so that each arm
@@ -105,6 +105,63 @@ fn each_pair<T: Element>(op: ReduceOp, dst: &mut [T], first: &[T], src: &[T]) {
     })
 }
 
+/// [`each_element`], compiled for AVX2 where the CPU has it (32 bytes an instruction where the
+/// baseline, SSE2, takes 16).
+#[inline]
+fn element_kernel<T: Element, const ONTO: bool>(op: ReduceOp, dst: &mut [T], src: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: this CPU has AVX2 (just detected).
+        return unsafe { avx2::each_element::<T, ONTO>(op, dst, src) };
+    }
+    each_element::<T, ONTO>(op, dst, src)
+}
+
+/// [`each_pair`], compiled for AVX2 where the CPU has it.
+#[inline]
+fn pair_kernel<T: Element>(op: ReduceOp, dst: &mut [T], first: &[T], src: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: this CPU has AVX2 (just detected).
+        return unsafe { avx2::each_pair::<T>(op, dst, first, src) };
+    }
+    each_pair::<T>(op, dst, first, src)
+}
+
+/// The element loops compiled with AVX2 enabled: the same source, inlined into functions the
+/// compiler may use AVX2 in.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Element, ReduceOp};
+
+    /// [`super::each_element`] with AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn each_element<T: Element, const ONTO: bool>(
+        op: ReduceOp,
+        dst: &mut [T],
+        src: &[T],
+    ) {
+        super::each_element::<T, ONTO>(op, dst, src)
+    }
+
+    /// [`super::each_pair`] with AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn each_pair<T: Element>(
+        op: ReduceOp,
+        dst: &mut [T],
+        first: &[T],
+        src: &[T],
+    ) {
+        super::each_pair::<T>(op, dst, first, src)
+    }
+}
+
 /// How many bytes [`Reducer::apply_from`] copies and then reduces at a time where no kernel
 /// takes three operands: a piece that stays in the first-level cache between the two (a multiple
 /// of every element size).
@@ -149,7 +206,7 @@ impl Reducer {
         }
         let op = self.op;
         with_dtype!(self.dtype, T => {
-            each_element::<T, true>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
+            element_kernel::<T, true>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
         });
         true
     }
@@ -172,7 +229,7 @@ impl Reducer {
             return;
         }
         let op = self.op;
-        with_dtype!(self.dtype, T => each_pair::<T>(
+        with_dtype!(self.dtype, T => pair_kernel::<T>(
             op,
             bytemuck::cast_slice_mut(dst),
             bytemuck::cast_slice(first),
@@ -298,6 +355,53 @@ mod tests {
         let a: Vec<u8> = (0..=255).collect();
         let b: Vec<u8> = (0..=255).rev().collect();
         onto_and_from_match_copy_then_apply(&a, &b, |x| u64::from(*x));
+    }
+
+    /// The kernels this CPU runs (AVX2 where it has it) against the baseline loops, bit for bit,
+    /// on every op and on lengths around the vector widths.
+    fn kernels_match_the_baseline<T: Element>(values: &[T], bits: fn(&T) -> u64) {
+        for op in ReduceOp::ALL {
+            if op.check(T::DTYPE).is_err() {
+                continue;
+            }
+            for len in [0, 1, 7, 8, 33, values.len() / 2] {
+                let (a, b) = (&values[..len], &values[values.len() - len..]);
+                let run = |kernel: bool| {
+                    let (mut el, mut onto, mut pair) = (a.to_vec(), a.to_vec(), b.to_vec());
+                    if kernel {
+                        element_kernel::<T, false>(op, &mut el, b);
+                        element_kernel::<T, true>(op, &mut onto, b);
+                        pair_kernel::<T>(op, &mut pair, a, b);
+                    } else {
+                        each_element::<T, false>(op, &mut el, b);
+                        each_element::<T, true>(op, &mut onto, b);
+                        each_pair::<T>(op, &mut pair, a, b);
+                    }
+                    [el, onto, pair].map(|v| v.iter().map(bits).collect::<Vec<_>>())
+                };
+                assert_eq!(run(true), run(false), "{} {op}, {len} elements", T::DTYPE);
+            }
+        }
+    }
+
+    #[test]
+    fn the_kernels_this_cpu_runs_give_the_baseline_bits() {
+        let specials = [f32::from_bits(0x7fc0_0001), -0.0, 0.0, f32::INFINITY, -1.5];
+        let floats: Vec<f32> = (0..200)
+            .map(|i| {
+                specials
+                    .get(i % 11)
+                    .copied()
+                    .unwrap_or((i as f32 * 0.37).sin() * 1e3)
+            })
+            .collect();
+        kernels_match_the_baseline(&floats, |x| u64::from(x.to_bits()));
+        let doubles: Vec<f64> = floats.iter().map(|&x| x as f64 * 1.000_1).collect();
+        kernels_match_the_baseline(&doubles, |x| x.to_bits());
+        let ints: Vec<i32> = (0..200).map(|i| (i * 7919) ^ (i << 25)).collect();
+        kernels_match_the_baseline(&ints, |x| *x as u32 as u64);
+        let bytes: Vec<u8> = (0..200).map(|i| (i * 37) as u8).collect();
+        kernels_match_the_baseline(&bytes, |x| u64::from(*x));
     }
 
     #[test]

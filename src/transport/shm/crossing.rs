@@ -29,15 +29,24 @@
 //!
 //! Every rank decides for its own writes (exchanges) or for the writes it reads (one-way calls),
 //! from its own times, and a disagreement only costs time (the way changes how bytes are stored,
-//! never what is sent). The ranks of a group try in turn
-//! ([`stagger`]: rank 1 starts its trials [`TRIAL`] + 1 calls after rank 0, counted the same on
-//! every rank), so each trial measures one rank's way against the others' kept ones: were they
-//! to try together, two ranks that had decided differently would flip together and never meet
-//! (both through the caches takes 9 µs; one each way and its mirror image take the same). A kept
-//! way is tried against again after a period that doubles each time it wins, from
-//! [`FIRST_PERIOD`] calls up to about a gigabyte of calls ([`longest_period`]), so a way that
-//! stays right costs at most [`TRIAL`] slow calls per period, and a change of state is found
-//! within that period. A trial is weighed against the kept way's fastest of the [`RECENT`] calls
+//! never what is sent).
+//!
+//! In an exchange every rank's time is that of the pair's slower direction, so a rank that
+//! streams alone gains nothing: in the slow state only both ranks streaming pays (a 2-rank
+//! all-reduce of 16 MiB: 2.1 ms both past the caches, 9.2 through them, 6.1 with one rank
+//! streaming, `results/crossing-together/`).
+//! So the ranks of an exchange try together: their trials come at the same calls (the period
+//! doubles after each trial whoever won, so the ranks' schedules never drift apart), every rank
+//! in every other trial, and in the trials between only the ranks of even number, then only
+//! those of odd number. Those turns alone bring together two ranks that decided apart, which
+//! trying together only swaps (both through the caches takes 9 µs, one each way 14 and its
+//! mirror image the same: the rank whose turn puts both through the caches wins). One-way readers
+//! try in turn instead ([`stagger`]: rank 1 starts its trials [`TRIAL`] + 1 calls after rank 0,
+//! counted the same on every rank): each asks only for its own writers' way. A kept way is tried
+//! against again after a period that doubles each time (each time it wins, in a one-way class,
+//! where a trial that wins starts over from [`FIRST_PERIOD`]), from [`FIRST_PERIOD`] calls up to
+//! about a gigabyte of calls ([`longest_period`]), so a way that stays right costs at most
+//! [`TRIAL`] slow calls per period, and a change of state is found within two periods. A trial is weighed against the kept way's fastest of the [`RECENT`] calls
 //! before it and the [`RECENT`] after it: a program's first calls (its warm-up, a benchmark's
 //! checked calls) can be ten times slower than the next, and a trial right after them must not
 //! win against them.
@@ -201,11 +210,17 @@ pub fn wish_bit(code: u8, log2: u8) -> u32 {
 struct Class {
     code: u8,
     log2: u8,
+    /// An exchange class: every rank's trials come at the same calls ([`Class::tries`]).
+    together: bool,
+    /// This rank's number in its group (whose turn a solo trial is).
+    rank: usize,
     kept: Crossing,
     /// Calls chosen for; each is recorded under its number ([`Choice::call`]) when its time is
     /// in, which the node board reports a call late, with its peers' times of it.
     calls: u64,
     next_trial: u64,
+    /// Trials decided so far.
+    trials: u64,
     period: u64,
     longest: u64,
     recent: Vec<f64>,
@@ -216,12 +231,16 @@ struct Class {
 
 impl Class {
     fn new(code: u8, log2: u8, bytes: usize, rank: usize) -> Class {
+        let together = code < ONE_WAY;
         Class {
             code,
             log2,
+            together,
+            rank,
             kept: Crossing::Cached,
             calls: 0,
-            next_trial: FIRST_PERIOD + stagger(rank),
+            next_trial: FIRST_PERIOD + if together { 0 } else { stagger(rank) },
+            trials: 0,
             period: FIRST_PERIOD,
             longest: longest_period(bytes),
             recent: Vec::with_capacity(RECENT),
@@ -230,8 +249,15 @@ impl Class {
         }
     }
 
+    /// Whether this rank runs the current trial the other way: always in a one-way class; in an
+    /// exchange class, every rank in every other trial, and in the trials between, the ranks of
+    /// even and of odd number in turn (see the module docs).
+    fn tries(&self) -> bool {
+        !self.together || self.trials % 2 == 0 || (self.trials / 2) % 2 == self.rank as u64 % 2
+    }
+
     fn in_trial(&self, call: u64) -> bool {
-        (self.next_trial..self.next_trial + TRIAL).contains(&call)
+        (self.next_trial..self.next_trial + TRIAL).contains(&call) && self.tries()
     }
 
     /// The way asked for the class's call `call` (from 0).
@@ -272,10 +298,14 @@ impl Class {
         if won {
             self.kept = self.kept.other();
             self.recent = std::mem::take(&mut self.trial);
-            self.period = FIRST_PERIOD;
-        } else {
-            self.period = (self.period * 2).min(self.longest);
         }
+        // An exchange class's trials stay at the same calls on every rank, whoever won.
+        self.period = if won && !self.together {
+            FIRST_PERIOD
+        } else {
+            (self.period * 2).min(self.longest)
+        };
+        self.trials += 1;
         self.trial.clear();
         self.before = f64::INFINITY;
         self.next_trial = call + 1 + self.period;
@@ -496,15 +526,10 @@ mod tests {
             streamed >= 95,
             "both stream in the slow state: {streamed} of 100"
         );
-        // With the rings' stagger each rank tries alone and never sees the gain.
-        let staggered = run_board_pair([0, 1], 400, slow);
-        assert!(
-            staggered
-                .iter()
-                .filter(|w| *w == &(Streamed, Streamed))
-                .count()
-                < 5
-        );
+        // Choosers of ranks numbered apart (as the rings' are) try exchanges together too.
+        let apart = run_board_pair([0, 1], 400, slow);
+        let both = apart.iter().filter(|w| *w == &(Streamed, Streamed)).count();
+        assert!(both >= 95, "both stream, numbered apart: {both} of 100");
         // The normal state: either rank streaming costs; they keep the caches.
         let normal = |a, b| US * if (a, b) == (Cached, Cached) { 3 } else { 6 };
         let ways = run_board_pair([0, 0], 400, normal);
@@ -579,49 +604,71 @@ mod tests {
     fn moves_to_memory_when_the_caches_get_slow_and_back_when_they_recover() {
         let mut ch = Chooser::default();
         run(&mut ch, 3000, fast_caches);
-        // The state changes: within one longest period plus a trial, the chooser follows it.
-        let ways = run(&mut ch, 1100, slow_caches);
-        assert_eq!(ways[1099], Crossing::Streamed);
-        let ways = run(&mut ch, 1100, fast_caches);
-        assert_eq!(ways[1099], Crossing::Cached);
+        // The state changes: within two of the longest periods (one of every four exchange
+        // trials is another rank's turn alone) plus a trial, the chooser follows it.
+        let ways = run(&mut ch, 2100, slow_caches);
+        assert_eq!(ways[2099], Crossing::Streamed);
+        let ways = run(&mut ch, 2100, fast_caches);
+        assert_eq!(ways[2099], Crossing::Cached);
+    }
+
+    /// Two ranks of a ring exchange, each timing its own calls, which take `time(rank 0's way,
+    /// rank 1's way)` on both, rank 1 starting with `rank1_kept`; the ways of the last 100 of
+    /// `calls` calls.
+    fn run_ring_pair(
+        rank1_kept: Crossing,
+        calls: usize,
+        time: impl Fn(Crossing, Crossing) -> Duration,
+    ) -> Vec<(Crossing, Crossing)> {
+        let mut ch = [0, 1].map(|r| Chooser::new(CrossingPolicy::Auto, r));
+        let mut ways = Vec::new();
+        for i in 0..calls {
+            let c = [0, 1].map(|r| ch[r].choose(Traffic::Exchange, 1 << 20, true, true));
+            if i == 0 {
+                // As if rank 1 had decided so before.
+                ch[1].classes[0].kept = rank1_kept;
+            }
+            let t = time(c[0].crossing, c[1].crossing);
+            (0..2).for_each(|r| ch[r].finish(c[r], t));
+            ways.push((c[0].crossing, c[1].crossing));
+        }
+        ways.split_off(calls - 100)
     }
 
     #[test]
-    fn ranks_try_in_turn_and_two_that_decided_apart_come_together() {
+    fn exchange_ranks_try_together_and_two_that_decided_apart_come_together() {
+        use Crossing::{Cached, Streamed};
+        // One-way readers try in turn.
         assert_eq!(
             [stagger(0), stagger(1), stagger(2), stagger(4)],
             [0, 3, 6, 0]
         );
-        // Two ranks of an exchange: the call takes 9 µs with both through the caches, 19 with
-        // both past them, 14 with one each way. Rank 0 kept the caches, rank 1 streams.
-        let (mut a, mut b) = (
-            Chooser::new(CrossingPolicy::Auto, 0),
-            Chooser::new(CrossingPolicy::Auto, 1),
-        );
-        let time = |x: Crossing, y: Crossing| match (x, y) {
-            (Crossing::Cached, Crossing::Cached) => 9 * US,
-            (Crossing::Streamed, Crossing::Streamed) => 19 * US,
+        let count = |ways: &[(Crossing, Crossing)], w| ways.iter().filter(|x| **x == w).count();
+        // The slow state: streaming pays only when both ranks stream; they find it together.
+        let slow = |a, b| {
+            US * if (a, b) == (Streamed, Streamed) {
+                5
+            } else {
+                10
+            }
+        };
+        let ways = run_ring_pair(Cached, 400, slow);
+        assert!(count(&ways, (Streamed, Streamed)) >= 95, "{ways:?}");
+        // The normal state: they keep the caches.
+        let normal = |a, b| US * if (a, b) == (Cached, Cached) { 3 } else { 6 };
+        let ways = run_ring_pair(Cached, 400, normal);
+        assert!(count(&ways, (Cached, Cached)) >= 95, "{ways:?}");
+        // 9 µs with both through the caches, 19 with both past them, 14 with one each way:
+        // rank 1 streams, rank 0 not. Trying together flips both (14 again); rank 0's turn
+        // alone gives 19; rank 1's turn alone gives 9, and it wins.
+        let apart = |a, b| match (a, b) {
+            (Cached, Cached) => 9 * US,
+            (Streamed, Streamed) => 19 * US,
             _ => 14 * US,
         };
-        let mut first = true;
-        let mut last = (Crossing::Cached, Crossing::Cached);
-        for _ in 0..200 {
-            let (ca, cb) = (
-                a.choose(Traffic::Exchange, 1 << 20, true, true),
-                b.choose(Traffic::Exchange, 1 << 20, true, true),
-            );
-            if first {
-                // Put rank 1 in the other way, as if it had decided so.
-                b.classes[0].kept = Crossing::Streamed;
-                first = false;
-            }
-            let t = time(ca.crossing, cb.crossing);
-            a.finish(ca, t);
-            b.finish(cb, t);
-            last = (ca.crossing, cb.crossing);
-        }
-        assert_eq!(last, (Crossing::Cached, Crossing::Cached));
-        assert_eq!(b.classes[0].kept, Crossing::Cached);
+        let ways = run_ring_pair(Streamed, 400, apart);
+        assert_eq!(ways[99], (Cached, Cached));
+        assert!(count(&ways, (Cached, Cached)) >= 95, "{ways:?}");
     }
 
     #[test]

@@ -46,10 +46,10 @@
 //! against again after a period that doubles each time (each time it wins, in a one-way class,
 //! where a trial that wins starts over from [`FIRST_PERIOD`]), from [`FIRST_PERIOD`] calls up to
 //! about a gigabyte of calls ([`longest_period`]), so a way that stays right costs at most
-//! [`TRIAL`] slow calls per period, and a change of state is found within two periods. A trial is weighed against the kept way's fastest of the [`RECENT`] calls
-//! before it and the [`RECENT`] after it: a program's first calls (its warm-up, a benchmark's
-//! checked calls) can be ten times slower than the next, and a trial right after them must not
-//! win against them.
+//! [`TRIAL`] slow calls per period, and a change of state is found within two periods. A trial
+//! is weighed against the kept way's fastest of the [`RECENT`] calls before it and the
+//! [`RECENT`] after it: a program's first calls (its warm-up, a benchmark's checked calls) can be
+//! ten times slower than the next, and a trial right after them must not win against them.
 
 use crate::transport::Traffic;
 use std::sync::atomic::{AtomicU64, Ordering};

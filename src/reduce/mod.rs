@@ -48,35 +48,18 @@ pub fn reduce_slice<T: Element>(op: ReduceOp, dst: &mut [T], src: &[T]) {
 /// compiles to a tight, vectorisable loop with the op a constant (`avg` sums; the caller divides).
 macro_rules! for_each_op {
     ($op:expr, $o:ident => $body:expr) => {
+        for_each_op!(@arms $op, $o => $body; Prod, Min, Max, BAnd, BOr, BXor)
+    };
+    (@arms $op:expr, $o:ident => $body:expr; $($name:ident),*) => {
         match $op {
             ReduceOp::Sum | ReduceOp::Avg => {
                 let $o = ReduceOp::Sum;
                 $body
             }
-            ReduceOp::Prod => {
-                let $o = ReduceOp::Prod;
+            $(ReduceOp::$name => {
+                let $o = ReduceOp::$name;
                 $body
-            }
-            ReduceOp::Min => {
-                let $o = ReduceOp::Min;
-                $body
-            }
-            ReduceOp::Max => {
-                let $o = ReduceOp::Max;
-                $body
-            }
-            ReduceOp::BAnd => {
-                let $o = ReduceOp::BAnd;
-                $body
-            }
-            ReduceOp::BOr => {
-                let $o = ReduceOp::BOr;
-                $body
-            }
-            ReduceOp::BXor => {
-                let $o = ReduceOp::BXor;
-                $body
-            }
+            })*
         }
     };
 }

@@ -210,8 +210,6 @@ pub fn wish_bit(code: u8, log2: u8) -> u32 {
 struct Class {
     code: u8,
     log2: u8,
-    /// An exchange class: every rank's trials come at the same calls ([`Class::tries`]).
-    together: bool,
     /// This rank's number in its group (whose turn a solo trial is).
     rank: usize,
     kept: Crossing,
@@ -235,7 +233,6 @@ impl Class {
         Class {
             code,
             log2,
-            together,
             rank,
             kept: Crossing::Cached,
             calls: 0,
@@ -249,11 +246,16 @@ impl Class {
         }
     }
 
+    /// Whether this is an exchange class, whose trials come at the same calls on every rank.
+    fn together(&self) -> bool {
+        self.code < ONE_WAY
+    }
+
     /// Whether this rank runs the current trial the other way: always in a one-way class; in an
     /// exchange class, every rank in every other trial, and in the trials between, the ranks of
     /// even and of odd number in turn (see the module docs).
     fn tries(&self) -> bool {
-        !self.together || self.trials % 2 == 0 || (self.trials / 2) % 2 == self.rank as u64 % 2
+        !self.together() || self.trials % 2 == 0 || (self.trials / 2) % 2 == self.rank as u64 % 2
     }
 
     fn in_trial(&self, call: u64) -> bool {
@@ -300,7 +302,7 @@ impl Class {
             self.recent = std::mem::take(&mut self.trial);
         }
         // An exchange class's trials stay at the same calls on every rank, whoever won.
-        self.period = if won && !self.together {
+        self.period = if won && !self.together() {
             FIRST_PERIOD
         } else {
             (self.period * 2).min(self.longest)

@@ -66,6 +66,13 @@ pub trait Link: Send {
     fn read_some_streaming(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_some(buf)
     }
+    /// Reads into `head` and, where each read is a system call, on into `rest` in the same call
+    /// (a message's header and its first bytes: one system call instead of two). The bytes read,
+    /// those past `head.len()` in `rest`; else as `read_some`. The default reads `head` only.
+    fn read_some_split(&mut self, head: &mut [u8], rest: &mut [u8]) -> io::Result<usize> {
+        let _ = rest;
+        self.read_some(head)
+    }
     /// Hands up to `max` bytes that have arrived to `f` where the transport holds them, whole
     /// `unit`s only (a power of two, at most 8, and each slice aligned to it), in order, possibly
     /// in several slices, and consumes them: for a reduction that reads a message in place

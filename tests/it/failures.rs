@@ -50,6 +50,38 @@ fn a_different_count_fails_every_rank_with_a_mismatch() {
     }
 }
 
+/// Messages too large to stage are read with their header in one call when they have arrived
+/// (`SPLIT_MAX` in `src/executor/step.rs`): their data lands before the header is checked, and the
+/// mismatch must still be found, whether or not it came with its data.
+#[test]
+fn a_different_count_of_large_messages_over_tcp_fails_every_rank_with_a_mismatch() {
+    for (n, odd) in [(4096, 2048), (40_000, 60_000)] {
+        let results = common::with_wiring(2, Wiring::Tcp, T, move |g| -> psyne::Result<()> {
+            let count = if g.rank() == 1 { odd } else { n };
+            let mut buf = vec![1.0f32; count];
+            for _ in 0..3 {
+                g.all_reduce(&mut buf, ReduceOp::Sum)?;
+            }
+            Ok(())
+        });
+        for (rank, r) in results.iter().enumerate() {
+            let e = r.as_ref().expect_err("a mismatched all_reduce must fail");
+            assert!(
+                matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::PeerLost),
+                "{n} against {odd}: rank {rank}: {e}"
+            );
+        }
+        let named = format!("count {odd}");
+        assert!(
+            results
+                .iter()
+                .any(|r| r.as_ref().unwrap_err().message().contains(&named)),
+            "{n} against {odd}: some error should name the odd count: {:?}",
+            kinds(&results)
+        );
+    }
+}
+
 #[test]
 fn a_different_count_on_the_node_board_fails_every_rank() {
     let results = common::with_wiring(3, Wiring::Shm, T, |g| {

@@ -136,6 +136,11 @@ impl Link for TcpLink {
         self.stream.read(buf)
     }
 
+    fn read_some_split(&mut self, head: &mut [u8], rest: &mut [u8]) -> io::Result<usize> {
+        self.stream
+            .read_vectored(&mut [io::IoSliceMut::new(head), io::IoSliceMut::new(rest)])
+    }
+
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.stream.as_raw_fd())
     }
@@ -223,6 +228,38 @@ mod tests {
             SendBuffer::Fixed(64 << 10).for_write(300 << 10, 8),
             64 << 10
         );
+    }
+
+    #[test]
+    fn a_split_read_fills_the_head_then_the_rest_and_never_reads_past_them() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut link = TcpLink::new(stream, SendBuffer::Fixed(128 << 10)).unwrap();
+        let (mut head, mut rest) = ([0u8; 4], [0u8; 6]);
+        let nothing = link.read_some_split(&mut head, &mut rest);
+        assert_eq!(nothing.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        peer.write_all(b"headfirst!next").unwrap();
+        let mut got = 0;
+        while got < 10 {
+            let (h, r) = (&mut head[got.min(4)..], &mut rest[got.saturating_sub(4)..]);
+            match link.read_some_split(h, r) {
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    poll_readable(link.stream.as_raw_fd(), Duration::from_secs(5));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!((&head, &rest), (b"head", b"first!"));
+        let mut next = [0u8; 8];
+        poll_readable(link.stream.as_raw_fd(), Duration::from_secs(5));
+        assert_eq!(
+            link.read_some(&mut next).unwrap(),
+            4,
+            "the next message stays"
+        );
+        assert_eq!(&next[..4], b"next");
     }
 
     /// The kernel's buffer after `link` wrote `bytes`, or as much as the socket took (Linux

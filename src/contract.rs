@@ -1,5 +1,5 @@
 //! The contract between a launcher and a rank: the environment variables psyrun sets for every
-//! rank and that [`crate::init`] reads. This module is the single place that names them.
+//! rank and that [`crate::init()`] reads. This module is the single place that names them.
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -46,13 +46,13 @@
 //! | a PMIx launcher (`prterun`, `srun --mpi=pmix`) | `PMIX_RANK` | none |
 //!
 //! A world of more than one from such a launcher is [`Launch::Foreign`]. Where the launcher
-//! offers a process-management [`Service`], [`crate::init`] forms the group through it (rank 0
+//! offers a process-management [`Service`], [`crate::init()`] forms the group through it (rank 0
 //! serves the store and tells the others where, and the job secret, through the service): PMIx
 //! (`PMIX_NAMESPACE` and `PMIX_RANK` set: Open MPI's `mpirun`, `prterun`, `srun --mpi=pmix`;
 //! `libpmix.so.2` is loaded at run time) or PMI-1 over `PMI_FD` (MPICH's Hydra `mpiexec`, `srun
 //! --mpi=pmi2`). Otherwise, or where the PMIx library cannot be loaded, psyne has no way to
 //! reach the other ranks, and
-//! [`crate::init`] refuses with an error naming the launcher and the fixes (run under psyrun,
+//! [`crate::init()`] refuses with an error naming the launcher and the fixes (run under psyrun,
 //! set PyTorch's names, or bootstrap over MPI with the `mpi` feature), instead of every rank
 //! silently becoming a world of one. A world of one from it is [`Launch::Alone`]. Slurm sets `SLURM_PROCID` but not `SLURM_STEP_NUM_TASKS` in a batch script,
 //! and neither in an `salloc` shell, so a single process there stays a world of one.

@@ -81,7 +81,7 @@ pub enum Launch {
         secret: Option<String>,
     },
     /// Started by another launcher ([`FOREIGN_LAUNCHERS`]) as one of more than one process: psyne
-    /// cannot reach the others from what it sets. [`crate::init`] refuses it with
+    /// cannot reach the others from what it sets. [`crate::init()`] refuses it with
     /// [`ForeignLaunch::error`]; with the `mpi` feature, an MPI launcher's world can be formed over
     /// MPI instead ([`ForeignLaunch::mpi`]).
     Foreign(ForeignLaunch),
@@ -102,11 +102,11 @@ pub struct ForeignLaunch {
     /// variables are set too (`srun --mpi=pmix`), is an MPI one.
     pub mpi: bool,
     /// The launcher's process-management service, if it offers one psyne speaks:
-    /// [`crate::init`] then forms the group through it.
+    /// [`crate::init()`] then forms the group through it.
     pub service: Option<Service>,
 }
 
-/// A launcher's process-management service, through which [`crate::init`] meets the other ranks.
+/// A launcher's process-management service, through which [`crate::init()`] meets the other ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Service {
     /// PMIx (`PMIX_NAMESPACE` and `PMIX_RANK` set: Open MPI's mpirun, prterun, `srun
@@ -175,7 +175,7 @@ impl ForeignLaunch {
         )
     }
 
-    /// The error [`crate::init`] returns ([`ErrorKind::Bootstrap`]): who started this process,
+    /// The error [`crate::init()`] returns ([`ErrorKind::Bootstrap`]): who started this process,
     /// what it said, and the three ways to run it as one job; `program` is how it was started.
     pub fn error_for(&self, program: &str) -> Error {
         let n = self.ranks_hint();

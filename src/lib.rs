@@ -46,7 +46,7 @@
 //!    buffers);
 //! 9. **group**: [`Group`], formed by one builder ([`Group::builder`]), and the [`Communicator`]
 //!    it implements;
-//! 10. **entry**: [`init`] (a group from whatever launched the process), `mpi`, `conformance`
+//! 10. **entry**: [`init()`] (a group from whatever launched the process), `mpi`, `conformance`
 //!     (feature `testing`: the suite every [`Communicator`] must pass);
 //! 11. **api**: this file's re-exports, [`contract`] and `internal`.
 //!

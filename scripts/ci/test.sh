@@ -183,6 +183,10 @@ if wants lint; then
   # linted too.
   [ "$clippy_in_build" = 1 ] || phase clippy cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
   phase clippy-nf cargo clippy -p psyne -p psyrun -p psybench --lib --bins --tests -- -D warnings
+  # The module docs are the architecture: every intra-doc link in them must resolve, private
+  # items included (the crates' overviews name their private modules, so those links are allowed).
+  RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+    phase rustdoc cargo doc --workspace --no-deps --document-private-items "${features[@]}" -q
   # Every path, link and anchor the README, docs/ and results/README.md name exists, and every
   # psyrun and psybench flag they show is in that tool's --help (built above when a test tier
   # runs; otherwise the flags are not checked).

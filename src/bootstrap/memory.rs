@@ -18,8 +18,8 @@ use std::time::Instant;
 /// ([`MemoryStore::get_range_encoded`]) is cheaper still: the store keeps one state per range
 /// read, and encodes its reply once for every reader.
 ///
-/// What it holds is bounded: at most [`MAX_BYTES`] of keys and values (a set beyond that is
-/// refused), and range reads as [`super::range_read`] says.
+/// What it holds is bounded: at most `MAX_BYTES` (256 MiB) of keys and values (a set beyond that is
+/// refused), and range reads as the store's `range_read` says.
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,

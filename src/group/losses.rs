@@ -1,5 +1,5 @@
 //! Telling the launcher which rank a failed call lost. When a collective of a group formed by
-//! [`crate::init`] under psyrun fails because a peer is gone, disconnected or silent past the
+//! [`crate::init()`] under psyrun fails because a peer is gone, disconnected or silent past the
 //! deadline ([`crate::Error::peer`]), the rank records that peer in the job's store before the
 //! error reaches the program. psyrun reads these records when ranks fail, so it names the rank
 //! the others lost (a hung or killed one) rather than the first rank that exited because of it.

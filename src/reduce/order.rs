@@ -20,7 +20,7 @@ pub enum ReduceOrder {
     Fast,
     /// Every output element is the rank-order fold `((x0 ⊕ x1) ⊕ x2) ⊕ … ⊕ x_{p-1}` (`avg`:
     /// that sum divided by the size as in fast order; `f16`/`bf16` combine each pair in f32 and
-    /// round back, as always), bit for bit what [`crate::oracle`] computes, on every rank.
+    /// round back, as always), bit for bit what `psyne::oracle` (feature `testing`) computes, on every rank.
     Canonical,
 }
 

@@ -184,7 +184,7 @@ pub fn build(
     build_analysed(coll, algo, rank, size, count)
 }
 
-/// [`build`], always running the confirmation analysis ([`confirm`]), even where `build` knows
+/// [`build`], always running the confirmation analysis (the `confirm` module), even where `build` knows
 /// it adds nothing (unrooted collectives): what shows that it does add nothing.
 pub fn build_analysed(
     coll: Collective,

@@ -304,7 +304,7 @@ pub struct TransportTunables {
     pub shm_pulls: shm::cma::PullPolicy,
     /// Whether shared-memory ring writes go through the caches or past them
     /// (`PSY_SHM_STREAM_WRITES`: `auto`, the default, chooses by timing the calls, `on` or
-    /// `off`; [`shm::crossing`]).
+    /// `off`; the `transport::shm::crossing` module).
     pub shm_crossing: shm::crossing::CrossingPolicy,
     /// The RDMA adapter, port and buffer sizes (`PSY_RDMA_*`, `rdma::config`), or why those
     /// variables are malformed. The error is kept, not raised: it fails group formation only

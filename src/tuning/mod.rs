@@ -23,7 +23,7 @@ use std::sync::Arc;
 pub const FLAT_MAX_BYTES: usize = 128 << 10;
 
 /// The most bytes per rank with which `coll` runs on the node board of a group of `size` ranks
-/// by default, on a board whose largest part is `largest_part` bytes ([`Board::largest_part`]),
+/// by default, on a board whose largest part is `largest_part` bytes (the board's `largest_part`),
 /// as measured on 2 ranks. With slots alone (`results/board-slots/`): all-reduce and broadcast
 /// one slot's data (16 KiB for 2 ranks, 8 KiB for 3–4, 4 KiB beyond: no rank reads more than
 /// 32 KiB of its peers' parts); all-gather, gather and reduce half a slot, at least 4 KiB (at
@@ -36,8 +36,6 @@ pub const FLAT_MAX_BYTES: usize = 128 << 10;
 /// jobs, 1.04 in a shorter run; 0.80 at 8 KiB; 0.90–1.09 at 32 KiB, so no further);
 /// larger groups keep the slots' limits (their reads grow with the group, and this host has no
 /// cores to measure them).
-///
-/// [`Board::largest_part`]: crate::transport::shm::board::Board::largest_part
 pub fn flat_max_bytes(coll: Collective, size: usize, largest_part: usize) -> usize {
     let slot = slot_data_for(size);
     let pair = size == 2 && largest_part > slot;
@@ -321,9 +319,8 @@ pub(crate) struct Shape {
     pub(crate) size: usize,
     /// Which ranks share a host.
     pub(crate) hosts: Hosts,
-    /// The largest part a rank publishes on the group's node board
-    /// ([`crate::transport::shm::board::Board::largest_part`]), if it has one (every rank on
-    /// this host, shared memory allowed).
+    /// The largest part a rank publishes on the group's node board (the board's
+    /// `largest_part`), if it has one (every rank on this host, shared memory allowed).
     pub(crate) board_part: Option<usize>,
     /// Whether every rank allows shared memory, so ranks sharing a host talk over it.
     pub(crate) shm_inside: bool,

@@ -146,7 +146,7 @@ pub fn decode(bytes: &[u8]) -> Option<Checkpoint> {
     })
 }
 
-/// Writes `c` to [`file`]`(dir)` atomically: a reader sees the old checkpoint or the new one,
+/// Writes `c` to [`file()`]`(dir)` atomically: a reader sees the old checkpoint or the new one,
 /// whole, even if this process dies while writing.
 pub fn save(dir: &Path, c: &Checkpoint) -> Result<(), Error> {
     let target = file(dir);

@@ -237,9 +237,9 @@ pub fn area_for(size: usize) -> usize {
 }
 
 /// The largest part a rank of a board of `size` ranks publishes in one call: a slot's data
-/// ([`slot_data_for`]), or, on a board with data areas (`areas`), up to a [`MIN_PLACES`]th of an
+/// (`slot_data_for`), or, on a board with data areas (`areas`), up to a `MIN_PLACES`th (16th) of an
 /// area if that is more (128 KiB on 2 ranks, 64 KiB on 3-4, 32 KiB on 5-8). Such a part always
-/// rotates: it is larger than [`ROTATE_MIN`] and than the slot.
+/// rotates: it is larger than `ROTATE_MIN` and than the slot.
 pub fn largest_part_for(size: usize, areas: bool) -> usize {
     let slot = slot_data_for(size);
     match areas {

@@ -77,7 +77,7 @@ impl Crossing {
 /// memory) or `0`/`off` (always through the caches).
 pub const STREAM_WRITES: &str = "PSY_SHM_STREAM_WRITES";
 
-/// Which way a group's calls cross ([`STREAM_WRITES`]).
+/// Which way a group's calls cross (`PSY_SHM_STREAM_WRITES`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrossingPolicy {
     /// Chosen by timing the calls.
@@ -87,7 +87,7 @@ pub enum CrossingPolicy {
 }
 
 impl CrossingPolicy {
-    /// The value of [`STREAM_WRITES`]; `Err` names the accepted values.
+    /// The value of `PSY_SHM_STREAM_WRITES`; `Err` names the accepted values.
     pub fn parse(value: Option<&str>) -> Result<CrossingPolicy, String> {
         match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
             None | Some("" | "auto") => Ok(CrossingPolicy::Auto),

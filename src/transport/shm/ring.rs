@@ -388,7 +388,7 @@ impl Ring {
     /// Writer: [`Ring::write`], the copies into the ring bypassing the cache (non-temporal
     /// stores, `stream_copy`), so the reader's copies come from memory rather than from this
     /// core's cache: for a host where lines cross between cores slowly
-    /// ([`super::stream_writes`]).
+    /// (the `crossing` module).
     pub fn write_streaming(&self, bufs: &[IoSlice<'_>]) -> usize {
         self.write_with(bufs, true)
     }

@@ -729,16 +729,11 @@ fn receive_header(
     };
     let want = HEADER_LEN - r.hdr_got + payload;
     let n = read_or_lost(ctx, link, r.peer, &mut stage[..want], false)?;
-    if n == 0 {
-        r.waited = true;
-        return Ok(false);
-    }
-    let h = n.min(HEADER_LEN - r.hdr_got);
-    r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&stage[..h]);
-    r.hdr_got += h;
-    if !r.header_ok() {
-        return Ok(true);
-    }
+    let h = match took_header(r, n, &stage[..]) {
+        Taken::Nothing => return Ok(false),
+        Taken::Part => return Ok(true),
+        Taken::Whole(h) => h,
+    };
     let extra = &stage[h..n];
     check_header(ctx, link, r, extra)?;
     if !extra.is_empty() {
@@ -764,20 +759,42 @@ fn receive_header_split(
     let rest = first_bytes(r, buf, mem.scratch, rest_len);
     let read = link.read_some_split(&mut head[..head_len], rest);
     let n = bytes_read(ctx, r.peer, read, false)?;
-    if n == 0 {
-        r.waited = true;
-        return Ok(false);
-    }
-    let h = n.min(head_len);
-    r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&head[..h]);
-    r.hdr_got += h;
-    if !r.header_ok() {
-        return Ok(true);
-    }
+    let h = match took_header(r, n, &head) {
+        Taken::Nothing => return Ok(false),
+        Taken::Part => return Ok(true),
+        Taken::Whole(h) => h,
+    };
     let extra = n - h;
     check_header(ctx, link, r, &rest[..extra])?;
     r.got = extra;
     Ok(true)
+}
+
+/// What a read of `r`'s header came to ([`took_header`]).
+enum Taken {
+    /// Nothing had arrived.
+    Nothing,
+    /// Some of the header; the rest is still to come.
+    Part,
+    /// The header is whole; this many of the bytes read were its.
+    Whole(usize),
+}
+
+/// Takes the header bytes among the `n` just read for `r`, which begin `read` (the header's
+/// remaining bytes first, then any of the message's); a read of nothing marks `r` as waited for.
+fn took_header(r: &mut RecvSt, n: usize, read: &[u8]) -> Taken {
+    if n == 0 {
+        r.waited = true;
+        return Taken::Nothing;
+    }
+    let h = n.min(HEADER_LEN - r.hdr_got);
+    r.hdr[r.hdr_got..r.hdr_got + h].copy_from_slice(&read[..h]);
+    r.hdr_got += h;
+    if r.header_ok() {
+        Taken::Whole(h)
+    } else {
+        Taken::Part
+    }
 }
 
 /// Where the first `n` bytes of receive `r` go: its reduce window, or its span of the buffer.

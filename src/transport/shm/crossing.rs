@@ -198,6 +198,12 @@ const REDUCING_EXCHANGE: u8 = 1;
 const ONE_WAY: u8 = 2;
 const REDUCING_ONE_WAY: u8 = 3;
 
+/// Whether class code `code` is a one-way call's (a reader asks its writers for their way),
+/// not an exchange's (every rank decides its own writes, and the ranks try together).
+fn one_way(code: u8) -> bool {
+    code >= ONE_WAY
+}
+
 /// The bit of a one-way class in [`Wishes`]: 32 size classes from [`MIN_BYTES`] up per kind (the
 /// largest takes every larger size).
 pub fn wish_bit(code: u8, log2: u8) -> u32 {
@@ -229,14 +235,13 @@ struct Class {
 
 impl Class {
     fn new(code: u8, log2: u8, bytes: usize, rank: usize) -> Class {
-        let together = code < ONE_WAY;
         Class {
             code,
             log2,
             rank,
             kept: Crossing::Cached,
             calls: 0,
-            next_trial: FIRST_PERIOD + if together { 0 } else { stagger(rank) },
+            next_trial: FIRST_PERIOD + if one_way(code) { stagger(rank) } else { 0 },
             trials: 0,
             period: FIRST_PERIOD,
             longest: longest_period(bytes),
@@ -248,7 +253,7 @@ impl Class {
 
     /// Whether this is an exchange class, whose trials come at the same calls on every rank.
     fn together(&self) -> bool {
-        self.code < ONE_WAY
+        !one_way(self.code)
     }
 
     /// Whether this rank runs the current trial the other way: always in a one-way class; in an
@@ -403,7 +408,7 @@ impl Chooser {
 
     fn choose_timed(&mut self, choice: &mut Choice, code: u8, bytes: usize, seq: u64, reads: bool) {
         let log2 = bytes.ilog2() as u8;
-        let one_way = code >= ONE_WAY;
+        let one_way = one_way(code);
         if one_way {
             let bit = wish_bit(code, log2);
             choice.ask = Some((seq, bit));
@@ -445,7 +450,7 @@ impl Chooser {
         let wishes = self
             .classes
             .iter()
-            .filter(|c| c.code >= ONE_WAY && c.way_of(c.calls) == Crossing::Streamed)
+            .filter(|c| one_way(c.code) && c.way_of(c.calls) == Crossing::Streamed)
             .fold(0u64, |w, c| w | 1 << wish_bit(c.code, c.log2));
         let next = seq.wrapping_add(1);
         let slot = &mut self.published[(next % 2) as usize];

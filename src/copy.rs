@@ -6,18 +6,23 @@
 //! (`scripts/probes/copy-alias.c`, `results/copy-alias/`). Where buffers lie is the caller's
 //! choice and the ring's position, so a collective hit it in some jobs and not in others: psyne's
 //! 2-rank reduce-scatter of 64 KiB took 25-36 µs in a job whose input and output happened to lie
-//! so, and 6-7 µs otherwise. [`copy_slice`] and [`copy_bytes`] copy such pairs with a plain
-//! vector loop (0.9-1.6 µs for those 32 KiB) and every other pair with `memcpy`. Every copy of
-//! call data goes through them; headers and other small fixed copies need not.
+//! so, and 6-7 µs otherwise. [`copy_slice`] and [`copy_bytes`] copy those lengths with a vector
+//! loop of their own instead: 32-byte AVX loads and aligned stores where the CPU has AVX, as fast
+//! as `memcpy` at its best distance and at every other distance too
+//! (`scripts/probes/copy-vector.c`, `results/copy-vector/`); elsewhere a 16-byte SSE2 loop for the
+//! slow distances and `memcpy` for the rest. Every copy of call data goes through them; headers
+//! and other small fixed copies need not.
 
 use std::ptr;
 
-/// Copies shorter than this are `memcpy`'s whatever the distance (measured slow from 2176 bytes,
-/// not at 2112 or less, where the loop is the slower by ~20 ns).
+/// Copies shorter than this are `memcpy`'s whatever the distance: it copies them with vector
+/// loads and stores of its own (`rep movsb` measured slow from 2176 bytes, not at 2112 or less,
+/// where the 16-byte loop is the slower by ~20 ns).
 const LOOP_MIN: usize = 2049;
 
 /// Copies this long or longer are `memcpy`'s whatever the distance: it no longer uses
-/// `rep movsb` for them (measured slow at 448 KiB, not at 512 KiB), and the loop is slower.
+/// `rep movsb` for them (measured slow at 448 KiB, not at 512 KiB), and the 16-byte loop is
+/// slower (the AVX loop is as fast as `memcpy` there, not faster).
 const LOOP_MAX: usize = 512 << 10;
 
 /// Destinations this many bytes or fewer after their source (modulo 4 KiB, and not 0) are copied
@@ -50,6 +55,11 @@ pub(crate) fn copy_slice<T: Copy>(dst: &mut [T], src: &[T]) {
 /// As [`ptr::copy_nonoverlapping`]: `src` readable and `dst` writable for `len` bytes, the two
 /// not overlapping.
 pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if (LOOP_MIN..LOOP_MAX).contains(&len) && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the caller's contract, passed on (`len` is over 128); the CPU has AVX.
+        return unsafe { copy_avx(src, dst, len) };
+    }
     if (LOOP_MIN..LOOP_MAX).contains(&len) && near_after(src, dst) {
         // SAFETY: the caller's contract, passed on.
         unsafe { copy_loop(src, dst, len) }
@@ -84,6 +94,54 @@ unsafe fn copy_loop(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, passed on.
     unsafe {
         ptr::copy_nonoverlapping(src, dst, len);
+    }
+}
+
+/// Copies `len` bytes with 32-byte AVX loads and stores, 128 bytes a step, the stores aligned:
+/// the first 32 bytes and the last 128 are loaded before the loop and stored after it (they may
+/// overlap the loop's blocks, which copy the same bytes), and the loop runs from the
+/// destination's first 32-byte boundary after its start. As fast as `memcpy` at `memcpy`'s best
+/// distance and at every distance modulo 4 KiB (`results/copy-vector/`).
+///
+/// # Safety
+///
+/// As [`copy_bytes`], `len` at least 128, and the CPU must have AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn copy_avx(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_store_si256, _mm256_storeu_si256};
+    debug_assert!(len >= 128);
+    let load = |at: usize| {
+        // SAFETY: every caller's `at + 32 <= len`, inside `[src, src + len)`; unaligned loads
+        // need no alignment.
+        unsafe { _mm256_loadu_si256(src.add(at).cast::<__m256i>()) }
+    };
+    let first = load(0);
+    let last = [
+        load(len - 128),
+        load(len - 96),
+        load(len - 64),
+        load(len - 32),
+    ];
+    // The loop's first block starts at the destination's next 32-byte boundary (1-32 bytes on:
+    // the bytes before it are `first`'s).
+    let mut at = 32 - (dst as usize & 31);
+    while at + 128 < len {
+        let block = [load(at), load(at + 32), load(at + 64), load(at + 96)];
+        for (k, v) in block.into_iter().enumerate() {
+            // SAFETY: `at + 32 * k + 32 <= at + 128 < len`, inside `[dst, dst + len)`, and
+            // `dst + at` is 32-byte aligned, as an aligned store needs.
+            unsafe { _mm256_store_si256(dst.add(at + 32 * k).cast::<__m256i>(), v) };
+        }
+        at += 128;
+    }
+    // SAFETY: `len >= 128`: every store lies inside `[dst, dst + len)`; unaligned stores need no
+    // alignment. The loop's blocks and these hold the same bytes where they overlap.
+    unsafe {
+        _mm256_storeu_si256(dst.cast::<__m256i>(), first);
+        for (k, v) in last.into_iter().enumerate() {
+            _mm256_storeu_si256(dst.add(len - 128 + 32 * k).cast::<__m256i>(), v);
+        }
     }
 }
 
@@ -146,6 +204,35 @@ mod tests {
                     dst[at + len..].iter().all(|&b| b == 0xAA),
                     "after: len {len} shift {shift}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx_copy_fills_every_byte_at_every_alignment_and_no_more() {
+        if !std::arch::is_x86_feature_detected!("avx") {
+            return;
+        }
+        let src: Vec<u8> = (0..5_100u32).map(|i| (i * 13 + i / 241) as u8).collect();
+        let mut dst = vec![0u8; 5_200];
+        // From the shortest it takes (128) through lengths whose loop runs 0, 1 and many blocks,
+        // each at every destination alignment modulo 32 and two source alignments.
+        for len in (128..=420).chain([2049, 4095, 4096, 4097, 4999]) {
+            for at in 0..32 {
+                for from in [0, 7] {
+                    dst.fill(0x5A);
+                    let (s, d) = (&src[from..from + len], &mut dst[at..at + len]);
+                    // SAFETY: both ranges are in bounds for `len` bytes and in different
+                    // vectors; the CPU has AVX (checked above); `len >= 128`.
+                    unsafe { copy_avx(s.as_ptr(), d.as_mut_ptr(), len) };
+                    assert_eq!(&dst[at..at + len], s, "len {len} at {at} from {from}");
+                    assert!(dst[..at].iter().all(|&b| b == 0x5A), "before: {len} {at}");
+                    assert!(
+                        dst[at + len..].iter().all(|&b| b == 0x5A),
+                        "after: {len} {at}"
+                    );
+                }
             }
         }
     }

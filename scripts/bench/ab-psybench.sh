@@ -3,7 +3,9 @@
 # psybench sweep under psyrun, ROUNDS times (default 6; the build that goes first swaps each
 # round); every round's JSON lands in OUT, and a table of per-size medians, min–max and B/A is
 # printed (scripts/report/ab.py rounds). For checking that a change did not make psyne slower, beside
-# scripts/bench/versus-mpi.sh --focus's noisier whole-sweep comparison.
+# scripts/bench/versus-mpi.sh --focus's noisier whole-sweep comparison. The machine's cross-core
+# round trip (scripts/probes/core-bounce.c) is measured before each job into OUT/NAME-bounce.txt,
+# and the table leaves out the jobs that met the VM's slow state (over 150 ns).
 #
 #   scripts/bench/ab-psybench.sh A_TARGET_DIR B_TARGET_DIR OUT NAME -n RANKS COLLECTIVE [PSYBENCH FLAGS...]
 #   e.g. scripts/bench/ab-psybench.sh /work/wt-base/target/release target/release out bc -n 2 broadcast --sizes 1M
@@ -19,13 +21,17 @@ ranks=$2
 shift 2
 rounds=${ROUNDS:-6}
 mkdir -p "$out"
+bounce=$out/core-bounce
+gcc -O2 -o "$bounce" scripts/probes/core-bounce.c
 for i in $(seq 1 "$rounds"); do
   order=(A B)
   [ $((i % 2)) -eq 0 ] && order=(B A)
   for side in "${order[@]}"; do
     dir=$a
     [ "$side" = B ] && dir=$b
+    ns=$("$bounce" | awk '{print $7}')
     "$dir/psyrun" -n "$ranks" "$dir/psybench" "$@" --json "$out/$name-$side-r$i.json" >/dev/null
+    echo "$side $i $ns" >>"$out/$name-bounce.txt"
   done
 done
 scripts/report/ab.py rounds "$out" "$name"

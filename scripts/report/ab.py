@@ -9,7 +9,8 @@ two ways scripts/ measures them.
                                                   --focus (or the old mpi-compare.sh), one run
                                                   before a change and one after, same session
 
-`rounds` prints one row per collective and size: A's and B's medians (min–max) and B/A. `sweeps`
+`rounds` prints one row per collective and size: A's and B's medians (min–max) and B/A, over the
+rounds whose job did not meet the VM's slow state (OUT/NAME-bounce.txt, when there). `sweeps`
 prints, for every run, backend and size, psyne's median before and after and Open MPI's
 after/before: Open MPI did not change between the two, so its ratio says how much the machine
 alone moved, and psyne's is judged against that spread and its own; cells slower beyond noise are
@@ -24,11 +25,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lib  # noqa: E402  (the shared report library, beside this file)
 
 
-def round_times(folder: Path, name: str, side: str) -> dict:
+# A job whose cross-core round trip before it read over this many ns met the VM's slow state.
+SLOW_STATE_NS = 150
+
+
+def slow_jobs(folder: Path, name: str) -> set:
+    """The (side, round) of every job that met the VM's slow state, from OUT/NAME-bounce.txt
+    (absent for runs made before ab-psybench.sh measured it: none left out)."""
+    path = folder / f"{name}-bounce.txt"
+    if not path.exists():
+        return set()
+    slow = set()
+    for line in path.read_text().splitlines():
+        side, job, ns = line.split()
+        if float(ns) > SLOW_STATE_NS:
+            slow.add((side, int(job)))
+    return slow
+
+
+def round_times(folder: Path, name: str, side: str, leave_out: set = frozenset()) -> dict:
     """(collective, bytes) -> every round's time (the time the report says it measured: max or
-    mean over ranks)."""
+    mean over ranks), leaving out the rounds in `leave_out` ((side, round) pairs)."""
     out = {}
     for report in sorted(folder.glob(f"{name}-{side}-r*.json")):
+        if (side, int(report.stem.rsplit("-r", 1)[1])) in leave_out:
+            continue
         for r in json.loads(report.read_text())["records"]:
             out.setdefault((r["collective"], r["bytes"]), []).append(lib.time_of(r))
     return out
@@ -36,8 +57,13 @@ def round_times(folder: Path, name: str, side: str) -> dict:
 
 def rounds(folder: Path, name: str) -> None:
     """The table of A against B over alternated rounds."""
-    a, b = round_times(folder, name, "A"), round_times(folder, name, "B")
-    print(f"{name}: medians over {len(next(iter(a.values()), []))} rounds (µs; min–max in brackets)")
+    slow = slow_jobs(folder, name)
+    a, b = round_times(folder, name, "A", slow), round_times(folder, name, "B", slow)
+    if slow:
+        left_out = ", ".join(f"{side}{job}" for side, job in sorted(slow))
+        print(f"left out, core-bounce over {SLOW_STATE_NS} ns before them: {left_out}")
+    print(f"{name}: medians over {len(next(iter(a.values()), []))} A rounds and "
+          f"{len(next(iter(b.values()), []))} B rounds (µs; min–max in brackets)")
     print("| collective | bytes | A | B | B/A |")
     print("|---|---:|---:|---:|---:|")
     for key in sorted(set(a) & set(b)):

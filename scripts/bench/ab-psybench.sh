@@ -4,8 +4,9 @@
 # round); every round's JSON lands in OUT, and a table of per-size medians, min–max and B/A is
 # printed (scripts/report/ab.py rounds). For checking that a change did not make psyne slower, beside
 # scripts/bench/versus-mpi.sh --focus's noisier whole-sweep comparison. The machine's cross-core
-# round trip (scripts/probes/core-bounce.c) is measured before each job into OUT/NAME-bounce.txt,
-# and the table leaves out the jobs that met the VM's slow state (over 150 ns).
+# round trip (scripts/probes/core-bounce.c) is measured before and after each job into
+# OUT/NAME-bounce.txt, and the table leaves out the jobs that met the VM's slow state (over
+# 150 ns before or after: the state can change within a job).
 #
 #   scripts/bench/ab-psybench.sh A_TARGET_DIR B_TARGET_DIR OUT NAME -n RANKS COLLECTIVE [PSYBENCH FLAGS...]
 #   e.g. scripts/bench/ab-psybench.sh /work/wt-base/target/release target/release out bc -n 2 broadcast --sizes 1M
@@ -29,9 +30,9 @@ for i in $(seq 1 "$rounds"); do
   for side in "${order[@]}"; do
     dir=$a
     [ "$side" = B ] && dir=$b
-    ns=$("$bounce" | awk '{print $7}')
+    before=$("$bounce" | awk '{print $7}')
     "$dir/psyrun" -n "$ranks" "$dir/psybench" "$@" --json "$out/$name-$side-r$i.json" >/dev/null
-    echo "$side $i $ns" >>"$out/$name-bounce.txt"
+    echo "$side $i $before $("$bounce" | awk '{print $7}')" >>"$out/$name-bounce.txt"
   done
 done
 scripts/report/ab.py rounds "$out" "$name"

@@ -30,15 +30,16 @@ SLOW_STATE_NS = 150
 
 
 def slow_jobs(folder: Path, name: str) -> set:
-    """The (side, round) of every job that met the VM's slow state, from OUT/NAME-bounce.txt
-    (absent for runs made before ab-psybench.sh measured it: none left out)."""
+    """The (side, round) of every job that met the VM's slow state, from OUT/NAME-bounce.txt:
+    a round trip over SLOW_STATE_NS before or after the job (lines `SIDE ROUND BEFORE [AFTER]`;
+    absent for runs made before ab-psybench.sh measured it: none left out)."""
     path = folder / f"{name}-bounce.txt"
     if not path.exists():
         return set()
     slow = set()
     for line in path.read_text().splitlines():
-        side, job, ns = line.split()
-        if float(ns) > SLOW_STATE_NS:
+        side, job, *ns = line.split()
+        if any(float(x) > SLOW_STATE_NS for x in ns):
             slow.add((side, int(job)))
     return slow
 
@@ -61,7 +62,7 @@ def rounds(folder: Path, name: str) -> None:
     a, b = round_times(folder, name, "A", slow), round_times(folder, name, "B", slow)
     if slow:
         left_out = ", ".join(f"{side}{job}" for side, job in sorted(slow))
-        print(f"left out, core-bounce over {SLOW_STATE_NS} ns before them: {left_out}")
+        print(f"left out, core-bounce over {SLOW_STATE_NS} ns before or after them: {left_out}")
     print(f"{name}: medians over {len(next(iter(a.values()), []))} A rounds and "
           f"{len(next(iter(b.values()), []))} B rounds (µs; min–max in brackets)")
     print("| collective | bytes | A | B | B/A |")

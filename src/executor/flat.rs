@@ -64,17 +64,20 @@ pub(crate) struct BoardCollective<'a> {
     pub(crate) crossing: &'a mut BoardCrossing,
 }
 
-/// How a rank's parts of board exchanges (all-reduce, all-gather, reduce-scatter, all-to-all:
-/// every rank writes and reads alike) cross to its peers: through the caches, or written past
+/// How a rank's parts of board calls cross to its peers: through the caches, or written past
 /// them to memory, which on the 2-core AMD VM takes about half the caches' time in the machine's
-/// slow state and about twice it otherwise (`results/job-swings/flat-states/`). Chosen by timing
-/// the calls, as the rings' way is ([`crate::transport::shm::crossing`]), but weighed by the
-/// slowest rank's time of each call, not this rank's: a part written past the cache spares its
-/// writer the reads for ownership of lines its peers read last, and costs the peers who read
-/// it, so on its own time a writer finds streaming faster where the group is slower. Each rank
-/// publishes its time of a call with its part of the next ([`Board::publish`]), so a call's
-/// time is reported a call late. Calls below the chooser's `MIN_BYTES`, one-way calls and calls
-/// on a board with more ranks than cores always go through the caches.
+/// slow state and about twice it otherwise (exchanges: `results/job-swings/flat-states/`; a
+/// broadcast of 64 KiB took 22-30 µs through the caches in the slow state against 2.3-2.7 in
+/// the normal one, `results/board-one-way/`). Chosen by timing the calls, as the rings' way is
+/// ([`crate::transport::shm::crossing`]), but weighed by the slowest rank's time of each call,
+/// not this rank's: a part written past the cache spares its writer the reads for ownership of
+/// lines its peers read last, and costs the peers who read it, so on its own time a writer finds
+/// streaming faster where the group is slower. Each rank publishes its time of a call with its
+/// part of the next ([`Board::publish`]), so a call's time is reported a call late. Since every
+/// rank weighs the same times, one-way calls (broadcast, scatter, gather) are chosen the same
+/// way as exchanges ([`Chooser::together`]): their writers' ways follow their readers' times
+/// with no wishes sent. Reduces, calls below the chooser's `MIN_BYTES` and calls on a board with
+/// more ranks than cores always go through the caches.
 pub(crate) struct BoardCrossing {
     chooser: Chooser,
     /// The last board call's choice and its time on this rank in [`ticks`], if it was timed:
@@ -89,7 +92,7 @@ impl BoardCrossing {
     /// rank takes it, as streaming does in the slow state, can be found.
     pub(crate) fn new(policy: CrossingPolicy) -> BoardCrossing {
         BoardCrossing {
-            chooser: Chooser::new(policy, 0),
+            chooser: Chooser::together(policy),
             pending: None,
         }
     }
@@ -130,10 +133,11 @@ impl Engine for BoardCollective<'_> {
         header::set_pair(&mut mine, header::total(&links.p2p));
         let last = crossing.pending.take();
         let traffic = traffic_of(desc);
-        // Smaller calls are never timed: not even asked, which costs a small call 0.03 µs.
-        let chosen = matches!(traffic, Traffic::Exchange | Traffic::ReducingExchange)
-            && buf.len() >= TIMED_MIN_BYTES
-            && !board.counted();
+        // Smaller calls are never timed: not even asked, which costs a small call 0.03 µs. A
+        // reduce is not either: through the caches it took 1.3 times its normal time in the
+        // slow state, and trying the other way cost it 13-24 % in the normal one.
+        let chosen =
+            traffic != Traffic::ReducingOneWay && buf.len() >= TIMED_MIN_BYTES && !board.counted();
         let choice = chosen.then(|| crossing.chooser.choose(traffic, buf.len(), true, true));
         let way = choice.map_or(Crossing::Cached, |c| c.crossing);
         // Only a timed call reads the clock (a small call's budget is a few hundred ns).

@@ -197,11 +197,15 @@ const EXCHANGE: u8 = 0;
 const REDUCING_EXCHANGE: u8 = 1;
 const ONE_WAY: u8 = 2;
 const REDUCING_ONE_WAY: u8 = 3;
+/// One-way calls of a chooser whose ranks all weigh the same times ([`Chooser::together`]): they
+/// try and decide as exchanges do.
+const ONE_WAY_TOGETHER: u8 = 4;
+const REDUCING_ONE_WAY_TOGETHER: u8 = 5;
 
 /// Whether class code `code` is a one-way call's (a reader asks its writers for their way),
 /// not an exchange's (every rank decides its own writes, and the ranks try together).
 fn one_way(code: u8) -> bool {
-    code >= ONE_WAY
+    matches!(code, ONE_WAY | REDUCING_ONE_WAY)
 }
 
 /// The bit of a one-way class in [`Wishes`]: 32 size classes from [`MIN_BYTES`] up per kind (the
@@ -340,6 +344,10 @@ pub struct Chooser {
     published: [u64; 2],
     /// Collective calls chosen for so far: the number of the next ([`Chooser::choose`]).
     collectives: u64,
+    /// Whether every rank is told the same times (the slowest rank's of each call), so that
+    /// one-way calls too are tried and decided together, for the writers' own writes
+    /// ([`Chooser::together`]).
+    together: bool,
 }
 
 impl Default for Chooser {
@@ -357,6 +365,19 @@ impl Chooser {
             classes: Vec::new(),
             published: [0; 2],
             collectives: 0,
+            together: false,
+        }
+    }
+
+    /// A chooser for a group whose every rank [`Chooser::finish`]es each call with the same
+    /// time, the slowest rank's (the node board's, `executor::flat::BoardCrossing`): every rank
+    /// then makes the same choices, so one-way calls need no wishes either. They are tried and
+    /// decided as exchanges are, each writer for its own writes: a one-way writer's own time says
+    /// nothing of its readers', the slowest rank's does.
+    pub fn together(policy: CrossingPolicy) -> Chooser {
+        Chooser {
+            together: true,
+            ..Chooser::new(policy, 0)
         }
     }
 
@@ -392,6 +413,8 @@ impl Chooser {
             _ if !collective => return choice,
             Traffic::Exchange => EXCHANGE,
             Traffic::ReducingExchange => REDUCING_EXCHANGE,
+            Traffic::OneWay if self.together => ONE_WAY_TOGETHER,
+            Traffic::ReducingOneWay if self.together => REDUCING_ONE_WAY_TOGETHER,
             Traffic::OneWay => ONE_WAY,
             Traffic::ReducingOneWay => REDUCING_ONE_WAY,
             // Only point-to-point calls are eager.
@@ -545,6 +568,46 @@ mod tests {
             cached >= 95,
             "both keep the caches in the normal state: {cached} of 100"
         );
+    }
+
+    /// Two ranks' [`Chooser::together`] choosers of a board broadcast of 64 KiB from rank 0, both
+    /// told each call's slowest time a call late, which is `time(the root's way)`; the ways of
+    /// both (the root's writes the part, the other's writes nothing) for the last 100 of `calls`.
+    fn run_board_broadcast(
+        calls: usize,
+        time: impl Fn(Crossing) -> Duration,
+    ) -> Vec<(Crossing, Crossing)> {
+        let mut ch = [0, 1].map(|_| Chooser::together(CrossingPolicy::Auto));
+        let mut pending: Option<([Choice; 2], Duration)> = None;
+        let mut ways = Vec::new();
+        for _ in 0..calls {
+            let now = [0, 1].map(|r| ch[r].choose(Traffic::OneWay, 64 << 10, true, r == 1));
+            assert!(
+                now.iter().all(|c| c.ask.is_none() && c.publish.is_none()),
+                "no wishes"
+            );
+            if let Some((before, took)) = pending.take() {
+                (0..2).for_each(|r| ch[r].finish(before[r], took));
+            }
+            pending = Some((now, time(now[0].crossing)));
+            ways.push((now[0].crossing, now[1].crossing));
+        }
+        ways.split_off(calls - 100)
+    }
+
+    #[test]
+    fn board_one_way_calls_weighing_the_slowest_time_choose_together_for_the_writer() {
+        use Crossing::{Cached, Streamed};
+        // The slow state: the receiver reads the root's part from memory faster than from the
+        // root's cache, though the root's own write is slower (its time is not what is told).
+        let ways = run_board_broadcast(400, slow_caches);
+        assert!(ways.iter().all(|(a, b)| a == b), "the ranks always agree");
+        let streamed = ways.iter().filter(|w| w.0 == Streamed).count();
+        assert!(streamed >= 95, "the root streams: {streamed} of 100");
+        // The normal state: the caches.
+        let ways = run_board_broadcast(400, fast_caches);
+        let cached = ways.iter().filter(|w| w.0 == Cached).count();
+        assert!(cached >= 95, "the root keeps the caches: {cached} of 100");
     }
 
     /// Runs `calls` one-way calls of 1 MiB from `writer` (which does not read) to `reader`

@@ -60,6 +60,15 @@ pub(crate) struct BoardCollective<'a> {
     pub(crate) k: u64,
     /// This rank's work buffer, laid out as [`Collective::layout`] says for the call.
     pub(crate) buf: &'a mut [u8],
+    /// Bytes of the work buffer from `mirror_at` on that are not in `buf` yet (the caller's
+    /// input to an all-gather, [`crate::executor::view::WorkView::as_whole_and_mirror`]): where
+    /// they are this rank's part, it is published from them and they are copied into `buf`
+    /// after, while the peers copy theirs (a 2-rank all-gather of 16-128 KiB in 0.89-0.96 of
+    /// the time, `results/board-publish-first/`); else they are copied in first. Empty where
+    /// there are none.
+    pub(crate) mirror: &'a [u8],
+    /// Where `mirror`'s bytes go in `buf`.
+    pub(crate) mirror_at: usize,
     /// How this rank's parts cross to its peers ([`BoardCrossing`]).
     pub(crate) crossing: &'a mut BoardCrossing,
 }
@@ -104,6 +113,8 @@ impl Engine for BoardCollective<'_> {
             board,
             k,
             buf,
+            mirror,
+            mirror_at,
             crossing,
         } = self;
         let desc = &call.desc;
@@ -142,16 +153,24 @@ impl Engine for BoardCollective<'_> {
         let way = choice.map_or(Crossing::Cached, |c| c.crossing);
         // Only a timed call reads the clock (a small call's budget is a few hundred ns).
         let started = choice.filter(Choice::timed).map(|_| ticks());
+        let own = bytes(part.published(me), es);
+        let own_in_mirror = !mirror.is_empty() && own == (mirror_at..mirror_at + mirror.len());
+        if !own_in_mirror && !mirror.is_empty() {
+            copy_slice(&mut buf[mirror_at..mirror_at + mirror.len()], mirror);
+        }
         // A peer that gave up waiting for this rank has withdrawn its part: too late to join.
         let published = Published {
             desc: &mine,
-            data: &buf[bytes(part.published(me), es)],
+            data: if own_in_mirror { mirror } else { &buf[own] },
             way,
             took: last.map_or(0, |(_, ticks)| ticks),
         };
         board
             .publish(k, &published)
             .map_err(|w| site().withdrawn(me, w, board.first_gone()))?;
+        if own_in_mirror {
+            copy_slice(&mut buf[mirror_at..mirror_at + mirror.len()], mirror);
+        }
         let ours = Ours {
             k,
             mine: &mine,

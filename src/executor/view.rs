@@ -145,13 +145,23 @@ impl<'a> WorkView<'a> {
         }
     }
 
-    /// The writable buffer, when this view is one whole buffer (with all the mirror's bytes).
-    pub(crate) fn as_whole(&mut self) -> Option<&mut [u8]> {
+    /// The writable buffer, when this view is one whole buffer, and the mirror's bytes it does
+    /// not hold yet with where they go in it (empty where there are none): for an engine that
+    /// sends them from the mirror and copies them in after
+    /// ([`crate::executor::flat::BoardCollective`]), which must copy them in before anything
+    /// reads that part of the buffer, and before the call ends.
+    pub(crate) fn as_whole_and_mirror(&mut self) -> Option<(&mut [u8], &'a [u8], usize)> {
         if !(self.ro.is_empty() && self.rw_at == 0) {
             return None;
         }
-        self.finish();
-        Some(&mut *self.rw)
+        let mirror: &'a [u8] = self.mirror;
+        let (rest, at) = (
+            &mirror[self.mirror_filled..],
+            self.mirror_at + self.mirror_filled,
+        );
+        // The caller copies them in.
+        self.mirror_filled = mirror.len();
+        Some((&mut *self.rw, rest, at - self.rw_at))
     }
 
     fn in_rw(&self, r: &Range<usize>) -> bool {
@@ -357,7 +367,7 @@ mod tests {
         assert!(v.writable(&(100..100)), "an empty range touches nothing");
         v.write(6..8).copy_from_slice(&[7, 8]);
         assert_eq!(v.read(4..8), &[0, 0, 7, 8]);
-        assert!(v.as_whole().is_none());
+        assert!(v.as_whole_and_mirror().is_none());
         assert_eq!(output, [0, 0, 7, 8]);
     }
 
@@ -410,11 +420,29 @@ mod tests {
         v.finish();
         // Partly outside the mirror: the buffer serves it (once it holds the mirror's bytes).
         assert_eq!(v.read(1..4), &[0, 7, 8]);
+        let (whole, rest, _) = v.as_whole_and_mirror().expect("a whole buffer");
         assert_eq!(
-            v.as_whole().map(|b| b.to_vec()),
-            Some(vec![9, 0, 7, 8, 0]),
+            whole,
+            [9, 0, 7, 8, 0],
             "the whole buffer holds the mirror's bytes"
         );
+        assert!(rest.is_empty(), "nothing left to copy in");
+    }
+
+    #[test]
+    fn a_whole_buffer_hands_over_the_mirror_bytes_it_does_not_hold_yet() {
+        let mirror = [7u8, 8, 9];
+        let mut buf = [0u8; 6];
+        let mut v = WorkView::whole(&mut buf).with_mirror(&mirror, 2);
+        let (whole, rest, at) = v.as_whole_and_mirror().expect("a whole buffer");
+        assert_eq!((whole.len(), rest, at), (6, &mirror[..], 2));
+        assert_eq!(whole, [0; 6], "not copied in: the caller's to do");
+        // Part of it sent (and so copied in) before: only the rest is handed over.
+        let mut v = WorkView::whole(&mut buf).with_mirror(&mirror, 2);
+        v.sent(2..3);
+        let (whole, rest, at) = v.as_whole_and_mirror().expect("a whole buffer");
+        assert_eq!((rest, at), (&mirror[1..], 3));
+        assert_eq!(whole, [0, 0, 7, 0, 0, 0]);
     }
 
     #[test]
@@ -515,6 +543,6 @@ mod tests {
         let mut buf = [0u8; 8];
         let mut v = WorkView::whole(&mut buf);
         assert!(v.writable(&(0..8)) && !v.writable(&(0..9)));
-        assert_eq!(v.as_whole().map(|b| b.len()), Some(8));
+        assert_eq!(v.as_whole_and_mirror().map(|(b, _, _)| b.len()), Some(8));
     }
 }

@@ -457,7 +457,7 @@ impl Core {
         };
         match (algo, board.as_ref()) {
             (Algo::Flat, Some(board)) => {
-                let Some(buf) = view.as_whole() else {
+                let Some((buf, mirror, mirror_at)) = view.as_whole_and_mirror() else {
                     return Ok(false);
                 };
                 *flat_seq += 1;
@@ -465,6 +465,8 @@ impl Core {
                     board,
                     k: *flat_seq,
                     buf,
+                    mirror,
+                    mirror_at,
                     crossing: board_crossing,
                 };
                 self.execute(wire, Some((board, *flat_seq + 1)), desc(seq), engine)

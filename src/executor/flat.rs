@@ -105,6 +105,28 @@ impl BoardCrossing {
             pending: None,
         }
     }
+
+    /// The choice for this rank's part of a board call of `traffic` on a work buffer of `bytes`
+    /// (the same on every rank), on a board that counts arrivals or not; `None`: through the
+    /// caches, untimed. Smaller calls are never timed: not even asked, which costs a small call
+    /// 0.03 µs. A reduce is not either: through the caches it took 1.3 times its normal time in
+    /// the slow state, and trying the other way cost it 13-24 % in the normal one.
+    fn choose(&mut self, traffic: Traffic, bytes: usize, counted: bool) -> Option<Choice> {
+        let chosen = traffic != Traffic::ReducingOneWay && bytes >= TIMED_MIN_BYTES && !counted;
+        chosen.then(|| self.chooser.choose(traffic, bytes, true, true))
+    }
+
+    /// Tells the chooser how long the last timed call, `last` (its choice and this rank's time
+    /// of it in [`ticks`]), took on the slowest rank: the peers' times of it are in their slots
+    /// of parity `parity`, published with their parts of this call.
+    fn report(&mut self, last: Option<(Choice, u64)>, board: &Board, parity: usize) {
+        if let Some((choice, own)) = last {
+            let peers = (0..board.size()).filter(|&j| j != board.rank());
+            let slowest = peers.fold(own, |t, j| t.max(board.slot(j, parity).took()));
+            // Ticks stand in for nanoseconds: the chooser only compares times.
+            self.chooser.finish(choice, Duration::from_nanos(slowest));
+        }
+    }
 }
 
 impl Engine for BoardCollective<'_> {
@@ -143,13 +165,7 @@ impl Engine for BoardCollective<'_> {
         let mut mine: [u8; DESC] = header::encode_data(desc, (part.count * es) as u64);
         header::set_pair(&mut mine, header::total(&links.p2p));
         let last = crossing.pending.take();
-        let traffic = traffic_of(desc);
-        // Smaller calls are never timed: not even asked, which costs a small call 0.03 µs. A
-        // reduce is not either: through the caches it took 1.3 times its normal time in the
-        // slow state, and trying the other way cost it 13-24 % in the normal one.
-        let chosen =
-            traffic != Traffic::ReducingOneWay && buf.len() >= TIMED_MIN_BYTES && !board.counted();
-        let choice = chosen.then(|| crossing.chooser.choose(traffic, buf.len(), true, true));
+        let choice = crossing.choose(traffic_of(desc), buf.len(), board.counted());
         let way = choice.map_or(Crossing::Cached, |c| c.crossing);
         // Only a timed call reads the clock (a small call's budget is a few hundred ns).
         let started = choice.filter(Choice::timed).map(|_| ticks());
@@ -184,13 +200,7 @@ impl Engine for BoardCollective<'_> {
         } else {
             ours.complete(Slots { board, parity }, call, links, buf)?;
         }
-        if let Some((choice, own)) = last {
-            let peers = (0..board.size()).filter(|&j| j != me);
-            let slowest = peers.fold(own, |t, j| t.max(board.slot(j, parity).took()));
-            // Ticks stand in for nanoseconds: the chooser only compares times.
-            let slowest = Duration::from_nanos(slowest);
-            crossing.chooser.finish(choice, slowest);
-        }
+        crossing.report(last, board, parity);
         if let (Some(choice), Some(started)) = (choice, started) {
             crossing.pending = Some((choice, ticks().wrapping_sub(started).max(1)));
         }

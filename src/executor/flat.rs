@@ -63,7 +63,7 @@ pub(crate) struct BoardCollective<'a> {
     /// Bytes of the work buffer from `mirror_at` on that are not in `buf` yet (the caller's
     /// input to an all-gather, [`crate::executor::view::WorkView::as_whole_and_mirror`]): where
     /// they are this rank's part, it is published from them and they are copied into `buf`
-    /// after, while the peers copy theirs (a 2-rank all-gather of 16-128 KiB in 0.89-0.96 of
+    /// after, while the peers copy theirs (a 2-rank all-gather of 16-128 KiB in 0.88-0.96 of
     /// the time, `results/board-publish-first/`); else they are copied in first. Empty where
     /// there are none.
     pub(crate) mirror: &'a [u8],

@@ -55,18 +55,19 @@ pub(crate) fn copy_slice<T: Copy>(dst: &mut [T], src: &[T]) {
 /// As [`ptr::copy_nonoverlapping`]: `src` readable and `dst` writable for `len` bytes, the two
 /// not overlapping.
 pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if (LOOP_MIN..LOOP_MAX).contains(&len) && std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the caller's contract, passed on (`len` is over 128); the CPU has AVX.
-        return unsafe { copy_avx(src, dst, len) };
+    if (LOOP_MIN..LOOP_MAX).contains(&len) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the caller's contract, passed on (`len` is over 128); the CPU has AVX.
+            return unsafe { copy_avx(src, dst, len) };
+        }
+        if near_after(src, dst) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { copy_loop(src, dst, len) };
+        }
     }
-    if (LOOP_MIN..LOOP_MAX).contains(&len) && near_after(src, dst) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { copy_loop(src, dst, len) }
-    } else {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { ptr::copy_nonoverlapping(src, dst, len) }
-    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { ptr::copy_nonoverlapping(src, dst, len) }
 }
 
 /// Whether `dst` lies 1 to [`NEAR`] bytes after `src`, modulo 4 KiB.

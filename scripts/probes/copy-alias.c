@@ -2,35 +2,8 @@
  * destination lies D bytes after the source modulo 4 KiB, for D from 0 to 128 and a few far
  * ones (src/copy.rs, results/copy-alias/). Both buffers stay in the cache (the best of 200 copies).
  * Build and run:
- *   gcc -O2 -o /tmp/copy-alias scripts/probes/copy-alias.c && /tmp/copy-alias 32768 */
-#define _GNU_SOURCE
-#include <emmintrin.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-/* 64 bytes a step with unaligned 16-byte loads and stores, the rest by memcpy (as src/copy.rs). */
-__attribute__((noinline)) static void copy_loop(char *d, const char *s, size_t n) {
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-    _mm_storeu_si128((__m128i *)(d + i), a);
-    _mm_storeu_si128((__m128i *)(d + i + 16), b);
-    _mm_storeu_si128((__m128i *)(d + i + 32), c);
-    _mm_storeu_si128((__m128i *)(d + i + 48), e);
-  }
-  memcpy(d + i, s + i, n - i);
-}
+ *   gcc -O2 -I scripts/probes/floors -o /tmp/copy-alias scripts/probes/copy-alias.c && /tmp/copy-alias 32768 */
+#include "floors.h"
 
 int main(int argc, char **argv) {
   size_t len = argc > 1 ? strtoull(argv[1], 0, 0) : 32768;
@@ -49,11 +22,11 @@ int main(int argc, char **argv) {
     char *dst = base + (24u << 20) + 256 + distances[k];
     double best_m = 1e18, best_l = 1e18;
     for (int r = 0; r < 200; r++) {
-      double t0 = now_ns();
+      double t0 = 1e3 * now_us();
       memcpy(dst, src, len);
-      double t1 = now_ns();
-      copy_loop(dst, src, len);
-      double t2 = now_ns();
+      double t1 = 1e3 * now_us();
+      copy_loop16(dst, src, len);
+      double t2 = 1e3 * now_us();
       if (t1 - t0 < best_m) best_m = t1 - t0;
       if (t2 - t1 < best_l) best_l = t2 - t1;
     }

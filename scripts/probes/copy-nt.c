@@ -1,35 +1,18 @@
 /* copy-nt: copies of LEN bytes out of the cache with 16-byte non-temporal stores (64 bytes a step,
- * as src/transport/shm/stream_copy.rs), 32-byte AVX non-temporal stores (128 bytes a step) and
+ * psyne's stream_copy, floors.h), 32-byte AVX non-temporal stores (128 bytes a step) and
  * memcpy; the best of 30 copies each, µs and GB/s (results/copy-vector/, "Not kept").
- *   gcc -O2 -mavx2 -o /tmp/copy-nt scripts/probes/copy-nt.c && /tmp/copy-nt 16777216 */
+ *   gcc -O2 -mavx2 -I scripts/probes/floors -o /tmp/copy-nt scripts/probes/copy-nt.c && /tmp/copy-nt 16777216 */
+#include "floors.h"
+
 #include <immintrin.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-/* Both destinations are page aligned, as the stores need. */
+/* psyne's copy (floors.h's stream_copy) and its fence. */
 __attribute__((noinline)) static void nt16(char *d, const char *s, size_t n) {
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-    _mm_stream_si128((__m128i *)(d + i), a);
-    _mm_stream_si128((__m128i *)(d + i + 16), b);
-    _mm_stream_si128((__m128i *)(d + i + 32), c);
-    _mm_stream_si128((__m128i *)(d + i + 48), e);
-  }
+  stream_copy(d, s, n);
   _mm_sfence();
 }
 
+/* The destination is page aligned, as the 32-byte stores need. */
 __attribute__((noinline)) static void nt32(char *d, const char *s, size_t n) {
   for (size_t i = 0; i + 128 <= n; i += 128) {
     __m256i a = _mm256_loadu_si256((const __m256i *)(s + i));
@@ -65,9 +48,9 @@ int main(int argc, char **argv) {
   double best[3] = {1e18, 1e18, 1e18};
   for (int r = 0; r < 30; r++) {
     for (int k = 0; k < 3; k++) {
-      double t0 = now_ns();
+      double t0 = 1e3 * now_us();
       copy[k](d, s, n);
-      double t = now_ns() - t0;
+      double t = 1e3 * now_us() - t0;
       if (t < best[k]) best[k] = t;
       if (memcmp(d, s, n) != 0) {
         fprintf(stderr, "%s copied wrong\n", name[k]);

@@ -4,35 +4,10 @@
  * memcpy then copies 2 KiB-448 KiB with `rep movsb` on the AMD VM) and once with
  * GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 (glibc's own vector loop instead).
  * Build and run (results/copy-vector/):
- *   gcc -O2 -mavx2 -o /tmp/copy-vector scripts/probes/copy-vector.c && /tmp/copy-vector 32768 */
-#define _GNU_SOURCE
+ *   gcc -O2 -mavx2 -I scripts/probes/floors -o /tmp/copy-vector scripts/probes/copy-vector.c && /tmp/copy-vector 32768 */
+#include "floors.h"
+
 #include <immintrin.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-__attribute__((noinline)) static void loop16(char *d, const char *s, size_t n) {
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-    _mm_storeu_si128((__m128i *)(d + i), a);
-    _mm_storeu_si128((__m128i *)(d + i + 16), b);
-    _mm_storeu_si128((__m128i *)(d + i + 32), c);
-    _mm_storeu_si128((__m128i *)(d + i + 48), e);
-  }
-  memcpy(d + i, s + i, n - i);
-}
 
 /* 128 bytes a step, unaligned loads and stores; the last 128 bytes loaded before the loop and
  * stored after it (they may overlap the loop's last block). n >= 128. */
@@ -88,9 +63,9 @@ typedef void (*copy_fn)(char *, const char *, size_t);
 static double best(copy_fn f, char *dst, const char *src, size_t len) {
   double b = 1e18;
   for (int r = 0; r < 300; r++) {
-    double t0 = now_ns();
+    double t0 = 1e3 * now_us();
     f(dst, src, len);
-    double t1 = now_ns();
+    double t1 = 1e3 * now_us();
     if (t1 - t0 < b) b = t1 - t0;
   }
   if (memcmp(dst, src, len) != 0) {
@@ -120,7 +95,7 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof distances / sizeof *distances; k++) {
       char *dst = base + (24u << 20) + 256 + offsets[o] + distances[k];
       printf("%6d %9d %9.0f %9.0f %9.0f %9.0f\n", offsets[o], distances[k],
-             best(libc_memcpy, dst, src, len), best(loop16, dst, src, len),
+             best(libc_memcpy, dst, src, len), best(copy_loop16, dst, src, len),
              best(loop32, dst, src, len), best(loop32a, dst, src, len));
     }
   }

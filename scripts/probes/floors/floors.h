@@ -1,5 +1,7 @@
-// What the floor programs share: a clock, pinning, a median and a mean, and the kernel's single
-// copy from another process (process_vm_readv, as psyne's pulls and Open MPI's CMA).
+// What the floor programs and the copy probes share: a clock, pinning, a median and a mean, the
+// kernel's single copy from another process (process_vm_readv, as psyne's pulls and Open MPI's
+// CMA), and psyne's copy loops in C (the 16-byte loop of src/copy.rs, the non-temporal copy of
+// src/transport/shm/stream_copy.rs).
 #ifndef PSYNE_FLOORS_H
 #define PSYNE_FLOORS_H
 #define _GNU_SOURCE
@@ -84,6 +86,23 @@ static inline void stream_copy(void *dst, const void *src, size_t n) {
     _mm_stream_si128((__m128i *)(d + i + 16), b);
     _mm_stream_si128((__m128i *)(d + i + 32), c);
     _mm_stream_si128((__m128i *)(d + i + 48), e);
+  }
+  memcpy(d + i, s + i, n - i);
+}
+
+// 64 bytes a step with unaligned 16-byte loads and stores, the rest by memcpy: src/copy.rs's loop
+// for CPUs without AVX (and for every CPU before 2026-11-29).
+__attribute__((noinline, unused)) static void copy_loop16(char *d, const char *s, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
+    _mm_storeu_si128((__m128i *)(d + i), a);
+    _mm_storeu_si128((__m128i *)(d + i + 16), b);
+    _mm_storeu_si128((__m128i *)(d + i + 32), c);
+    _mm_storeu_si128((__m128i *)(d + i + 48), e);
   }
   memcpy(d + i, s + i, n - i);
 }

@@ -5,12 +5,16 @@ two ways scripts/ measures them.
     scripts/report/ab.py rounds OUT NAME          the A and B rounds scripts/bench/ab-psybench.sh
                                                   wrote (OUT/NAME-{A,B}-r*.json), alternated in
                                                   one loop: the sharp test
+    scripts/report/ab.py states OUT NAME          the same rounds, one table for the jobs in the
+                                                  VM's slow state and one for those in its normal
+                                                  state (jobs that changed state left out)
     scripts/report/ab.py sweeps BEFORE AFTER      two output folders of scripts/bench/versus-mpi.sh
                                                   --focus (or the old mpi-compare.sh), one run
                                                   before a change and one after, same session
 
 `rounds` prints one row per collective and size: A's and B's medians (min–max) and B/A, over the
-rounds whose job did not meet the VM's slow state (OUT/NAME-bounce.txt, when there). `sweeps`
+rounds whose job did not meet the VM's slow state (OUT/NAME-bounce.txt, when there); `states` the
+same twice, over the rounds wholly in each state. `sweeps`
 prints, for every run, backend and size, psyne's median before and after and Open MPI's
 after/before: Open MPI did not change between the two, so its ratio says how much the machine
 alone moved, and psyne's is judged against that spread and its own; cells slower beyond noise are
@@ -25,23 +29,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lib  # noqa: E402  (the shared report library, beside this file)
 
 
-# A job whose cross-core round trip before it read over this many ns met the VM's slow state.
+# A job whose cross-core round trip read over this many ns (before or after it) met the VM's slow state.
 SLOW_STATE_NS = 150
 
 
-def slow_jobs(folder: Path, name: str) -> set:
-    """The (side, round) of every job that met the VM's slow state, from OUT/NAME-bounce.txt:
-    a round trip over SLOW_STATE_NS before or after the job (lines `SIDE ROUND BEFORE [AFTER]`;
-    absent for runs made before ab-psybench.sh measured it: none left out)."""
+def job_states(folder: Path, name: str) -> dict:
+    """(side, round) -> `slow` (the round trip over SLOW_STATE_NS before and after the job),
+    `normal` (neither) or `mixed`, from OUT/NAME-bounce.txt (lines `SIDE ROUND BEFORE [AFTER]`;
+    absent for runs made before ab-psybench.sh measured it: no job known)."""
     path = folder / f"{name}-bounce.txt"
     if not path.exists():
-        return set()
-    slow = set()
+        return {}
+    states = {}
     for line in path.read_text().splitlines():
         side, job, *ns = line.split()
-        if any(float(x) > SLOW_STATE_NS for x in ns):
-            slow.add((side, int(job)))
-    return slow
+        slow = [float(x) > SLOW_STATE_NS for x in ns]
+        states[(side, int(job))] = "slow" if all(slow) else "mixed" if any(slow) else "normal"
+    return states
+
+
+def slow_jobs(folder: Path, name: str) -> set:
+    """The (side, round) of every job that met the VM's slow state, before or after it."""
+    return {job for job, state in job_states(folder, name).items() if state != "normal"}
 
 
 def round_times(folder: Path, name: str, side: str, leave_out: set = frozenset()) -> dict:
@@ -56,6 +65,21 @@ def round_times(folder: Path, name: str, side: str, leave_out: set = frozenset()
     return out
 
 
+def print_table(a: dict, b: dict) -> None:
+    """One row per collective and size of A's and B's round times: medians (min–max), B/A."""
+    print("| collective | bytes | A | B | B/A |")
+    print("|---|---:|---:|---:|---:|")
+    for key in sorted(set(a) & set(b)):
+        ma, mb = statistics.median(a[key]), statistics.median(b[key])
+        print(f"| {key[0]} | {key[1]} | {lib.median_cell(a[key])} | {lib.median_cell(b[key])} "
+              f"| {mb / ma:.2f} |")
+
+
+def rounds_line(a: dict, b: dict) -> str:
+    return (f"medians over {len(next(iter(a.values()), []))} A rounds and "
+            f"{len(next(iter(b.values()), []))} B rounds (µs; min–max in brackets)")
+
+
 def rounds(folder: Path, name: str) -> None:
     """The table of A against B over alternated rounds."""
     slow = slow_jobs(folder, name)
@@ -63,14 +87,19 @@ def rounds(folder: Path, name: str) -> None:
     if slow:
         left_out = ", ".join(f"{side}{job}" for side, job in sorted(slow))
         print(f"left out, core-bounce over {SLOW_STATE_NS} ns before or after them: {left_out}")
-    print(f"{name}: medians over {len(next(iter(a.values()), []))} A rounds and "
-          f"{len(next(iter(b.values()), []))} B rounds (µs; min–max in brackets)")
-    print("| collective | bytes | A | B | B/A |")
-    print("|---|---:|---:|---:|---:|")
-    for key in sorted(set(a) & set(b)):
-        ma, mb = statistics.median(a[key]), statistics.median(b[key])
-        print(f"| {key[0]} | {key[1]} | {lib.median_cell(a[key])} | {lib.median_cell(b[key])} "
-              f"| {mb / ma:.2f} |")
+    print(f"{name}: {rounds_line(a, b)}")
+    print_table(a, b)
+
+
+def states(folder: Path, name: str) -> None:
+    """The tables of A against B over the rounds in the slow state and in the normal one."""
+    by_job = job_states(folder, name)
+    for state in ("slow", "normal"):
+        other = {job for job, s in by_job.items() if s != state}
+        a, b = round_times(folder, name, "A", other), round_times(folder, name, "B", other)
+        print(f"{name}, {state} state: {rounds_line(a, b)}")
+        print_table(a, b)
+        print()
 
 
 def sweep_medians(folder: Path) -> dict:
@@ -126,11 +155,13 @@ def sweeps(before_dir: Path, after_dir: Path) -> None:
 
 
 def main(argv: list) -> int:
-    if len(argv) != 3 or argv[0] not in ("rounds", "sweeps"):
+    if len(argv) != 3 or argv[0] not in ("rounds", "states", "sweeps"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     if argv[0] == "rounds":
         rounds(Path(argv[1]), argv[2])
+    elif argv[0] == "states":
+        states(Path(argv[1]), argv[2])
     else:
         sweeps(Path(argv[1]), Path(argv[2]))
     return 0

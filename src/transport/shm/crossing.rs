@@ -11,7 +11,7 @@
 //! crossings, so psyne's 2-rank all-reduce of 64 KiB took 9-10 µs in one state and 31-32 µs in
 //! the other; through memory it takes 18-20 µs in both (`results/crossing/`). Neither is right
 //! all the time, and no setting made at start is: each rank times its calls of each kind and size
-//! class, runs a couple now and then the other way ([`TRIAL`] calls), and keeps whichever was
+//! class, runs a couple now and then the other way ([`trial_calls`]), and keeps whichever was
 //! faster. In calls in which every rank writes and reads alike (all-reduce, all-gather,
 //! reduce-scatter, all-to-all) each rank times its own calls and decides for its own writes. In
 //! one-way calls (broadcast, scatter, gather, reduce) the writer's time says nothing of its
@@ -44,8 +44,9 @@
 //! try in turn instead ([`stagger`]: rank 1 starts its trials [`TRIAL`] + 1 calls after rank 0,
 //! counted the same on every rank): each asks only for its own writers' way. A kept way is tried
 //! against again after a period that doubles each time (each time it wins, in a one-way class,
-//! where a trial that wins starts over from [`FIRST_PERIOD`]), from [`FIRST_PERIOD`] calls up to
-//! about a gigabyte of calls ([`longest_period`]), so a way that stays right costs at most
+//! where a trial that wins starts over from its first period), from [`FIRST_PERIOD`] calls (fewer
+//! for calls over 4 MiB, [`first_period`]: a job may make only a few dozen) up to about a
+//! gigabyte of calls ([`longest_period`]), so a way that stays right costs at most
 //! [`TRIAL`] slow calls per period, and a change of state is found within two periods. A trial
 //! is weighed against the kept way's fastest of the [`RECENT`] calls before it and the
 //! [`RECENT`] after it: a program's first calls (its warm-up, a benchmark's checked calls) can be
@@ -138,11 +139,36 @@ fn way_in(wishes: u64, bit: u32) -> Crossing {
 /// they are stored to matter, and too short to time against each other.
 pub const MIN_BYTES: usize = 16 << 10;
 
-/// Calls run the other way in each trial.
+/// Calls run the other way in each trial ([`trial_calls`]).
 pub const TRIAL: u64 = 2;
 
-/// Calls of a class timed before its first trial.
+/// Calls run the other way in each trial of calls of `bytes`: [`TRIAL`], or one from 32 MiB up,
+/// which takes milliseconds (plenty to time) and costs most where the kept way was right (in
+/// the VM's normal state a 2-rank reduce-scatter of 64 MiB takes 8.7 ms through the caches,
+/// 10.2 past them).
+pub fn trial_calls(bytes: usize) -> u64 {
+    if bytes >= 32 << 20 {
+        1
+    } else {
+        TRIAL
+    }
+}
+
+/// Calls of a class timed before its first trial, for calls of up to [`FIRST_BYTES`] ÷ 16.
 pub const FIRST_PERIOD: u64 = 16;
+
+/// About how many bytes of a class's calls come before its first trial: calls of 4 MiB wait
+/// [`FIRST_PERIOD`] calls, larger ones fewer ([`first_period`]). A program makes few calls of
+/// 64 MiB (psybench about 20 a job, a training step a handful), and a class that tries only after
+/// 16 of them never leaves the way it started with.
+pub const FIRST_BYTES: u64 = 64 << 20;
+
+/// Calls of `bytes` timed before their class's first trial, and its first period after a trial
+/// that won (one-way): [`FIRST_PERIOD`], or about [`FIRST_BYTES`] of calls where that is fewer,
+/// but never fewer than [`RECENT`] (a trial is weighed against the calls before it).
+pub fn first_period(bytes: usize) -> u64 {
+    (FIRST_BYTES / bytes.max(1) as u64).clamp(RECENT as u64, FIRST_PERIOD)
+}
 
 /// A trial wins when its fastest call is faster than this fraction of the kept way's fastest call
 /// around it. The fastest, not a median: a call is slowed by whatever else the machine does, never
@@ -230,6 +256,10 @@ struct Class {
     /// Trials decided so far.
     trials: u64,
     period: u64,
+    /// The first period ([`first_period`]).
+    first: u64,
+    /// Calls in each trial ([`trial_calls`]).
+    trial_len: u64,
     longest: u64,
     recent: Vec<f64>,
     /// The kept way's fastest call of the [`RECENT`] before the current trial.
@@ -239,15 +269,18 @@ struct Class {
 
 impl Class {
     fn new(code: u8, log2: u8, bytes: usize, rank: usize) -> Class {
+        let first = first_period(bytes);
         Class {
             code,
             log2,
             rank,
             kept: Crossing::Cached,
             calls: 0,
-            next_trial: FIRST_PERIOD + if one_way(code) { stagger(rank) } else { 0 },
+            next_trial: first + if one_way(code) { stagger(rank) } else { 0 },
             trials: 0,
-            period: FIRST_PERIOD,
+            period: first,
+            first,
+            trial_len: trial_calls(bytes),
             longest: longest_period(bytes),
             recent: Vec::with_capacity(RECENT),
             before: f64::INFINITY,
@@ -268,7 +301,7 @@ impl Class {
     }
 
     fn in_trial(&self, call: u64) -> bool {
-        (self.next_trial..self.next_trial + TRIAL).contains(&call) && self.tries()
+        (self.next_trial..self.next_trial + self.trial_len).contains(&call) && self.tries()
     }
 
     /// The way asked for the class's call `call` (from 0).
@@ -296,7 +329,7 @@ impl Class {
         } else if self.in_trial(call) {
             self.trial.push(secs);
         }
-        let trial_end = self.next_trial + TRIAL;
+        let trial_end = self.next_trial + self.trial_len;
         if call + 1 == trial_end {
             self.before = fastest(&self.recent);
             self.recent.clear();
@@ -312,7 +345,7 @@ impl Class {
         }
         // An exchange class's trials stay at the same calls on every rank, whoever won.
         self.period = if won && !self.together() {
-            FIRST_PERIOD
+            self.first
         } else {
             (self.period * 2).min(self.longest)
         };
@@ -857,6 +890,26 @@ mod tests {
     }
 
     #[test]
+    fn calls_of_64_mib_try_the_other_way_within_a_benchmark_s_twenty_calls() {
+        // psybench's 64 MiB job: 2 warm-up calls, 1 checked, 16 timed, in the slow state.
+        let mut ch = Chooser::default();
+        let ways: Vec<Crossing> = (0..19)
+            .map(|_| {
+                let c = ch.choose(Traffic::ReducingExchange, 64 << 20, true, true);
+                ch.finish(c, slow_caches(c.crossing) * 1000);
+                c.crossing
+            })
+            .collect();
+        let streamed = ways.iter().filter(|c| **c == Crossing::Streamed).count();
+        assert!(streamed >= 10, "{streamed} of 19 calls streamed: {ways:?}");
+        // Tried at call 4 alone, weighed after call 8, kept from call 9 to the next trial (17).
+        assert!(
+            ways[9..17].iter().all(|c| *c == Crossing::Streamed),
+            "{ways:?}"
+        );
+    }
+
+    #[test]
     fn wishes_are_one_bit_per_kind_and_size_class_by_call_parity() {
         assert_eq!(wish_bit(ONE_WAY, 14), 0);
         assert_eq!(wish_bit(ONE_WAY, 20), 6);
@@ -908,5 +961,13 @@ mod tests {
         assert_eq!(longest_period(64 << 20), 64);
         assert_eq!(longest_period(1 << 20), 1024);
         assert_eq!(longest_period(4 << 20), 256);
+        assert_eq!(first_period(1 << 20), FIRST_PERIOD);
+        assert_eq!(first_period(4 << 20), FIRST_PERIOD);
+        assert_eq!(first_period(8 << 20), 8);
+        assert_eq!(first_period(16 << 20), 4);
+        assert_eq!(first_period(64 << 20), 4);
+        assert_eq!(first_period(1 << 30), RECENT as u64);
+        assert_eq!(trial_calls(16 << 20), TRIAL);
+        assert_eq!(trial_calls(64 << 20), 1);
     }
 }

@@ -143,10 +143,12 @@ def read_runs(raw: Path) -> list:
         return list(csv.DictReader(f))
 
 
-def collect(raw: Path, runs: list, normal_only: bool = False) -> tuple:
+def collect(raw: Path, runs: list, state: str = "") -> tuple:
     """({(program, coll, bytes): [µs per round]}, [failed runs], ranks) of the jobs `runs` names;
-    with `normal_only`, only those that did not run in the machine's slow state ([`slow_jobs`])."""
-    slow = {id_of(r) for r, _ in slow_jobs(runs)[1]} if normal_only else set()
+    with `state` "normal", only those that did not run in the machine's slow state
+    ([`slow_jobs`]), with "slow" only those that did."""
+    slow = {id_of(r) for r, _ in slow_jobs(runs)[1]}
+    keep = {"": lambda j: True, "normal": lambda j: j not in slow, "slow": lambda j: j in slow}[state]
     ranks = 2
     m = re.search(r"-n (\d+)", runs[0]["command"]) if runs else None
     if m:
@@ -154,7 +156,7 @@ def collect(raw: Path, runs: list, normal_only: bool = False) -> tuple:
     data, failed = {}, []
     for run in runs:
         who, coll, path = run["program"], run["collective"], raw / run["file"]
-        if id_of(run) in slow:
+        if not keep(id_of(run)):
             continue
         if run["rc"] != "0":
             failed.append(f"round {run['round']} {coll} {who}: exit {run['rc']}")
@@ -384,11 +386,46 @@ def normal_state_section(raw: Path, runs: list, sizes: list) -> list:
     ran in the slow state; each cell then has fewer rounds."""
     if not slow_jobs(runs)[1]:
         return []
-    normal, _, _ = collect(raw, runs, normal_only=True)
+    normal, _, _ = collect(raw, runs, state="normal")
     return ["### The same, jobs in the machine's normal state only", "",
             "Leaving out the jobs listed under the spread below (a cell's median is then over fewer",
             "rounds, and a cell with none left is `-`):", "",
             *ratio_table(normal, sizes), ""]
+
+
+def state_ratio_table(normal: dict, slow: dict, sizes: list) -> list:
+    """Each program's median over its slow-state jobs ÷ its median over its normal-state jobs, the
+    largest over the collectives that have jobs in both states, per size."""
+    lines = ["| size | " + " | ".join(["psyne", *MPIS.values()]) + " |",
+             "|---|" + "---:|" * (1 + len(MPIS))]
+    for b in sizes:
+        cells = []
+        for who in PROGRAMS:
+            r = [statistics.median(slow[k]) / statistics.median(normal[k])
+                 for coll in COLLECTIVES if (k := (who, coll, b)) in slow and k in normal]
+            cells.append(f"{max(r):.2f}×" if r else "-")
+        lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def state_spread_section(raw: Path, runs: list, sizes: list) -> list:
+    """How far each program moves with the machine's state, and its spread without it: the slow
+    state's jobs against the normal state's, and the spread over the normal-state jobs alone."""
+    if not slow_jobs(runs)[1]:
+        return []
+    normal, _, _ = collect(raw, runs, state="normal")
+    slow, _, _ = collect(raw, runs, state="slow")
+    return ["### With the machine's state and without it", "",
+            "How much each program moves with the machine's state: its median over its jobs that ran",
+            "in the slow state (listed below) ÷ its median over the others, the largest over the",
+            "collectives with jobs in both states (`-`: no such collective at that size):", "",
+            *state_ratio_table(normal, slow, sizes), "",
+            "The largest spread, (max − min) ÷ median, over the normal-state jobs only: how far apart",
+            "the same job lands when the machine's state is not what changed:", "",
+            *spread_table(normal, sizes), "",
+            "The share of the normal-state rounds within ±15 % of their median (the fewest over the",
+            "collectives):", "",
+            *spread_table(normal, sizes, near_median, worst=min), ""]
 
 
 # The C benchmark and IMB-MPI1 disagree on a cell of Intel MPI when one's median is more than
@@ -487,6 +524,7 @@ def main(argv: list) -> int:
         "",
         *spread_table(data, sizes, near_median, worst=min),
         "",
+        *state_spread_section(a.out / "raw", runs, sizes),
         *state_lines(runs),
         "",
     ]

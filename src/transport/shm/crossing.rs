@@ -51,6 +51,9 @@
 //! is weighed against the kept way's fastest of the [`RECENT`] calls before it and the
 //! [`RECENT`] after it: a program's first calls (its warm-up, a benchmark's checked calls) can be
 //! ten times slower than the next, and a trial right after them must not win against them.
+//! A new class of 1 MiB or more starts with the way its kind's nearest smaller class of 1 MiB or
+//! more keeps ([`FOLLOW_MIN`]): the state is the machine's, not the size's, and a sweep makes its
+//! largest and fewest calls last.
 
 use crate::transport::Traffic;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -169,6 +172,14 @@ pub const FIRST_BYTES: u64 = 64 << 20;
 pub fn first_period(bytes: usize) -> u64 {
     (FIRST_BYTES / bytes.max(1) as u64).clamp(RECENT as u64, FIRST_PERIOD)
 }
+
+/// A new class of calls of more bytes than a class of the same kind of at least this many bytes
+/// starts with the way the nearest such class keeps ([`Chooser::choose`]): the machine's state,
+/// which decides the way of large calls, is the same for every size, and a benchmark's sweep
+/// (or a program whose buckets grow) reaches its largest calls, of which it makes the fewest,
+/// last. Smaller classes decide on the crossing of single lines, not of bandwidth, and are not
+/// followed.
+pub const FOLLOW_MIN: usize = 1 << 20;
 
 /// A trial wins when its fastest call is faster than this fraction of the kept way's fastest call
 /// around it. The fastest, not a median: a call is slowed by whatever else the machine does, never
@@ -493,10 +504,22 @@ impl Chooser {
         {
             Some(i) => i,
             None => {
-                self.classes.push(Class::new(code, log2, bytes, self.rank));
+                let mut class = Class::new(code, log2, bytes, self.rank);
+                class.kept = self.followed(code, log2);
+                self.classes.push(class);
                 self.classes.len() - 1
             }
         }
+    }
+
+    /// The way a new class of `code` and `log2` starts with: the way kept by the largest smaller
+    /// class of its kind of at least [`FOLLOW_MIN`] bytes, or through the caches.
+    fn followed(&self, code: u8, log2: u8) -> Crossing {
+        self.classes
+            .iter()
+            .filter(|c| c.code == code && c.log2 < log2 && 1usize << c.log2 >= FOLLOW_MIN)
+            .max_by_key(|c| c.log2)
+            .map_or(Crossing::Cached, |c| c.kept)
     }
 
     /// This rank's wishes for call `seq + 1`, if they differ from what its peers hold for it: for
@@ -907,6 +930,31 @@ mod tests {
             ways[9..17].iter().all(|c| *c == Crossing::Streamed),
             "{ways:?}"
         );
+    }
+
+    #[test]
+    fn a_new_larger_class_starts_the_way_the_nearest_smaller_one_of_a_mib_or_more_keeps() {
+        fn call(ch: &mut Chooser, bytes: usize) -> Crossing {
+            let c = ch.choose(Traffic::ReducingExchange, bytes, true, true);
+            ch.finish(c, slow_caches(c.crossing) * (bytes >> 14) as u32);
+            c.crossing
+        }
+        let mut ch = Chooser::default();
+        // 64 KiB calls learn the caches are slow; 1 MiB calls still start through them.
+        for _ in 0..40 {
+            call(&mut ch, 64 << 10);
+        }
+        assert_eq!(ch.classes[0].kept, Crossing::Streamed);
+        assert_eq!(call(&mut ch, 1 << 20), Crossing::Cached);
+        // 16 MiB calls learn it too; the first call of 64 MiB streams at once.
+        for _ in 0..40 {
+            call(&mut ch, 16 << 20);
+        }
+        assert_eq!(call(&mut ch, 64 << 20), Crossing::Streamed);
+        // A smaller class is not led by a larger one, nor another kind by this one.
+        assert_eq!(call(&mut ch, 4 << 20), Crossing::Cached);
+        let other = ch.choose(Traffic::Exchange, 64 << 20, true, true);
+        assert_eq!(other.crossing, Crossing::Cached);
     }
 
     #[test]

@@ -147,7 +147,7 @@ def collect(raw: Path, runs: list, state: str = "") -> tuple:
     """({(program, coll, bytes): [µs per round]}, [failed runs], ranks) of the jobs `runs` names;
     with `state` "normal", only those that did not run in the machine's slow state
     ([`slow_jobs`]), with "slow" only those that did."""
-    slow = {id_of(r) for r, _ in slow_jobs(runs)[1]}
+    slow = {id_of(r) for r, _ in slow_jobs(runs)[1]} if state else set()
     keep = {"": lambda j: True, "normal": lambda j: j not in slow, "slow": lambda j: j in slow}[state]
     ranks = 2
     m = re.search(r"-n (\d+)", runs[0]["command"]) if runs else None
@@ -381,12 +381,20 @@ def spread_table(data: dict, sizes: list, measure=spread, worst=max) -> list:
     return lines
 
 
-def normal_state_section(raw: Path, runs: list, sizes: list) -> list:
-    """The ratio table again over the jobs that ran in the machine's normal state only, when some
-    ran in the slow state; each cell then has fewer rounds."""
+def by_state(raw: Path, runs: list) -> tuple:
+    """(the normal-state jobs' data, the slow-state jobs') as [`collect`] gives them, or None when
+    no job ran in the slow state."""
     if not slow_jobs(runs)[1]:
+        return None
+    return collect(raw, runs, state="normal")[0], collect(raw, runs, state="slow")[0]
+
+
+def normal_state_section(states: tuple, sizes: list) -> list:
+    """The ratio table again over the jobs that ran in the machine's normal state only, when some
+    ran in the slow state ([`by_state`]); each cell then has fewer rounds."""
+    if not states:
         return []
-    normal, _, _ = collect(raw, runs, state="normal")
+    normal, _ = states
     return ["### The same, jobs in the machine's normal state only", "",
             "Leaving out the jobs listed under the spread below (a cell's median is then over fewer",
             "rounds, and a cell with none left is `-`):", "",
@@ -408,13 +416,13 @@ def state_ratio_table(normal: dict, slow: dict, sizes: list) -> list:
     return lines
 
 
-def state_spread_section(raw: Path, runs: list, sizes: list) -> list:
+def state_spread_section(states: tuple, sizes: list) -> list:
     """How far each program moves with the machine's state, and its spread without it: the slow
-    state's jobs against the normal state's, and the spread over the normal-state jobs alone."""
-    if not slow_jobs(runs)[1]:
+    state's jobs against the normal state's ([`by_state`]), and the spread over the normal-state
+    jobs alone."""
+    if not states:
         return []
-    normal, _, _ = collect(raw, runs, state="normal")
-    slow, _, _ = collect(raw, runs, state="slow")
+    normal, slow = states
     return ["### With the machine's state and without it", "",
             "How much each program moves with the machine's state: its median over its jobs that ran",
             "in the slow state (listed below) ÷ its median over the others, the largest over the",
@@ -469,6 +477,7 @@ def main(argv: list) -> int:
     a = ap.parse_args(argv)
     runs = read_runs(a.out / "raw")
     data, failed, ranks = collect(a.out / "raw", runs)
+    states = by_state(a.out / "raw", runs)
     sizes = sorted({b for (who, _, b) in data if who == "psyne"})
     write_summary(a.out, data)
     text = [
@@ -499,7 +508,7 @@ def main(argv: list) -> int:
         "",
         *apart_lines(data, sizes),
         "",
-        *normal_state_section(a.out / "raw", runs, sizes),
+        *normal_state_section(states, sizes),
         "### The same, each program's fastest round",
         "",
         "A job is slowed by whatever else the machine does, never sped up: each program's",
@@ -524,7 +533,7 @@ def main(argv: list) -> int:
         "",
         *spread_table(data, sizes, near_median, worst=min),
         "",
-        *state_spread_section(a.out / "raw", runs, sizes),
+        *state_spread_section(states, sizes),
         *state_lines(runs),
         "",
     ]

@@ -395,10 +395,10 @@ mod tests {
         ];
         assert_eq!(lines(&points), [(4096, None), (u64::MAX, Some(Ring))]);
         // The board, where it is not the default, never covers more than its largest part
-        // (the boundary between these two sizes would be 1 MiB).
+        // (the boundary between these two sizes would be 2 MiB).
         let points = [
             point(65536, (RecursiveDoubling, 2.0), &[(Flat, 1.0)]),
-            point(16 << 20, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
+            point(64 << 20, (Rabenseifner, 9.0), &[(Ring, 9.0)]),
         ];
         let slot = psyne::tuning::FLAT_MAX_BYTES as u64;
         assert_eq!(lines(&points), [(slot, Some(Flat)), (u64::MAX, None)]);

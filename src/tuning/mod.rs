@@ -18,9 +18,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The most bytes per rank a collective may have to run on the node board ([`Algo::Flat`]):
-/// the largest part of a board with data areas on the smallest groups (128 KiB on 2 ranks);
+/// the largest part of a board with data areas on the smallest groups (1 MiB on 2 ranks);
 /// larger groups' boards hold less ([`board_largest_part`]).
-pub const FLAT_MAX_BYTES: usize = 128 << 10;
+pub const FLAT_MAX_BYTES: usize = 1 << 20;
+
+/// The most bytes a 2-rank broadcast runs on a board with data areas: at 256 KiB it took 0.65 of
+/// the time of the pipeline over the rings, at 512 KiB-1 MiB 0.98-1.20 (`results/board-pair-parts/`).
+const PAIR_BROADCAST_MAX: usize = 256 << 10;
+/// The most bytes a rank with which a 2-rank all-gather runs on a board with data areas: at 128 KiB a rank it
+/// took 0.85 of the time of the ring, at 256-512 KiB 0.96-1.06 (`results/board-pair-parts/`).
+const PAIR_ALLGATHER_MAX: usize = 128 << 10;
+/// The most bytes a 2-rank reduce-scatter runs on a board with data areas: 16 KiB took 0.81-0.83
+/// of the ring's time over 16 jobs (1.04 in a shorter run), 8 KiB 0.80, 32 KiB 0.90-1.09
+/// (`results/board-large-parts/`); 64-128 KiB 1.30-1.52 (`results/board-pair-parts/`).
+const PAIR_REDUCE_SCATTER_MAX: usize = 16 << 10;
 
 /// The most bytes per rank with which `coll` runs on the node board of a group of `size` ranks
 /// by default, on a board whose largest part is `largest_part` bytes (the board's `largest_part`),
@@ -30,22 +41,21 @@ pub const FLAT_MAX_BYTES: usize = 128 << 10;
 /// 16 KiB the schedules over the rings were as fast or faster); reduce-scatter, scatter and
 /// all-to-all 4 KiB: each rank there publishes its whole buffer of which every peer reads a
 /// chunk, more than the schedules over the rings send. On 2 ranks whose parts rotate through
-/// data areas, all-reduce and broadcast run on the board up to the largest part, all-gather
-/// up to half of it (`results/board-large-parts/`: 0.43–0.81 of the rings' time at 24–128 KiB)
-/// and reduce-scatter up to an eighth (16 KiB: 0.81–0.83 of the ring's time at 16 KiB over 16
-/// jobs, 1.04 in a shorter run; 0.80 at 8 KiB; 0.90–1.09 at 32 KiB, so no further);
-/// larger groups keep the slots' limits (their reads grow with the group, and this host has no
-/// cores to measure them).
+/// data areas (`results/board-large-parts/`: 0.43–0.81 of the rings' time at 24–128 KiB;
+/// `results/board-pair-parts/`), all-reduce runs on the board up to the largest part (1 MiB),
+/// broadcast up to [`PAIR_BROADCAST_MAX`], all-gather up to [`PAIR_ALLGATHER_MAX`] a rank and
+/// reduce-scatter up to [`PAIR_REDUCE_SCATTER_MAX`], none beyond the largest part; larger groups
+/// keep the slots' limits (their reads grow with the group, and this host has no cores to
+/// measure them).
 pub fn flat_max_bytes(coll: Collective, size: usize, largest_part: usize) -> usize {
     let slot = slot_data_for(size);
     let pair = size == 2 && largest_part > slot;
     match coll {
-        Collective::AllReduce | Collective::Broadcast { .. } | Collective::Barrier if pair => {
-            largest_part
-        }
+        Collective::AllReduce | Collective::Barrier if pair => largest_part,
+        Collective::Broadcast { .. } if pair => PAIR_BROADCAST_MAX.min(largest_part),
         Collective::AllReduce | Collective::Broadcast { .. } | Collective::Barrier => slot,
-        Collective::AllGather if pair => largest_part / 2,
-        Collective::ReduceScatter if pair => largest_part / 8,
+        Collective::AllGather if pair => PAIR_ALLGATHER_MAX.min(largest_part),
+        Collective::ReduceScatter if pair => PAIR_REDUCE_SCATTER_MAX.min(largest_part),
         Collective::AllGather | Collective::Gather { .. } | Collective::Reduce { .. } => {
             (slot / 2).max(SLOT_DATA)
         }
@@ -457,14 +467,11 @@ mod tests {
         // The group's shape decides the scope.
         let tcp = shape(2, Hosts::single(2), false);
         assert_eq!(
-            t.select(ar, None, 256 << 10, &tcp).unwrap(),
+            t.select(ar, None, 2 << 20, &tcp).unwrap(),
             Algo::RecursiveDoubling
         );
         let board = shape(2, Hosts::single(2), true);
-        assert_eq!(
-            t.select(ar, None, 256 << 10, &board).unwrap(),
-            Algo::Rabenseifner
-        );
+        assert_eq!(t.select(ar, None, 2 << 20, &board).unwrap(), Algo::Ring);
     }
 
     #[test]
@@ -569,19 +576,20 @@ mod tests {
             Collective::AllGather,
             Collective::Broadcast { root: 0 },
         );
-        // (ranks, data areas, KiB of all-reduce and broadcast, of all-gather, of reduce-scatter)
+        // (ranks, data areas, KiB of all-reduce, of broadcast, of all-gather, of reduce-scatter)
         let cases = [
-            (2, true, 128, 64, 16),
-            (2, false, 16, 8, 4),
-            (3, true, 8, 4, 4),
-            (4, true, 8, 4, 4),
-            (8, true, 4, 4, 4),
+            (2, true, 1024, 256, 128, 16),
+            (2, false, 16, 16, 8, 4),
+            (3, true, 8, 8, 4, 4),
+            (4, true, 8, 8, 4, 4),
+            (8, true, 4, 4, 4, 4),
         ];
-        for (size, areas, whole, half, chunked) in cases {
-            let (whole, half, chunked) = (whole << 10, half << 10, chunked << 10);
+        for (size, areas, whole, bcast, half, chunked) in cases {
+            let (whole, bcast) = (whole << 10, bcast << 10);
+            let (half, chunked) = (half << 10, chunked << 10);
             let mut one_host = shape(size, Hosts::single(size), true);
             one_host.board_part = Some(board_largest_part(size, areas));
-            for (coll, most) in [(ar, whole), (bc, whole), (ag, half)] {
+            for (coll, most) in [(ar, whole), (bc, bcast), (ag, half)] {
                 let pick = |bytes| t.select(coll, None, bytes, &one_host).unwrap();
                 assert_eq!(
                     pick(most),

@@ -17,7 +17,7 @@
 //! Inside a section, a line `COLLECTIVE UP_TO ALGORITHM` says: calls of at most `UP_TO` bytes per
 //! rank (the size the automatic choice looks at; `max` for any size), not covered by a line of
 //! a smaller `UP_TO`, use `ALGORITHM`. Sizes take the suffixes K, M and G (powers of 1024).
-//! `flat` is the node board, and may only cover sizes up to its slot (4 KiB); `default` is the
+//! `flat` is the node board, and may only cover sizes up to its largest part (1 MiB); `default` is the
 //! built-in choice. A call no line covers, or whose algorithm the group cannot run (`flat`
 //! without a board, `hier` on one host), is chosen as without a file.
 
@@ -421,11 +421,7 @@ allgather 1M hier
                 "t:2:",
                 "choose one of: ring",
             ),
-            (
-                "[shm 2]\nbroadcast 256K flat",
-                "t:2:",
-                "end its range at 128K",
-            ),
+            ("[shm 2]\nbroadcast 2M flat", "t:2:", "end its range at 1M"),
             (
                 "[shm 2]\nallreduce ring",
                 "t:2:",

@@ -22,9 +22,9 @@
 //! through 2 MiB; `results/board-rotation/`). Smaller parts stay in the slot, where the lines are
 //! warm and next to `seq`. Any place of a parity's slot or area is safe to write: the double
 //! buffering below already guarantees that nobody still reads its previous operation. Parts
-//! larger than a slot go there too, up to a [`MIN_PLACES`]th of the area
-//! ([`largest_part_for`]: 128 KiB on 2 ranks), so a board with areas takes larger calls than its
-//! slots hold (`results/board-large-parts/`).
+//! larger than a slot go there too, up to a [`MIN_PLACES`]th of the area (half of it on 2 ranks:
+//! [`largest_part_for`], 1 MiB on 2 ranks), so a board with areas takes larger calls than its
+//! slots hold (`results/board-large-parts/`, `results/board-pair-parts/`).
 //!
 //! After the slots, page aligned, every rank's two summary lines (one per parity, packed): on a
 //! crowded board (below) a publish also writes there its `seq`, its description and a part of up
@@ -82,8 +82,14 @@ const ROTATION_BYTES: usize = 8 << 20;
 /// calls ([`largest_part_for`]): places reused every other call cost as much as the slot did
 /// (`results/board-rotation/`), and on 2 ranks parts of up to 128 KiB (a sixteenth of the area)
 /// made all-reduce, all-gather and broadcast of 32-128 KiB 0.50-0.91 of the time of the
-/// schedules over the rings (`results/board-large-parts/`).
+/// schedules over the rings (`results/board-large-parts/`). Pairs go further
+/// ([`PAIR_MIN_PLACES`]).
 const MIN_PLACES: usize = 16;
+/// [`MIN_PLACES`] on a board of 2 ranks: a part may fill half its area (1 MiB), as a part that
+/// large costs far more to copy than its reused lines do: on 2 ranks all-reduce of 256 KiB-1 MiB
+/// took 0.76-0.88 of the time of the schedules over the rings, broadcast of 256 KiB 0.65 and
+/// all-gather of 128 KiB a rank 0.85 (`results/board-pair-parts/`).
+const PAIR_MIN_PLACES: usize = 2;
 /// Bytes describing the operation in a slot.
 pub const DESC: usize = 40;
 /// Bytes of a part a summary line holds (a larger part is read from the slot).
@@ -237,14 +243,24 @@ pub fn area_for(size: usize) -> usize {
 }
 
 /// The largest part a rank of a board of `size` ranks publishes in one call: a slot's data
-/// (`slot_data_for`), or, on a board with data areas (`areas`), up to a `MIN_PLACES`th (16th) of an
-/// area if that is more (128 KiB on 2 ranks, 64 KiB on 3-4, 32 KiB on 5-8). Such a part always
+/// (`slot_data_for`), or, on a board with data areas (`areas`), up to a [`min_places`]th of an
+/// area if that is more (1 MiB on 2 ranks, 64 KiB on 3-4, 32 KiB on 5-8). Such a part always
 /// rotates: it is larger than `ROTATE_MIN` and than the slot.
 pub fn largest_part_for(size: usize, areas: bool) -> usize {
     let slot = slot_data_for(size);
     match areas {
-        true => slot.max(area_for(size) / MIN_PLACES),
+        true => slot.max(area_for(size) / min_places(size)),
         false => slot,
+    }
+}
+
+/// How many calls at least a board of `size` ranks lets pass before a part comes back to the
+/// same place of its area: [`PAIR_MIN_PLACES`] on 2 ranks, else [`MIN_PLACES`].
+fn min_places(size: usize) -> usize {
+    if size == 2 {
+        PAIR_MIN_PLACES
+    } else {
+        MIN_PLACES
     }
 }
 
@@ -868,7 +884,7 @@ impl<'a> Slot<'a> {
 mod tests {
     use super::{
         area_for, largest_part_for, slot_data_for, AbortMark, Board, Crossing, Part, Slot, DESC,
-        INLINE, MIN_PLACES, ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
+        INLINE, MIN_PLACES, PAIR_MIN_PLACES, ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
     };
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
@@ -1031,7 +1047,9 @@ mod tests {
     fn parts_larger_than_a_slot_go_whole_through_the_area_many_calls_apart() {
         let size = 2;
         let largest = largest_part_for(size, true);
-        assert!(largest > slot_data_for(size) && area_for(size) / largest >= MIN_PLACES);
+        assert!(largest > slot_data_for(size) && area_for(size) / largest >= PAIR_MIN_PLACES);
+        assert_eq!(largest, 1 << 20);
+        assert_eq!(area_for(3) / largest_part_for(3, true), MIN_PLACES);
         assert_eq!(largest_part_for(size, false), slot_data_for(size));
         on_board(size, "boardbig", move |board, rank, deadline| {
             if board.counted() {

@@ -1,0 +1,134 @@
+// Would a 2-rank all-reduce on the node board gain from reducing halves? MODE whole (as psyne's
+// board does, src/executor/flat.rs): each rank copies its BYTES into its place, raises a flag,
+// waits for the peer's and sums the peer's place into its buffer. MODE halves: each rank copies
+// only the half its peer keeps into its place, raises a flag, sums the peer's copy of its own
+// half into its buffer and into a second place at once, raises a second flag and copies the
+// peer's sum of the other half into its buffer: the same bytes cross between the cores, half
+// the sums and half the copy in, one wait more. Places rotate through an area of AREA bytes a
+// rank, as the board's do (2 MiB on 2 ranks). OSU style: the ranks (cores 0 and 1) meet at a
+// barrier, the call is timed; prints the mean over both ranks and ITERS calls; the first call's
+// result is checked element by element.
+//
+//   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/board-halves scripts/probes/board-halves.c
+//   /tmp/board-halves whole|halves BYTES ITERS [AREA]
+#include "floors.h"
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+  _Alignas(64) _Atomic long flag;
+} Flag;
+typedef struct {
+  _Alignas(64) _Atomic long gen[2];
+  Flag f[2][2];  // [rank][phase]
+  double took[2];
+} Ctl;
+static Ctl *c;
+
+static void meet(int me, long *g) {
+  atomic_store(&c->gen[me], *g);
+  while (atomic_load(&c->gen[1 - me]) < *g) {
+  }
+  (*g)++;
+}
+
+static void raise_flag(int me, int phase, long k) {
+  atomic_store_explicit(&c->f[me][phase].flag, k, memory_order_release);
+}
+
+static void wait_flag(int peer, int phase, long k) {
+  while (atomic_load_explicit(&c->f[peer][phase].flag, memory_order_acquire) < k) {
+  }
+}
+
+// The next place of `len` bytes in an area of `area` bytes, a page further each call.
+static size_t next_place(size_t *at, size_t len, size_t area) {
+  if (*at + len > area) *at = 0;
+  size_t here = *at;
+  *at += (len + 4095) & ~(size_t)4095;
+  return here;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: %s whole|halves BYTES ITERS [AREA]\n", argv[0]);
+    return 2;
+  }
+  int halves = strcmp(argv[1], "halves") == 0;
+  size_t bytes = strtoull(argv[2], 0, 0), area = argc == 5 ? strtoull(argv[4], 0, 0) : 2 << 20;
+  int iters = atoi(argv[3]);
+  size_t n = bytes / 4, half = n / 2;
+  if ((!halves && strcmp(argv[1], "whole") != 0) || bytes % 128 || iters < 1 || area < 2 * bytes) {
+    fprintf(stderr, "%s: BYTES a multiple of 128, ITERS positive, AREA at least 2 * BYTES\n", argv[0]);
+    return 2;
+  }
+  c = mmap(0, sizeof *c, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  char *areas = mmap(0, 2 * area, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (c == MAP_FAILED || areas == MAP_FAILED) {
+    perror("mmap");
+    return 1;
+  }
+  memset(areas, 0, 2 * area);
+  pid_t child = fork();
+  int me = child == 0, peer = 1 - me;
+  pin_to_core(me);
+  float *buf = aligned_alloc(64, bytes);
+  size_t keep = me * half, give = peer * half;  // rank 0 keeps the first half
+  size_t next = 0;
+  long g = 1;
+  double total = 0;
+  int ok = 1;
+  for (int it = -20; it < iters; it++) {
+    long k = it + 21;
+    for (size_t i = 0; i < n && it == -20; i++) buf[i] = (float)((i + me * 3) % 251);
+    meet(me, &g);
+    double t0 = now_us();
+    if (!halves) {
+      size_t at = next_place(&next, bytes, area);
+      float *mine = (float *)(areas + me * area + at);
+      memcpy(mine, buf, bytes);
+      raise_flag(me, 0, k);
+      wait_flag(peer, 0, k);
+      const float *theirs = (const float *)(areas + peer * area + at);
+      for (size_t i = 0; i < n; i++) buf[i] += theirs[i];
+    } else {
+      size_t at = next_place(&next, bytes, area);  // room for both halves' places
+      float *given = (float *)(areas + me * area + at), *summed = given + half;
+      const float *their_given = (const float *)(areas + peer * area + at);
+      const float *their_summed = their_given + half;
+      memcpy(given, buf + give, half * 4);
+      raise_flag(me, 0, k);
+      wait_flag(peer, 0, k);
+      for (size_t i = 0; i < half; i++) {
+        float s = buf[keep + i] + their_given[i];
+        buf[keep + i] = s;
+        summed[i] = s;
+      }
+      raise_flag(me, 1, k);
+      wait_flag(peer, 1, k);
+      memcpy(buf + give, their_summed, half * 4);
+    }
+    c->took[me] = now_us() - t0;
+    meet(me, &g);
+    if (it == -20) {
+      for (size_t i = 0; i < n; i++) {
+        float want = (float)((i % 251) + (i + 3) % 251);
+        if (buf[i] != want) {
+          fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", me, i, buf[i], want);
+          ok = 0;
+          break;
+        }
+      }
+    }
+    if (it >= 0) total += (c->took[0] + c->took[1]) / 2;
+  }
+  if (me) return ok ? 0 : 1;
+  int st;
+  waitpid(child, &st, 0);
+  ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  printf("%s %zu area %zu: %.2f us%s\n", argv[1], bytes, area, total / iters, ok ? "" : " WRONG");
+  return ok ? 0 : 1;
+}

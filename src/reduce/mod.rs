@@ -184,7 +184,7 @@ impl Reducer {
     /// Returns false, leaving `dst` alone, for `f16` and `bf16` (their kernels put the running
     /// value first): the caller then copies and applies.
     pub fn apply_onto(&self, dst: &mut [u8], src: &[u8]) -> bool {
-        if half_kernels::Half::of(self.dtype).is_some() {
+        if !self.applies_onto() {
             return false;
         }
         let op = self.op;
@@ -192,6 +192,11 @@ impl Reducer {
             element_kernel::<T, true>(op, bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src))
         });
         true
+    }
+
+    /// Whether [`Reducer::apply_onto`] applies (all but `f16` and `bf16`).
+    pub fn applies_onto(&self) -> bool {
+        half_kernels::Half::of(self.dtype).is_none()
     }
 
     /// `dst = op(first, src)` on byte slices of equal length as [`Reducer::apply`] takes them:

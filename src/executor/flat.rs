@@ -151,15 +151,7 @@ impl Engine for BoardCollective<'_> {
         } else {
             None
         };
-        let size = board.size();
-        let part = Part {
-            coll,
-            size,
-            count: desc.count as usize,
-            peer_chunk_only: coll == Collective::ReduceScatter
-                && size == 2
-                && reducer.is_some_and(|r| r.applies_onto()),
-        };
+        let part = Part::new(coll, board.size(), desc.count as usize, reducer);
         let me = board.rank();
         let too_large = part.largest() * es > board.largest_part();
         if too_large || buf.len() < coll.layout(me, part.size, part.count).buf_len * es {
@@ -308,6 +300,19 @@ struct Part {
 }
 
 impl Part {
+    /// The parts of a call of `coll` over `count` elements on a board of `size` ranks, reduced
+    /// with `reducer` if it reduces.
+    fn new(coll: Collective, size: usize, count: usize, reducer: Option<Reducer>) -> Part {
+        Part {
+            coll,
+            size,
+            count,
+            peer_chunk_only: coll == Collective::ReduceScatter
+                && size == 2
+                && reducer.is_some_and(|r| r.applies_onto()),
+        }
+    }
+
     /// The most elements any rank publishes (the bytes the automatic choice compares with the
     /// slots' size: the whole buffer, or for all-gather and gather the first, largest chunk).
     fn largest(&self) -> usize {

@@ -30,7 +30,8 @@ const PAIR_BROADCAST_MAX: usize = 256 << 10;
 const PAIR_ALLGATHER_MAX: usize = 128 << 10;
 /// The most bytes a 2-rank reduce-scatter runs on a board with data areas: 16 KiB took 0.81-0.83
 /// of the ring's time over 16 jobs (1.04 in a shorter run), 8 KiB 0.80, 32 KiB 0.90-1.09
-/// (`results/board-large-parts/`); 64-128 KiB 1.30-1.52 (`results/board-pair-parts/`).
+/// (`results/board-large-parts/`); 64-128 KiB 1.30-1.52, and 1.07-1.26 publishing only the
+/// peer's chunk (`results/board-pair-parts/`).
 const PAIR_REDUCE_SCATTER_MAX: usize = 16 << 10;
 
 /// The most bytes per rank with which `coll` runs on the node board of a group of `size` ranks

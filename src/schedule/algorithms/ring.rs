@@ -48,8 +48,8 @@ const LARGE_PAIR: usize = 2 << 20;
 /// each step sending the piece it reduced in the step before first, while that piece is still in
 /// the cache (as the copy floor of `scripts/probes/floors/staged2.c` sends each reduced slice
 /// back at once). Measured on the 2-core AMD VM against [`PAIR_PIECE`] (2 ranks, alternated,
-/// `results/pair-pieces/large/`): 10, 12 and 16 MiB in 0.95, 0.79 and 0.86 of the time, 64 MiB
-/// in 0.95.
+/// `results/pair-pieces/large/`): 10, 12, 16, 32 and 64 MiB in 0.97, 0.92, 0.84, 0.92 and 0.94
+/// of the time.
 const LARGE_PAIR_PIECE: PairPieces = PairPieces {
     elements: 32 << 10,
     reduced_first: true,

@@ -87,8 +87,8 @@ const ROTATION_BYTES: usize = 8 << 20;
 const MIN_PLACES: usize = 16;
 /// [`MIN_PLACES`] on a board of 2 ranks: a part may fill half its area (1 MiB), as a part that
 /// large costs far more to copy than its reused lines do: on 2 ranks all-reduce of 256 KiB-1 MiB
-/// took 0.76-0.88 of the time of the schedules over the rings, broadcast of 256 KiB 0.65 and
-/// all-gather of 128 KiB a rank 0.85 (`results/board-pair-parts/`).
+/// took 0.76-0.89 of the time of the schedules over the rings, broadcast of 256 KiB 0.72 and
+/// all-gather of 128 KiB a rank 0.89 (`results/board-pair-parts/`).
 const PAIR_MIN_PLACES: usize = 2;
 /// Bytes describing the operation in a slot.
 pub const DESC: usize = 40;

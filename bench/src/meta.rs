@@ -154,9 +154,11 @@ pub fn now_rfc3339() -> String {
 }
 
 /// The metadata of a run of `sweep` on `world_size` ranks whose hosts are `hosts` (each rank's
-/// host name in rank order; duplicates are dropped here). Reads this host's CPU, cores, load and
-/// the clock: call on rank 0 at the start.
-pub fn collect(sweep: &Sweep, world_size: usize, hosts: &[String]) -> RunMeta {
+/// host name in rank order; duplicates are dropped here), as rank `rank` sees it. Reads this
+/// host's CPU, cores, load and the clock. Only rank 0's metadata is written, so only rank 0 asks
+/// git for the source revision: a `git` child of every rank, started as the sweep begins, takes
+/// the cores the ranks run on.
+pub fn collect(sweep: &Sweep, world_size: usize, hosts: &[String], rank: usize) -> RunMeta {
     let mut uniq: Vec<String> = Vec::new();
     for h in hosts {
         if !uniq.contains(h) {
@@ -168,7 +170,7 @@ pub fn collect(sweep: &Sweep, world_size: usize, hosts: &[String]) -> RunMeta {
     }
     RunMeta {
         command: command_line(),
-        git_revision: git_revision(),
+        git_revision: if rank == 0 { git_revision() } else { None },
         hosts: uniq,
         cores: cores(),
         cpu_model: cpu_model(),

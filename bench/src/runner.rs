@@ -111,7 +111,7 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
         sweep,
         rank,
         size,
-        report: empty_report(comms, sweep, size, &hosts, unbound),
+        report: empty_report(comms, sweep, rank, size, &hosts, unbound),
         corrupt: std::env::var("PSYBENCH_TEST_CORRUPT").is_ok_and(|v| v == "1"),
         progress: Progress::new(step_count(sweep), rank),
         wrong: 0,
@@ -142,15 +142,17 @@ pub fn run_sweep(comms: &[AnyComm], sweep: &Sweep) -> Result<SweepOutcome> {
     })
 }
 
-/// The report before anything is measured: the run's metadata, no records.
+/// The report before anything is measured: the run's metadata as rank `rank` of `size` sees it, no
+/// records.
 fn empty_report(
     comms: &[AnyComm],
     sweep: &Sweep,
+    rank: usize,
     size: usize,
     hosts: &[String],
     unbound: Option<usize>,
 ) -> Report {
-    let mut meta = crate::meta::collect(sweep, size, hosts);
+    let mut meta = crate::meta::collect(sweep, size, hosts, rank);
     meta.unbound_ranks = unbound;
     meta.backends = comms.iter().map(|c| c.kind().name().to_string()).collect();
     meta.peak_gbps = sweep.peak_gbps;

@@ -123,7 +123,7 @@ pub fn run(comm: &AnyComm, sweep: &Sweep, options: &TuneOptions) -> Result<u64> 
     let mut report = Report {
         meta: crate::model::RunMeta {
             unbound_ranks: unbound,
-            ..crate::meta::collect(sweep, size, &hosts)
+            ..crate::meta::collect(sweep, size, &hosts, rank)
         },
         records: Vec::new(),
         fits: Vec::new(),

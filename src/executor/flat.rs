@@ -118,11 +118,19 @@ impl BoardCrossing {
 
     /// Tells the chooser how long the last timed call, `last` (its choice and this rank's time
     /// of it in [`ticks`]), took on the slowest rank: the peers' times of it are in their slots
-    /// of parity `parity`, published with their parts of this call.
-    fn report(&mut self, last: Option<(Choice, u64)>, board: &Board, parity: usize) {
+    /// of parity `parity`, published with their parts of this call (rank `j`'s of
+    /// `part_len(j)` bytes).
+    fn report(
+        &mut self,
+        last: Option<(Choice, u64)>,
+        board: &Board,
+        parity: usize,
+        part_len: impl Fn(usize) -> usize,
+    ) {
         if let Some((choice, own)) = last {
             let peers = (0..board.size()).filter(|&j| j != board.rank());
-            let slowest = peers.fold(own, |t, j| t.max(board.slot(j, parity).took()));
+            let took = |j| board.slot(j, parity).took(part_len(j));
+            let slowest = peers.fold(own, |t, j| t.max(took(j)));
             // Ticks stand in for nanoseconds: the chooser only compares times.
             self.chooser.finish(choice, Duration::from_nanos(slowest));
         }
@@ -196,7 +204,7 @@ impl Engine for BoardCollective<'_> {
         } else {
             ours.complete(Slots { board, parity }, call, links, buf)?;
         }
-        crossing.report(last, board, parity);
+        crossing.report(last, board, parity, |j| bytes(part.published(j), es).len());
         if let (Some(choice), Some(started)) = (choice, started) {
             crossing.pending = Some((choice, ticks().wrapping_sub(started).max(1)));
         }

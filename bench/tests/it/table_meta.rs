@@ -99,7 +99,7 @@ fn metadata_of_this_host() {
         psybench::cli::Command::Sweep { ranks, sweep } => (ranks, sweep),
         _ => unreachable!(),
     };
-    let m = meta::collect(&sweep, 2, &["a".into(), "b".into(), "a".into()]);
+    let m = meta::collect(&sweep, 2, &["a".into(), "b".into(), "a".into()], 0);
     assert_eq!(m.hosts, vec!["a", "b"]);
     assert_eq!(m.world_size, 2);
     assert_eq!(m.algos, vec!["ring", "auto"]);
@@ -119,7 +119,13 @@ fn metadata_of_this_host() {
     if let Some(rev) = &m.git_revision {
         assert!(!rev.is_empty());
     }
+    // Only rank 0's metadata is written: the other ranks start no git.
+    let other = meta::collect(&sweep, 2, &["a".into(), "b".into()], 1);
+    assert_eq!(other.git_revision, None);
     assert!(m.command.contains("table_meta") || !m.command.is_empty());
     // No hosts given: this host.
-    assert_eq!(meta::collect(&sweep, 1, &[]).hosts, vec![psyne::hostname()]);
+    assert_eq!(
+        meta::collect(&sweep, 1, &[], 0).hosts,
+        vec![psyne::hostname()]
+    );
 }

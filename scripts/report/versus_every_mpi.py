@@ -401,17 +401,27 @@ def normal_state_section(states: tuple, sizes: list) -> list:
             *ratio_table(normal, sizes), ""]
 
 
-def state_ratio_table(normal: dict, slow: dict, sizes: list) -> list:
-    """Each program's median over its slow-state jobs ÷ its median over its normal-state jobs, the
+def by_ratio(slow: float, normal: float) -> float:
+    return slow / normal
+
+
+def by_difference(slow: float, normal: float) -> float:
+    return slow - normal
+
+
+def state_move_table(normal: dict, slow: dict, sizes: list, move=by_ratio, unit="×") -> list:
+    """How far each program's median over its slow-state jobs is from its median over its
+    normal-state jobs (`move`: their ratio, or with `by_difference` the µs between them), the
     largest over the collectives that have jobs in both states, per size."""
     lines = ["| size | " + " | ".join(["psyne", *MPIS.values()]) + " |",
              "|---|" + "---:|" * (1 + len(MPIS))]
     for b in sizes:
         cells = []
         for who in PROGRAMS:
-            r = [statistics.median(slow[k]) / statistics.median(normal[k])
+            r = [move(statistics.median(slow[k]), statistics.median(normal[k]))
                  for coll in COLLECTIVES if (k := (who, coll, b)) in slow and k in normal]
-            cells.append(f"{max(r):.2f}×" if r else "-")
+            text = f"{max(r):.2f}×" if unit == "×" else f"{fmt_us(max(r))} µs"
+            cells.append(text if r else "-")
         lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -427,7 +437,11 @@ def state_spread_section(states: tuple, sizes: list) -> list:
             "How much each program moves with the machine's state: its median over its jobs that ran",
             "in the slow state (listed below) ÷ its median over the others, the largest over the",
             "collectives with jobs in both states (`-`: no such collective at that size):", "",
-            *state_ratio_table(normal, slow, sizes), "",
+            *state_move_table(normal, slow, sizes), "",
+            "The same as time: the slow-state median − the normal-state median, the largest over the",
+            "collectives. A cost per line taken from the other core adds µs as a call takes lines,",
+            "the same to programs that take as many, and the larger ratio to the faster one:", "",
+            *state_move_table(normal, slow, sizes, by_difference, "µs"), "",
             "The largest spread, (max − min) ÷ median, over the normal-state jobs only: how far apart",
             "the same job lands when the machine's state is not what changed:", "",
             *spread_table(normal, sizes), "",

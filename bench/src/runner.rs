@@ -57,7 +57,7 @@ pub fn unbound_note(unbound: Option<usize>, size: usize) -> Option<String> {
     match unbound {
         Some(n) if n > 0 => Some(format!(
             "# {n} of {size} ranks may run on any core (not bound): small-message times vary from \
-             run to run; psyrun binds when libhwloc is installed (scripts/setup.sh), mpirun by default"
+             run to run; psyrun and mpirun bind by default when every rank has a core"
         )),
         _ => None,
     }

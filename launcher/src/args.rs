@@ -171,7 +171,8 @@ pub struct Cli {
 
     /// Bind each rank to its own cores, to the NUMA node(s) or socket(s) of its cores, or not at
     /// all. Default: to cores when the host has enough for every rank, else none. Binding reads
-    /// the machine's topology with hwloc (libhwloc15); `none` works without it.
+    /// the machine's topology with hwloc (libhwloc15), or without it from /sys; `none` reads
+    /// nothing.
     #[arg(long, value_name = "WHAT", value_enum)]
     pub bind_to: Option<BindTo>,
 

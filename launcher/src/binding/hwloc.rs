@@ -6,7 +6,9 @@
 //! libhwloc at build time, so a psyrun built with them does not start at all on a host without
 //! the library. Loading `libhwloc.so.15` (hwloc 2.x, whose ABI is stable across 2.x) with
 //! `dlopen` when binding is needed keeps psyrun working everywhere: where hwloc is missing,
-//! binding fails with an error that says what to install, and `--bind-to none` still works.
+//! psyrun reads the topology Linux gives in `/sys` instead ([`super::sysfs`]), and only where
+//! that fails too does binding fail with an error that says what to install (`--bind-to none`
+//! reads nothing).
 //!
 //! Only nine exported functions are used, and only the first fields of `struct hwloc_obj`, whose
 //! layout is mirrored below (checked against hwloc 2.9's `hwloc.h` in a test). The environment

@@ -1,7 +1,8 @@
 //! Binding ranks to CPUs: which CPUs each rank of a host may run on.
 //!
-//! Planning is pure: [`plan`] maps a [`Topology`] (read from hwloc by [`hwloc::load`], or built
-//! synthetically in tests), the number of ranks on the host and the user's [`BindingRequest`] to
+//! Planning is pure: [`plan`] maps a [`Topology`] (read from hwloc by [`hwloc::load`], from the
+//! kernel's `/sys/devices/system` by [`sysfs::load`] where hwloc's library is not installed, or
+//! built synthetically in tests), the number of ranks on the host and the user's [`BindingRequest`] to
 //! one [`CpuSet`] per rank (or none). The rank applies its set itself, in the forked child before
 //! exec (see [`crate::spawn`]), so nothing of the program ever runs unbound.
 //!
@@ -21,6 +22,7 @@
 //! with `--report-bindings`); an explicit `--cpus-per-rank` that does not fit is an error.
 
 pub mod hwloc;
+pub mod sysfs;
 pub mod topology;
 
 pub use topology::{Core, CpuSet, Topology};
@@ -219,10 +221,12 @@ pub fn own_cpus() -> Option<CpuSet> {
     CpuSet::parse_list(list)
 }
 
-/// This host's topology as far as psyrun may use it: hwloc's, restricted to psyrun's own CPUs
-/// (so `taskset -c 2-3 psyrun ...` binds ranks inside 2-3).
+/// This host's topology as far as psyrun may use it: hwloc's, or where hwloc fails (its library
+/// is not installed) the kernel's ([`sysfs`]), restricted to psyrun's own CPUs (so `taskset -c
+/// 2-3 psyrun ...` binds ranks inside 2-3). Only when neither can be read is hwloc's error
+/// returned, which says what to install.
 pub fn local_topology() -> Result<Topology, hwloc::HwlocError> {
-    let topo = hwloc::load()?;
+    let topo = hwloc::load().or_else(|e| sysfs::load().map_err(|_| e))?;
     match own_cpus() {
         Some(allowed) => Ok(topo.restrict(&allowed)?),
         None => Ok(topo),
@@ -230,8 +234,9 @@ pub fn local_topology() -> Result<Topology, hwloc::HwlocError> {
 }
 
 /// Plans the bindings of `ranks` ranks on this host: reads the topology (unless `--bind-to
-/// none`) and calls [`plan`]. Without hwloc, an explicit request fails with
-/// [`BindError::Hwloc`] (which says what to install); the default does not bind, with a note.
+/// none`) and calls [`plan`]. Without a topology (neither hwloc nor `/sys` could be read), an
+/// explicit request fails with [`BindError::Hwloc`] (which says what to install); the default
+/// does not bind, with a note.
 pub fn plan_here(ranks: usize, req: &BindingRequest) -> Result<Plan, BindError> {
     // Reading the topology costs a few milliseconds of launch time (hwloc loads its plugins).
     // The default binds nothing when there are more ranks than CPUs, hence than cores: no need.
@@ -548,7 +553,7 @@ mod tests {
     }
 
     #[test]
-    fn without_hwloc_only_explicit_requests_fail() {
+    fn without_a_topology_only_explicit_requests_fail() {
         let missing = || Err(hwloc::HwlocError::Missing("no libhwloc.so.15".into()));
         let e = plan_with(2, &req(Some(BindTo::Core), None, None), missing).unwrap_err();
         let msg = e.to_string();

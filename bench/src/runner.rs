@@ -342,7 +342,7 @@ mod tests {
     fn unbound_ranks_get_a_note_and_bound_or_unknown_ones_none() {
         let note = unbound_note(Some(2), 4).unwrap();
         assert!(note.contains("2 of 4 ranks may run on any core"), "{note}");
-        assert!(note.contains("libhwloc"), "{note}");
+        assert!(note.contains("psyrun and mpirun bind by default"), "{note}");
         assert_eq!(unbound_note(Some(0), 4), None);
         assert_eq!(unbound_note(None, 4), None);
         assert!(crate::meta::runs_on_every_core().is_some());

@@ -7,10 +7,14 @@
 // the sums and half the copy in, one wait more. Places rotate through an area of AREA bytes a
 // rank, as the board's do (2 MiB on 2 ranks). OSU style: the ranks (cores 0 and 1) meet at a
 // barrier, the call is timed; prints the mean over both ranks and ITERS calls; the first call's
-// result is checked element by element.
+// result is checked element by element. MODE piecesP: as whole, but each rank copies its part in
+// pieces of P bytes, raising a count after each, and sums each of the peer's pieces as soon as
+// its count says it is there (while its own next piece waits). With PREFETCH_NEXT=1 in the
+// environment, whole ends each call by prefetching its next place for writing (inside the
+// timed call).
 //
 //   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/board-halves scripts/probes/board-halves.c
-//   /tmp/board-halves whole|halves BYTES ITERS [AREA]
+//   [PREFETCH_NEXT=1] /tmp/board-halves whole|halves|piecesP BYTES ITERS [AREA]
 #include "floors.h"
 #include <stdatomic.h>
 #include <string.h>
@@ -54,15 +58,17 @@ static size_t next_place(size_t *at, size_t len, size_t area) {
 
 int main(int argc, char **argv) {
   if (argc != 4 && argc != 5) {
-    fprintf(stderr, "usage: %s whole|halves BYTES ITERS [AREA]\n", argv[0]);
+    fprintf(stderr, "usage: %s whole|halves|piecesP BYTES ITERS [AREA]\n", argv[0]);
     return 2;
   }
-  int halves = strcmp(argv[1], "halves") == 0;
+  int halves = strcmp(argv[1], "halves") == 0, prefetch_next = getenv("PREFETCH_NEXT") != 0;
+  size_t piece = strncmp(argv[1], "pieces", 6) == 0 ? strtoull(argv[1] + 6, 0, 0) : 0;
   size_t bytes = strtoull(argv[2], 0, 0), area = argc == 5 ? strtoull(argv[4], 0, 0) : 2 << 20;
   int iters = atoi(argv[3]);
   size_t n = bytes / 4, half = n / 2;
-  if ((!halves && strcmp(argv[1], "whole") != 0) || bytes % 128 || iters < 1 || area < 2 * bytes) {
-    fprintf(stderr, "%s: BYTES a multiple of 128, ITERS positive, AREA at least 2 * BYTES\n", argv[0]);
+  int known = halves || strcmp(argv[1], "whole") == 0 || (piece >= 128 && piece % 128 == 0 && bytes % piece == 0);
+  if (!known || bytes % 128 || iters < 1 || area < 2 * bytes) {
+    fprintf(stderr, "%s: MODE whole, halves or piecesP (P a multiple of 128 dividing BYTES), BYTES a multiple of 128, ITERS positive, AREA at least 2 * BYTES\n", argv[0]);
     return 2;
   }
   c = mmap(0, sizeof *c, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -86,7 +92,22 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n && it == -20; i++) buf[i] = (float)((i + me * 3) % 251);
     meet(me, &g);
     double t0 = now_us();
-    if (!halves) {
+    if (piece) {
+      size_t at = next_place(&next, bytes, area), pieces = bytes / piece, pn = piece / 4;
+      float *mine = (float *)(areas + me * area + at);
+      const float *theirs = (const float *)(areas + peer * area + at);
+      long base = (k - 1) * (long)pieces;  // the counts grow by `pieces` a call
+      for (size_t j = 0; j <= pieces; j++) {
+        if (j < pieces) {
+          memcpy(mine + j * pn, buf + j * pn, piece);
+          raise_flag(me, 0, base + j + 1);
+        }
+        if (j > 0) {
+          wait_flag(peer, 0, base + j);
+          for (size_t i = (j - 1) * pn; i < j * pn; i++) buf[i] += theirs[i];
+        }
+      }
+    } else if (!halves) {
       size_t at = next_place(&next, bytes, area);
       float *mine = (float *)(areas + me * area + at);
       memcpy(mine, buf, bytes);
@@ -94,6 +115,10 @@ int main(int argc, char **argv) {
       wait_flag(peer, 0, k);
       const float *theirs = (const float *)(areas + peer * area + at);
       for (size_t i = 0; i < n; i++) buf[i] += theirs[i];
+      if (prefetch_next) {
+        char *then = areas + me * area + (next + bytes > area ? 0 : next);
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(then + o, 1, 3);
+      }
     } else {
       size_t at = next_place(&next, bytes, area);  // room for both halves' places
       float *given = (float *)(areas + me * area + at), *summed = given + half;

@@ -14,7 +14,7 @@
 // timed call).
 //
 //   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/board-halves scripts/probes/board-halves.c
-//   [PREFETCH_NEXT=1] /tmp/board-halves whole|halves|piecesP BYTES ITERS [AREA]
+//   [PREFETCH_NEXT=1] [BUF_OFFSET=B] /tmp/board-halves whole|halves|piecesP BYTES ITERS [AREA]
 #include "floors.h"
 #include <stdatomic.h>
 #include <string.h>
@@ -81,7 +81,10 @@ int main(int argc, char **argv) {
   pid_t child = fork();
   int me = child == 0, peer = 1 - me;
   pin_to_core(me);
-  float *buf = aligned_alloc(64, bytes);
+  // BUF_OFFSET=B: the rank's buffer B bytes past a page boundary (a malloc'd one lies 16 past a
+  // 64-byte boundary), instead of at one.
+  size_t offset = getenv("BUF_OFFSET") ? strtoull(getenv("BUF_OFFSET"), 0, 0) : 0;
+  float *buf = (float *)((char *)aligned_alloc(4096, bytes + 4096) + (offset & ~(size_t)3));
   size_t keep = me * half, give = peer * half;  // rank 0 keeps the first half
   size_t next = 0;
   long g = 1;

@@ -56,6 +56,9 @@ static size_t next_place(size_t *at, size_t len, size_t area) {
   return here;
 }
 
+// Where the next call's place of `len` bytes will be, without taking it.
+static size_t peek_place(size_t at, size_t len, size_t area) { return next_place(&at, len, area); }
+
 int main(int argc, char **argv) {
   if (argc != 4 && argc != 5) {
     fprintf(stderr, "usage: %s whole|halves|piecesP BYTES ITERS [AREA]\n", argv[0]);
@@ -119,7 +122,7 @@ int main(int argc, char **argv) {
       const float *theirs = (const float *)(areas + peer * area + at);
       for (size_t i = 0; i < n; i++) buf[i] += theirs[i];
       if (prefetch_next) {
-        char *then = areas + me * area + (next + bytes > area ? 0 : next);
+        char *then = areas + me * area + peek_place(next, bytes, area);
         for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(then + o, 1, 3);
       }
     } else {

@@ -5,18 +5,17 @@
 # round; the machine's cross-core round trip is measured before and after each job. Prints one
 # line a job: `round program bounce_before bounce_after size:µs ...`.
 #
-#   scripts/probes/tcp-exchange-floor.sh TARGET_DIR [SIZES] [ITERS]   (e.g. target/release 8,1K,16K,64K 20000)
+#   scripts/probes/tcp-exchange-floor.sh TARGET_DIR [SIZES] [ITERS]   (e.g. target/release 8,1024,16384,65536 20000)
+# SIZES in bytes, comma-separated (the C program takes bytes; psybench takes them too).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-dir=$1 sizes=${2:-8,1K,16K,64K} iters=${3:-20000} rounds=${ROUNDS:-6}
+dir=$1 sizes=${2:-8,1024,16384,65536} iters=${3:-20000} rounds=${ROUNDS:-6}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -I scripts/probes/floors -o "$tmp/floor" scripts/probes/tcp-exchange-floor.c
 gcc -O2 -pthread -o "$tmp/bounce" scripts/probes/core-bounce.c
-bytes() { case $1 in *K) echo $((${1%K} * 1024)) ;; *M) echo $((${1%M} * 1048576)) ;; *) echo "$1" ;; esac; }
 floor() {
-  for s in ${sizes//,/ }; do
-    b=$(bytes "$s")
+  for b in ${sizes//,/ }; do
     printf '%s:%s ' "$b" "$("$tmp/floor" "$b" "$iters" | awk '{print $7}')"
   done
 }

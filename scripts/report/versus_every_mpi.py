@@ -401,18 +401,16 @@ def normal_state_section(states: tuple, sizes: list) -> list:
             *ratio_table(normal, sizes), ""]
 
 
-def by_ratio(slow: float, normal: float) -> float:
-    return slow / normal
+# How far a slow-state median is from a normal-state one, and how a table cell shows it.
+RATIO = (lambda slow, normal: slow / normal, lambda x: f"{x:.2f}×")
+DIFFERENCE = (lambda slow, normal: slow - normal, lambda x: f"{fmt_us(x)} µs")
 
 
-def by_difference(slow: float, normal: float) -> float:
-    return slow - normal
-
-
-def state_move_table(normal: dict, slow: dict, sizes: list, move=by_ratio, unit="×") -> list:
+def state_move_table(normal: dict, slow: dict, sizes: list, measure=RATIO) -> list:
     """How far each program's median over its slow-state jobs is from its median over its
-    normal-state jobs (`move`: their ratio, or with `by_difference` the µs between them), the
-    largest over the collectives that have jobs in both states, per size."""
+    normal-state jobs (`measure`: [`RATIO`], or [`DIFFERENCE`] in µs), the largest over the
+    collectives that have jobs in both states, per size."""
+    move, show = measure
     lines = ["| size | " + " | ".join(["psyne", *MPIS.values()]) + " |",
              "|---|" + "---:|" * (1 + len(MPIS))]
     for b in sizes:
@@ -420,8 +418,7 @@ def state_move_table(normal: dict, slow: dict, sizes: list, move=by_ratio, unit=
         for who in PROGRAMS:
             r = [move(statistics.median(slow[k]), statistics.median(normal[k]))
                  for coll in COLLECTIVES if (k := (who, coll, b)) in slow and k in normal]
-            text = f"{max(r):.2f}×" if unit == "×" else f"{fmt_us(max(r))} µs"
-            cells.append(text if r else "-")
+            cells.append(show(max(r)) if r else "-")
         lines.append(f"| {lib.size_text(b, spaced=True)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -441,7 +438,7 @@ def state_spread_section(states: tuple, sizes: list) -> list:
             "The same as time: the slow-state median − the normal-state median, the largest over the",
             "collectives. A cost per line taken from the other core adds µs as a call takes lines,",
             "the same to programs that take as many, and the larger ratio to the faster one:", "",
-            *state_move_table(normal, slow, sizes, by_difference, "µs"), "",
+            *state_move_table(normal, slow, sizes, DIFFERENCE), "",
             "The largest spread, (max − min) ÷ median, over the normal-state jobs only: how far apart",
             "the same job lands when the machine's state is not what changed:", "",
             *spread_table(normal, sizes), "",

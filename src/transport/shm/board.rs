@@ -101,9 +101,9 @@ pub const INLINE: usize = 16;
 const SUMMARY: usize = 64;
 /// Where a part of up to [`INLINE`] bytes lies in a summary line, and in a slot's first line:
 /// there a reader finds it with `seq`, one line from the other core instead of two. 2-rank
-/// calls of 8 and 16 bytes took 0.86–0.90 of the time in the VM's slow state (cross-core round
-/// trip 330 ns; all-reduce of 8 bytes 0.39 → 0.34 µs), the same in its normal state (0.14 µs;
-/// `results/board-inline/`).
+/// all-reduce and broadcast of 8 and 16 bytes took 0.84–0.90 of the time in the VM's slow state
+/// (cross-core round trip 330 ns; all-reduce of 8 bytes 0.40 → 0.35 µs), even in its normal
+/// state (0.14–0.16 µs; `results/board-inline/`).
 const INLINE_AT: usize = 48;
 /// In a slot's first line, beside `seq`, unless the part lies there: how long its owner's
 /// previous board call took it, in its owner's clock's ticks, or 0 ([`Board::publish`]).

@@ -11,10 +11,13 @@
 // pieces of P bytes, raising a count after each, and sums each of the peer's pieces as soon as
 // its count says it is there (while its own next piece waits). With PREFETCH_NEXT=1 in the
 // environment, whole ends each call by prefetching its next place for writing (inside the
-// timed call).
+// timed call). PLACE_GAP=B leaves B bytes unused after each place (psyne's board leaves a page,
+// src/transport/shm/board.rs PLACE_GAP); PLACE_ORDER=scattered visits the places 0, 5, 10, ...
+// (modulo their number) instead of one after the other, so that no place follows the last one.
 //
 //   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/board-halves scripts/probes/board-halves.c
-//   [PREFETCH_NEXT=1] [BUF_OFFSET=B] /tmp/board-halves whole|halves|piecesP BYTES ITERS [AREA]
+//   [PREFETCH_NEXT=1] [BUF_OFFSET=B] [PLACE_GAP=B] [PLACE_ORDER=scattered]
+//     /tmp/board-halves whole|halves|piecesP BYTES ITERS [AREA]
 #include "floors.h"
 #include <stdatomic.h>
 #include <string.h>
@@ -48,11 +51,22 @@ static void wait_flag(int peer, int phase, long k) {
   }
 }
 
-// The next place of `len` bytes in an area of `area` bytes, a page further each call.
+static size_t place_gap;  // PLACE_GAP
+static int scattered;     // PLACE_ORDER=scattered
+
+// The next place of `len` bytes in an area of `area` bytes: whole pages and `place_gap` bytes
+// past the last one, or with `scattered` five places on (modulo the places that fit).
 static size_t next_place(size_t *at, size_t len, size_t area) {
+  size_t stride = ((len + 4095) & ~(size_t)4095) + place_gap;
+  if (scattered) {
+    size_t places = area / stride, i = *at / stride;
+    if (places % 5 == 0) places--;  // 5 and the count coprime: every place is visited
+    *at = (i + 5) % places * stride;
+    return i * stride;
+  }
   if (*at + len > area) *at = 0;
   size_t here = *at;
-  *at += (len + 4095) & ~(size_t)4095;
+  *at += stride;
   return here;
 }
 
@@ -86,6 +100,8 @@ int main(int argc, char **argv) {
   pin_to_core(me);
   // BUF_OFFSET=B: the rank's buffer B bytes past a page boundary (a malloc'd one lies 16 past a
   // 64-byte boundary), instead of at one.
+  place_gap = getenv("PLACE_GAP") ? strtoull(getenv("PLACE_GAP"), 0, 0) : 0;
+  scattered = getenv("PLACE_ORDER") && strcmp(getenv("PLACE_ORDER"), "scattered") == 0;
   size_t offset = getenv("BUF_OFFSET") ? strtoull(getenv("BUF_OFFSET"), 0, 0) : 0;
   float *buf = (float *)((char *)aligned_alloc(4096, bytes + 4096) + (offset & ~(size_t)3));
   size_t keep = me * half, give = peer * half;  // rank 0 keeps the first half

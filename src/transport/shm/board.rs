@@ -18,7 +18,8 @@
 //!
 //! After the summary lines (below), on boards of up to 256 ranks, each slot has a data area of
 //! its own ([`area_for`]): a part of more than
-//! [`ROTATE_MIN`] bytes goes to its next place there, a page further on each time and back to the
+//! [`ROTATE_MIN`] bytes goes to its next place there, the next page at least [`PLACE_GAP`] past
+//! the end of the last one, and back to the
 //! start at its end, so that a rank seldom writes lines its peers read a call or two ago. On the
 //! 2-core AMD VM, writing over lines that sat in the other core's cache took as long again as
 //! the whole rest of a 16 KiB all-reduce on the board (3.3 µs a call in the slot, 1.8 rotating
@@ -290,6 +291,29 @@ fn min_places(size: usize) -> usize {
     }
 }
 
+/// Bytes a rotating part's place leaves unused after it at least, before the next place. A
+/// reader's prefetcher runs on past the end of the part it reads, into the next place, which
+/// the part's owner writes next in that parity and then has to take back from the reader's
+/// cache. On the 2-core AMD VM, with a page after parts that filled their pages, the C program
+/// of the board's 2-rank all-reduce (`scripts/probes/board-halves.c`) took 0.45-0.92 of the time
+/// at 8-64 KiB (16 KiB 1.09 → 0.84 µs), as it did visiting adjacent places out of order, and
+/// psyne's 2-rank all-reduce of 8-16 KiB 0.64-0.73 (16 KiB 1.40 → 1.03 µs); parts that end
+/// 2 KiB or more before their last page does gained nothing, and a 2-rank reduce-scatter's
+/// 6 KiB parts took 1.11 times as long with a page more (`results/board-place-gap/`).
+const PLACE_GAP: usize = 2048;
+
+/// Bytes from the start of one place of a rotating part of `len` bytes to the next, in a data
+/// area of `area` bytes on a board of `size` ranks: the whole pages that hold the part and
+/// [`PLACE_GAP`] after it, or the part's own pages where the area would then hold fewer than
+/// [`min_places`] places.
+fn place_stride(len: usize, area: usize, size: usize) -> usize {
+    let gapped = (len + PLACE_GAP).next_multiple_of(PAGE);
+    match area / gapped >= min_places(size) {
+        true => gapped,
+        false => len.next_multiple_of(PAGE),
+    }
+}
+
 /// Bytes from one slot's data area to the next: a multiple of 64, and 128 bytes more than a
 /// multiple of a page, as slots are.
 fn area_stride(size: usize) -> usize {
@@ -449,8 +473,9 @@ impl Board {
 
     /// Where in this rank's data area of `parity` a part of `len` bytes goes: nowhere (it stays
     /// in the slot) for parts of at most [`ROTATE_MIN`] bytes or on boards without areas, else
-    /// the next page-aligned place that holds it, from the start again once the area's end is
-    /// reached (module docs).
+    /// the next page-aligned place that holds it at least [`PLACE_GAP`] past the last one's
+    /// end ([`place_stride`]), from the start again once the area's end is reached (module
+    /// docs).
     fn place(&self, parity: usize, len: usize) -> Option<usize> {
         if !rotates(len, self.area) {
             return None;
@@ -460,7 +485,10 @@ impl Board {
             at if at + len <= self.area => at,
             _ => 0,
         };
-        next.store(at + len.next_multiple_of(PAGE), Ordering::Relaxed);
+        next.store(
+            at + place_stride(len, self.area, self.size),
+            Ordering::Relaxed,
+        );
         Some(at)
     }
 
@@ -916,8 +944,9 @@ impl<'a> Slot<'a> {
 #[cfg(test)]
 mod tests {
     use super::{
-        area_for, largest_part_for, slot_data_for, AbortMark, Board, Crossing, Part, Slot, DESC,
-        INLINE, MIN_PLACES, PAIR_MIN_PLACES, ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
+        area_for, largest_part_for, min_places, place_stride, slot_data_for, AbortMark, Board,
+        Crossing, Part, Slot, DESC, INLINE, MIN_PLACES, PAGE, PAIR_MIN_PLACES, PLACE_GAP,
+        ROTATE_MIN, SLOT_DATA, SLOT_DATA_MAX,
     };
     use crate::bootstrap::MemoryStore;
     use std::sync::Arc;
@@ -1029,7 +1058,9 @@ mod tests {
     fn large_parts_rotate_through_a_data_area_and_small_ones_stay_in_the_slot() {
         let size = 2;
         let (area, whole) = (area_for(size), slot_data_for(size));
-        let places = area / whole;
+        let stride = place_stride(whole, area, size);
+        assert_eq!(stride, whole + PAGE, "16 KiB parts lie a page apart");
+        let places = area / stride;
         assert!(places > 2, "2-rank slots hold many parts: {area} bytes");
         // Enough operations for every parity to wrap around its area several times.
         let ops = 8 * places as u64;
@@ -1061,14 +1092,13 @@ mod tests {
                     "not in the area"
                 );
                 assert!(rotating.iter().all(|&at| at + whole <= start + area));
-                // One whole part after another, back to the start at the end.
+                // One part after another a gap apart, back to the start at the end.
                 let steps: Vec<usize> = rotating
                     .windows(2)
                     .map(|w| w[1].wrapping_sub(w[0]))
                     .collect();
-                assert!(steps
-                    .iter()
-                    .all(|&d| d == whole || wraps_back(d, area - whole)));
+                let last = (places - 1) * stride;
+                assert!(steps.iter().all(|&d| d == stride || wraps_back(d, last)));
                 rotating.sort_unstable();
                 rotating.dedup();
                 assert_eq!(rotating.len(), places, "parity {parity}: every place used");
@@ -1108,6 +1138,47 @@ mod tests {
             // Each part a place of its own: the same parity's place moves on every call.
             assert!(places.windows(2).all(|w| w[0] != w[1]), "{places:?}");
         });
+    }
+
+    #[test]
+    fn places_leave_room_after_each_part_while_the_area_holds_enough_of_them() {
+        for size in [2, 3, 8, 256] {
+            let area = area_for(size);
+            for len in [
+                ROTATE_MIN + 1,
+                6 << 10,
+                13 << 10,
+                16 << 10,
+                64 << 10,
+                largest_part_for(size, true),
+            ] {
+                let (stride, pages) = (place_stride(len, area, size), len.next_multiple_of(PAGE));
+                assert_eq!(
+                    stride % PAGE,
+                    0,
+                    "{size} ranks, {len} bytes: places page-aligned"
+                );
+                assert!(stride >= pages, "{size} ranks, {len} bytes: places overlap");
+                // The gap never takes the places below `min_places` (nor below what whole
+                // pages alone leave, where the largest part's pages hold fewer already).
+                assert!(
+                    area / stride >= min_places(size).min(area / pages),
+                    "{size} ranks, {len} bytes: too few places"
+                );
+                let gapped = (len + PLACE_GAP).next_multiple_of(PAGE);
+                let room = area / gapped >= min_places(size);
+                assert_eq!(
+                    stride,
+                    if room { gapped } else { pages },
+                    "{size} ranks, {len} B"
+                );
+            }
+        }
+        // A part that leaves room in its last page takes no more; one that fills it, a page
+        // more; the largest part of a pair (half its area) keeps two places, without a gap.
+        assert_eq!(place_stride(6 << 10, 2 << 20, 2), 8 << 10);
+        assert_eq!(place_stride(16 << 10, 2 << 20, 2), 20 << 10);
+        assert_eq!(place_stride(1 << 20, 2 << 20, 2), 1 << 20);
     }
 
     /// True if `d` is the step from the area's last place back to its first (`last` bytes on).

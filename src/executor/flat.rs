@@ -43,9 +43,7 @@ use crate::error::Result;
 use crate::reduce::Reducer;
 use crate::schedule::{chunk_span, Collective, Span};
 use crate::transport::shm::board::{Board, Part as Published, DESC};
-use crate::transport::shm::crossing::{
-    Choice, Chooser, Crossing, CrossingPolicy, MIN_BYTES as TIMED_MIN_BYTES,
-};
+use crate::transport::shm::crossing::{Choice, Chooser, Crossing, CrossingPolicy};
 use crate::transport::shm::withdraw::{Withdraw, Withdrawal};
 use crate::transport::Traffic;
 use crate::wait::{process_alive, Next, Spinner};
@@ -85,8 +83,8 @@ pub(crate) struct BoardCollective<'a> {
 /// part of the next ([`Board::publish`]), so a call's time is reported a call late. Since every
 /// rank weighs the same times, one-way calls (broadcast, scatter, gather) are chosen the same
 /// way as exchanges ([`Chooser::together`]): their writers' ways follow their readers' times
-/// with no wishes sent. Reduces, calls below the chooser's `MIN_BYTES` and calls on a board with
-/// more ranks than cores always go through the caches.
+/// with no wishes sent. Reduces, calls below the chooser's `TOGETHER_MIN_BYTES` (8 KiB) and
+/// calls on a board with more ranks than cores always go through the caches.
 pub(crate) struct BoardCrossing {
     chooser: Chooser,
     /// The last board call's choice and its time on this rank in [`ticks`], if it was timed:
@@ -108,11 +106,12 @@ impl BoardCrossing {
 
     /// The choice for this rank's part of a board call of `traffic` on a work buffer of `bytes`
     /// (the same on every rank), on a board that counts arrivals or not; `None`: through the
-    /// caches, untimed. Smaller calls are never timed: not even asked, which costs a small call
-    /// 0.03 µs. A reduce is not either: through the caches it took 1.3 times its normal time in
-    /// the slow state, and trying the other way cost it 13-24 % in the normal one.
+    /// caches, untimed. Calls below the chooser's threshold (`TOGETHER_MIN_BYTES`) are never
+    /// timed: not even asked, which costs a small call 0.03 µs. A reduce is not either: through
+    /// the caches it took 1.3 times its normal time in the slow state, and trying the other way
+    /// cost it 13-24 % in the normal one.
     fn choose(&mut self, traffic: Traffic, bytes: usize, counted: bool) -> Option<Choice> {
-        let chosen = traffic != Traffic::ReducingOneWay && bytes >= TIMED_MIN_BYTES && !counted;
+        let chosen = traffic != Traffic::ReducingOneWay && self.chooser.times(bytes) && !counted;
         chosen.then(|| self.chooser.choose(traffic, bytes, true, true))
     }
 

@@ -142,6 +142,12 @@ fn way_in(wishes: u64, bit: u32) -> Crossing {
 /// they are stored to matter, and too short to time against each other.
 pub const MIN_BYTES: usize = 16 << 10;
 
+/// [`MIN_BYTES`] for a chooser whose ranks weigh the same times ([`Chooser::together`], the
+/// node board's): in the VM's slow state its 2-rank all-reduce of 8 and 12 KiB took 3.9 and
+/// 6.1 µs through the caches, where the 16 KiB one, timed, took 2.3; timed from 8 KiB they took
+/// 1.7 and 2.0, for 1.00-1.07 of the time in the normal state (`results/board-crossing-small/`).
+pub const TOGETHER_MIN_BYTES: usize = 8 << 10;
+
 /// Calls run the other way in each trial ([`trial_calls`]).
 pub const TRIAL: u64 = 2;
 
@@ -392,6 +398,9 @@ pub struct Chooser {
     /// one-way calls too are tried and decided together, for the writers' own writes
     /// ([`Chooser::together`]).
     together: bool,
+    /// Calls of fewer bytes are not timed and cross through the caches: [`MIN_BYTES`], or
+    /// [`TOGETHER_MIN_BYTES`] where the ranks choose together.
+    min_bytes: usize,
 }
 
 impl Default for Chooser {
@@ -410,6 +419,7 @@ impl Chooser {
             published: [0; 2],
             collectives: 0,
             together: false,
+            min_bytes: MIN_BYTES,
         }
     }
 
@@ -421,8 +431,15 @@ impl Chooser {
     pub fn together(policy: CrossingPolicy) -> Chooser {
         Chooser {
             together: true,
+            min_bytes: TOGETHER_MIN_BYTES,
             ..Chooser::new(policy, 0)
         }
+    }
+
+    /// Whether calls whose work buffer holds `bytes` are timed (and may cross past the caches):
+    /// from [`MIN_BYTES`] up, or [`TOGETHER_MIN_BYTES`] for a chooser that decides together.
+    pub fn times(&self, bytes: usize) -> bool {
+        bytes >= self.min_bytes
     }
 
     /// The ways of the next call: of `traffic`, whose work buffer holds `bytes`, a collective
@@ -466,7 +483,7 @@ impl Chooser {
         };
         let seq = self.collectives;
         self.collectives += 1;
-        if bytes >= MIN_BYTES {
+        if self.times(bytes) {
             self.choose_timed(&mut choice, code, bytes, seq, reads);
         }
         choice.publish = self.wishes_after(seq);
@@ -834,6 +851,24 @@ mod tests {
             }
         }
         assert!(ch.classes.is_empty());
+    }
+
+    #[test]
+    fn a_chooser_that_decides_together_times_calls_from_8_kib_the_rings_from_16() {
+        let (mut board, mut rings) = (Chooser::together(CrossingPolicy::Auto), Chooser::default());
+        for bytes in [
+            TOGETHER_MIN_BYTES - 1,
+            TOGETHER_MIN_BYTES,
+            12 << 10,
+            MIN_BYTES,
+        ] {
+            assert_eq!(board.times(bytes), bytes >= TOGETHER_MIN_BYTES, "{bytes}");
+            assert_eq!(rings.times(bytes), bytes >= MIN_BYTES, "{bytes}");
+            let c = board.choose(Traffic::ReducingExchange, bytes, true, true);
+            assert_eq!(c.timed(), bytes >= TOGETHER_MIN_BYTES, "{bytes}");
+            let c = rings.choose(Traffic::ReducingExchange, bytes, true, true);
+            assert_eq!(c.timed(), bytes >= MIN_BYTES, "{bytes}");
+        }
     }
 
     #[test]

@@ -398,9 +398,6 @@ pub struct Chooser {
     /// one-way calls too are tried and decided together, for the writers' own writes
     /// ([`Chooser::together`]).
     together: bool,
-    /// Calls of fewer bytes are not timed and cross through the caches: [`MIN_BYTES`], or
-    /// [`TOGETHER_MIN_BYTES`] where the ranks choose together.
-    min_bytes: usize,
 }
 
 impl Default for Chooser {
@@ -419,7 +416,6 @@ impl Chooser {
             published: [0; 2],
             collectives: 0,
             together: false,
-            min_bytes: MIN_BYTES,
         }
     }
 
@@ -431,7 +427,6 @@ impl Chooser {
     pub fn together(policy: CrossingPolicy) -> Chooser {
         Chooser {
             together: true,
-            min_bytes: TOGETHER_MIN_BYTES,
             ..Chooser::new(policy, 0)
         }
     }
@@ -439,14 +434,20 @@ impl Chooser {
     /// Whether calls whose work buffer holds `bytes` are timed (and may cross past the caches):
     /// from [`MIN_BYTES`] up, or [`TOGETHER_MIN_BYTES`] for a chooser that decides together.
     pub fn times(&self, bytes: usize) -> bool {
-        bytes >= self.min_bytes
+        bytes
+            >= if self.together {
+                TOGETHER_MIN_BYTES
+            } else {
+                MIN_BYTES
+            }
     }
 
     /// The ways of the next call: of `traffic`, whose work buffer holds `bytes`, a collective
-    /// or not (point to point), in which this rank receives data or not (`reads`). Calls of at
-    /// least [`MIN_BYTES`] are timed: an exchange ([`Traffic::Exchange`],
-    /// [`Traffic::ReducingExchange`]) on every rank, for its own writes; a one-way call on the
-    /// ranks that read in it, for the writes they ask for. The rest go through the caches.
+    /// or not (point to point), in which this rank receives data or not (`reads`). Calls
+    /// [`Chooser::times`] (from [`MIN_BYTES`], or [`TOGETHER_MIN_BYTES`]) are timed: an
+    /// exchange ([`Traffic::Exchange`], [`Traffic::ReducingExchange`]) on every rank, for its
+    /// own writes; a one-way call on the ranks that read in it, for the writes they ask for. The
+    /// rest go through the caches.
     ///
     /// Collectives are numbered by this chooser, in the order it is asked (so every rank of the
     /// group numbers the same call alike: they all run it on the same engine): the numbers

@@ -103,7 +103,7 @@ fn every_async_collective_matches_the_oracle() {
 /// Two ranks over shared memory each send to the other before either receives: a `send`
 /// completes once the transport holds the message (as MPI's buffered sends), so this finishes
 /// whatever the pull policy, for messages that single-copy pulls would otherwise take (64 KiB to
-/// 960 KB, under the ring's 1 MiB).
+/// 960 KB, less than a ring holds).
 #[test]
 fn sends_to_each_other_before_receiving_complete_under_every_pull_policy() {
     fn every(o: &mut psyne::GroupOptions) {

@@ -15,6 +15,23 @@ use std::time::Duration;
 /// How long one futex wait lasts at most before the peer's liveness is checked again.
 const LIVENESS_CHECK: Duration = Duration::from_millis(5);
 
+/// The most bytes an exchange's writes (all-reduce, all-gather, reduce-scatter, all-to-all) let
+/// stand unread in the ring; one-way calls and sends may fill all of it. On the 2-core AMD VM
+/// rings of 2 MiB made 2-rank broadcasts of 16 and 64 MiB take 0.55-0.66 of the time they took
+/// through 1 MiB (the reader, further behind, likely copies lines the writer's 1 MiB L2 has
+/// passed on to the shared L3 already). Exchanges that wrote as far ahead as their ring allowed
+/// were slower instead: all-reduce of 16 MiB 1.15-1.38x through 4 MiB rings, and through 2 MiB
+/// rings without this window 1.00-1.15x the time they take with it (`results/ring-reader-lag/`).
+pub const EXCHANGE_WINDOW: usize = 1 << 20;
+
+/// How far ahead of its reader a call of `traffic` writes ([`Ring::set_window`]).
+fn write_window(traffic: Traffic) -> usize {
+    match traffic {
+        Traffic::Exchange | Traffic::ReducingExchange => EXCHANGE_WINDOW,
+        Traffic::OneWay | Traffic::ReducingOneWay | Traffic::Eager { .. } => usize::MAX,
+    }
+}
+
 /// A shared-memory link to a peer on the same host.
 pub struct ShmLink {
     tx: Ring,
@@ -484,6 +501,7 @@ impl Link for ShmLink {
 
     fn set_traffic(&mut self, traffic: Traffic) {
         self.pull_window = cma::pull_window(self.pulls, traffic, self.crowded);
+        self.tx.set_window(write_window(traffic));
         self.eager_inline = 0;
         self.eager_seq = match traffic {
             Traffic::Eager { seq } => Some(seq),
@@ -542,7 +560,12 @@ mod tests {
     /// Two links over one segment in this process (two mappings, as two processes would have),
     /// with pulling allowed in both directions when `pull` is set.
     fn pair(tag: &str, pull: bool) -> (ShmLink, ShmLink) {
-        let ring = Ring::bytes_needed(RING).next_multiple_of(PAGE);
+        pair_with_ring(tag, pull, RING)
+    }
+
+    /// [`pair`] with rings of `cap` bytes.
+    fn pair_with_ring(tag: &str, pull: bool, cap: usize) -> (ShmLink, ShmLink) {
+        let ring = Ring::bytes_needed(cap).next_multiple_of(PAGE);
         let (a_at, b_at, len) = (PAGE, PAGE + ring, PAGE + 2 * ring);
         let name = segment::name_for(&format!("linktest{}", std::process::id()), tag, 0, 1);
         let lower_seg = Segment::create(&name, len).expect("creating a segment");
@@ -551,15 +574,15 @@ mod tests {
         // SAFETY: both rings lie inside the fresh, page-aligned mapping, which nobody uses yet.
         let (a, b) = unsafe {
             (
-                Ring::init(lower_seg.as_ptr().add(a_at), RING),
-                Ring::init(lower_seg.as_ptr().add(b_at), RING),
+                Ring::init(lower_seg.as_ptr().add(a_at), cap),
+                Ring::init(lower_seg.as_ptr().add(b_at), cap),
             )
         };
         // SAFETY: the same rings through the second mapping, initialised just above.
         let (a2, b2) = unsafe {
             (
-                Ring::attach(higher_seg.as_ptr().add(a_at), RING).expect("ring A"),
-                Ring::attach(higher_seg.as_ptr().add(b_at), RING).expect("ring B"),
+                Ring::attach(higher_seg.as_ptr().add(a_at), cap).expect("ring A"),
+                Ring::attach(higher_seg.as_ptr().add(b_at), cap).expect("ring B"),
             )
         };
         static PROBE: u64 = cma::PROBE_WORD;
@@ -786,6 +809,30 @@ mod tests {
         let lower = exchange_checked(lower, higher, msgs);
         assert_eq!(lower.tx.written(), total as u64);
         assert!(lower.tx_slot().pending(0).is_none());
+    }
+
+    #[test]
+    fn exchanges_write_at_most_their_window_ahead_and_one_way_calls_the_whole_ring() {
+        let ring = 2 * EXCHANGE_WINDOW;
+        let (mut lower, mut higher) = pair_with_ring("window", false, ring);
+        let sent: Vec<u8> = (0..ring + 100).map(|i| (i % 251) as u8).collect();
+        let mut at = 0;
+        for traffic in [Traffic::Exchange, Traffic::ReducingExchange] {
+            lower.set_traffic(traffic);
+            at += lower.write_some(&[IoSlice::new(&sent[at..])]).unwrap_or(0);
+            assert_eq!(at, EXCHANGE_WINDOW, "{traffic:?} ran past its window");
+        }
+        lower.set_traffic(Traffic::OneWay);
+        at += lower
+            .write_some(&[IoSlice::new(&sent[at..])])
+            .expect("one-way write");
+        assert_eq!(at, ring, "a one-way call fills the ring");
+        let mut got = vec![0u8; ring];
+        let mut read = 0;
+        while read < ring {
+            read += higher.read_some(&mut got[read..]).expect("reading");
+        }
+        assert_eq!(got, sent[..ring]);
     }
 
     #[test]

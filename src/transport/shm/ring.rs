@@ -166,6 +166,9 @@ pub struct Ring {
     data: NonNull<u8>,
     cap: usize,
     mask: u64,
+    /// The most bytes the writer lets stand unread ([`Ring::set_window`]): the capacity unless
+    /// the link's current call asks for less.
+    window: Cell<usize>,
     /// The writer's last view of `head`: space known to be free without touching the reader's line.
     seen_head: Cell<u64>,
     /// The reader's last view of `tail`: bytes known to be readable without touching the writer's
@@ -325,6 +328,7 @@ impl Ring {
             data,
             cap: capacity,
             mask: capacity as u64 - 1,
+            window: Cell::new(capacity),
             seen_head: Cell::new(h.cons.head.load(Acquire)),
             seen_tail: Cell::new(h.prod.tail.load(Acquire)),
         }
@@ -340,6 +344,17 @@ impl Ring {
     #[allow(dead_code)] // the ring's documented API, exercised by its tests; links use the `_or` forms
     pub fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// Writer: lets at most `bytes` (at least 1, at most the capacity) stand unread from now on,
+    /// so that a write runs at most that far ahead of the reader. Bytes already written stay.
+    pub fn set_window(&self, bytes: usize) {
+        self.window.set(bytes.clamp(1, self.cap));
+    }
+
+    /// Bytes a write may add to `used` unread ones (none once the window is full).
+    fn free(&self, used: usize) -> usize {
+        self.window.get().saturating_sub(used)
     }
 
     /// Bytes published between `head` and `tail`, clamped to the capacity (a corrupt peer could
@@ -379,7 +394,8 @@ impl Ring {
     }
 
     /// Writer: copies as much of `bufs` (in order, as one stream) as fits and returns how many
-    /// bytes that was: 0 when the ring is full (or `bufs` is empty, or the ring was closed).
+    /// bytes that was: 0 when the ring is full, or holds as many unread bytes as its window
+    /// allows ([`Ring::set_window`]) (or `bufs` is empty, or the ring was closed).
     /// Never blocks. Wakes a reader sleeping in [`Ring::wait_readable`] (a system call only then).
     pub fn write(&self, bufs: &[IoSlice<'_>]) -> usize {
         self.write_with(bufs, false)
@@ -403,12 +419,12 @@ impl Ring {
             return 0;
         }
         let tail = h.prod.tail.load(Relaxed); // our own counter
-        let mut free = self.cap - self.used(self.seen_head.get(), tail);
+        let mut free = self.free(self.used(self.seen_head.get(), tail));
         if free < want {
             // Acquire: the reader's copies out of the space it released happened before ours.
             let head = h.cons.head.load(Acquire);
             self.seen_head.set(head);
-            free = self.cap - self.used(head, tail);
+            free = self.free(self.used(head, tail));
         }
         let n = free.min(want);
         if n == 0 {
@@ -552,7 +568,7 @@ impl Ring {
     pub fn writable(&self) -> usize {
         let h = self.hdr();
         let tail = h.prod.tail.load(Acquire);
-        self.cap - self.used(h.cons.head.load(Acquire), tail)
+        self.free(self.used(h.cons.head.load(Acquire), tail))
     }
 
     /// Writer: no more data. The reader reads what was written before, then sees the end: a
@@ -594,7 +610,8 @@ impl Ring {
         let h = self.hdr();
         self.sleep(&h.space_wait, timeout, || {
             let tail = h.prod.tail.load(Relaxed);
-            self.used(h.cons.head.load(SeqCst), tail) < self.cap || h.prod.closed.load(SeqCst) != 0
+            self.free(self.used(h.cons.head.load(SeqCst), tail)) > 0
+                || h.prod.closed.load(SeqCst) != 0
         });
     }
 
@@ -1136,22 +1153,54 @@ mod tests {
 
     #[test]
     fn wait_writable_wakes_promptly_when_space_frees() {
-        let mut mem = Mem::for_ring(64);
-        let (w, r) = pair(&mut mem, 64);
-        let look = observer(&mut mem, 64);
-        assert_eq!(w.write(&[IoSlice::new(&[7u8; 64])]), 64);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        std::thread::scope(|s| {
-            let sleeper = s.spawn(move || {
-                while w.writable() == 0 {
-                    assert!(Instant::now() < deadline, "not woken");
-                    w.wait_writable(Duration::from_secs(60));
-                }
+        // A full ring, and a ring with room whose window is full: the writer must sleep (not
+        // spin on the room beyond its window) and wake when the reader frees a byte.
+        for window in [256, 64] {
+            let mut mem = Mem::for_ring(256);
+            let (w, r) = pair(&mut mem, 256);
+            let look = observer(&mut mem, 256);
+            w.set_window(window);
+            assert_eq!(w.write(&[IoSlice::new(&[7u8; 300])]), window);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            std::thread::scope(|s| {
+                let sleeper = s.spawn(move || {
+                    while w.writable() == 0 {
+                        assert!(Instant::now() < deadline, "not woken");
+                        w.wait_writable(Duration::from_secs(60));
+                    }
+                });
+                spin_until(deadline, "the writer to sleep", || look.writer_sleeping());
+                assert_eq!(r.read(&mut [0u8; 1]), 1);
+                sleeper.join().expect("the writer panicked");
             });
-            spin_until(deadline, "the writer to sleep", || look.writer_sleeping());
-            assert_eq!(r.read(&mut [0u8; 1]), 1);
-            sleeper.join().expect("the writer panicked");
-        });
+        }
+    }
+
+    #[test]
+    fn a_window_limits_how_far_the_writer_runs_ahead() {
+        let mut mem = Mem::for_ring(256);
+        let (w, r) = pair(&mut mem, 256);
+        let mut big = [0u8; 300];
+        fill(&mut big, 0);
+        w.set_window(100);
+        assert_eq!(w.write(&[IoSlice::new(&big)]), 100);
+        assert_eq!(w.writable(), 0, "a full window takes nothing");
+        assert_eq!(w.write(&[IoSlice::new(&big[100..])]), 0);
+        let mut buf = [0u8; 300];
+        assert_eq!(r.read(&mut buf[..40]), 40);
+        assert_eq!(w.write(&[IoSlice::new(&big[100..])]), 40);
+        // A window larger than the ring is the ring; a narrower one keeps what is written.
+        w.set_window(usize::MAX);
+        assert_eq!(w.write(&[IoSlice::new(&big[140..])]), 156);
+        w.set_window(0);
+        assert_eq!(r.read(&mut buf[40..]), 256);
+        assert_eq!(&buf[..296], &big[..296]);
+        assert_eq!(
+            w.write(&[IoSlice::new(&big[296..])]),
+            1,
+            "a window holds a byte at least"
+        );
+        assert_eq!(w.writable(), 0);
     }
 
     #[test]

@@ -50,11 +50,14 @@ pub fn parse_ring_bytes(text: Option<&str>) -> Option<usize> {
 }
 
 /// The ring size for a host with `local_ranks` ranks, unless `set` (from `PSY_SHM_RING_BYTES`)
-/// says otherwise: 1 MiB per direction, less when many ranks share the host (every pair has its
-/// own rings).
+/// says otherwise: 2 MiB per direction for a pair alone on its host (one-way calls run that far
+/// ahead of their reader, exchanges [`super::link::EXCHANGE_WINDOW`]), 1 MiB for up to 8 ranks,
+/// less when more share the host (every pair has its own rings). Only 2 ranks on 2 cores were
+/// measured (`results/ring-reader-lag/`).
 pub fn ring_bytes_for(local_ranks: usize, set: Option<usize>) -> usize {
     set.unwrap_or(match local_ranks {
-        0..=8 => 1 << 20,
+        0..=2 => 2 << 20,
+        3..=8 => 1 << 20,
         9..=16 => 512 << 10,
         _ => 256 << 10,
     })

@@ -195,6 +195,15 @@ const WIN: f64 = 0.85;
 /// The kept way's calls before a trial, and after it, that the trial is weighed against.
 const RECENT: usize = 4;
 
+/// A trial whose fastest call took at least this many times the kept way's, in a class whose
+/// ranks all weigh the same times ([`Chooser::together`], so that every rank sees the same
+/// ratio and their trials stay at the same calls), puts the next trial four times as far off
+/// instead of twice: in the VM's normal state the node board's 2-rank all-reduce of 64 KiB and
+/// 1 MiB took 2-3 times as long written past the caches, and the trials doubling from 16 calls
+/// cost about 2 % of a thousand calls (`results/board-trial-spacing/`). A change of the machine's
+/// state is still found within two periods, which reach their longest sooner.
+const LOST_FAR: f64 = 2.0;
+
 /// The longest period between trials for calls of `bytes`: about a gigabyte of calls, from 64
 /// up to 1024 calls.
 pub fn longest_period(bytes: usize) -> u64 {
@@ -265,6 +274,8 @@ struct Class {
     log2: u8,
     /// This rank's number in its group (whose turn a solo trial is).
     rank: usize,
+    /// Whether every rank of the group records the same times ([`Chooser::together`]).
+    shared: bool,
     kept: Crossing,
     /// Calls chosen for; each is recorded under its number ([`Choice::call`]) when its time is
     /// in, which the node board reports a call late, with its peers' times of it.
@@ -285,12 +296,13 @@ struct Class {
 }
 
 impl Class {
-    fn new(code: u8, log2: u8, bytes: usize, rank: usize) -> Class {
+    fn new(code: u8, log2: u8, bytes: usize, rank: usize, shared: bool) -> Class {
         let first = first_period(bytes);
         Class {
             code,
             log2,
             rank,
+            shared,
             kept: Crossing::Cached,
             calls: 0,
             next_trial: first + if one_way(code) { stagger(rank) } else { 0 },
@@ -355,16 +367,23 @@ impl Class {
             return;
         }
         let kept = self.before.min(fastest(&self.recent));
-        let won = kept.is_finite() && fastest(&self.trial) < WIN * kept;
+        let tried = fastest(&self.trial);
+        let won = kept.is_finite() && tried < WIN * kept;
         if won {
             self.kept = self.kept.other();
             self.recent = std::mem::take(&mut self.trial);
         }
-        // An exchange class's trials stay at the same calls on every rank, whoever won.
+        // An exchange class's trials stay at the same calls on every rank, whoever won; ranks
+        // that weigh the same times also see the same `tried / kept`.
+        let growth = if self.shared && tried.is_finite() && tried >= LOST_FAR * kept {
+            4
+        } else {
+            2
+        };
         self.period = if won && !self.together() {
             self.first
         } else {
-            (self.period * 2).min(self.longest)
+            (self.period * growth).min(self.longest)
         };
         self.trials += 1;
         self.trial.clear();
@@ -522,7 +541,7 @@ impl Chooser {
         {
             Some(i) => i,
             None => {
-                let mut class = Class::new(code, log2, bytes, self.rank);
+                let mut class = Class::new(code, log2, bytes, self.rank, self.together);
                 class.kept = self.followed(code, log2);
                 self.classes.push(class);
                 self.classes.len() - 1
@@ -609,6 +628,35 @@ mod tests {
             ways.push((a, b));
         }
         ways.split_off(calls - 100)
+    }
+
+    #[test]
+    fn trials_that_lose_far_come_further_apart_where_every_rank_weighs_the_same_times() {
+        use Crossing::{Cached, Streamed};
+        let streamed = |mut ch: Chooser, streamed_us: u32| {
+            run(&mut ch, 1100, |c| {
+                US * if c == Streamed { streamed_us } else { 3 }
+            })
+            .iter()
+            .filter(|c| **c == Streamed)
+            .count()
+        };
+        let policy = CrossingPolicy::Auto;
+        // Trials at 16, 54, 124, 258 (the odd ranks' turn: rank 0 keeps its way), 520 and 1038
+        // calls where they lose by less than twice (or where each rank weighs its own times); at
+        // 16, 86 and 348 where they lose by more.
+        let near = streamed(Chooser::together(policy), 5);
+        let far = streamed(Chooser::together(policy), 9);
+        let own_times = streamed(Chooser::new(policy, 0), 9);
+        assert_eq!(near, 5 * TRIAL as usize);
+        assert_eq!(own_times, near);
+        assert_eq!(far, 3 * TRIAL as usize);
+        // Still found when the state changes: the far trials do not stop.
+        let mut ch = Chooser::together(policy);
+        run(&mut ch, 1100, |c| US * if c == Streamed { 9 } else { 3 });
+        let after = run(&mut ch, 3000, |c| US * if c == Cached { 9 } else { 3 });
+        let late = after[1500..].iter().filter(|c| **c == Streamed).count();
+        assert!(late >= 1500 - 2 * TRIAL as usize, "{late} of 1500 streamed");
     }
 
     #[test]
@@ -908,7 +956,7 @@ mod tests {
     #[test]
     fn a_call_written_the_other_way_outside_a_trial_is_not_counted() {
         // A writer that read a wish meant for a trial late: its call is neither kept nor trial.
-        let mut class = Class::new(ONE_WAY, 20, 1 << 20, 0);
+        let mut class = Class::new(ONE_WAY, 20, 1 << 20, 0, false);
         for call in 0..FIRST_PERIOD {
             let way = if call == 3 {
                 Crossing::Streamed

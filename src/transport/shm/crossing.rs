@@ -36,7 +36,9 @@
 //! all-reduce of 16 MiB: 2.1 ms both past the caches, 9.2 through them, 6.1 with one rank
 //! streaming, `results/crossing-together/`).
 //! So the ranks of an exchange try together: their trials come at the same calls (the period
-//! doubles after each trial whoever won, so the ranks' schedules never drift apart), every rank
+//! doubles after each trial whoever won, so the ranks' schedules never drift apart; where every
+//! rank weighs the same times, [`Chooser::together`], a trial lost by [`LOST_FAR`] or more
+//! quadruples it), every rank
 //! in every other trial, and in the trials between only the ranks of even number, then only
 //! those of odd number. Those turns alone bring together two ranks that decided apart, which
 //! trying together only swaps (both through the caches takes 9 µs, one each way 14 and its

@@ -43,6 +43,24 @@ fn context(e: io::Error, what: impl std::fmt::Display) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+/// The error of a segment `/dev/shm` has no room for ([`no_room`]).
+#[derive(Debug)]
+struct NoRoom(String);
+
+impl std::fmt::Display for NoRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoRoom {}
+
+/// Whether `e`, from [`Segment::create`], says that `/dev/shm` has no room for the segment (a
+/// smaller one may fit).
+pub fn no_room(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<NoRoom>())
+}
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -143,6 +161,13 @@ impl Segment {
             // SAFETY: `fd` is open for the call.
             match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, size) } {
                 0 => {}
+                libc::ENOSPC => {
+                    let e = io::Error::from_raw_os_error(libc::ENOSPC);
+                    return Err(io::Error::new(
+                        e.kind(),
+                        NoRoom(format!("reserving {len} bytes of /dev/shm for {name}: {e}")),
+                    ));
+                }
                 err => {
                     return Err(context(
                         io::Error::from_raw_os_error(err),

@@ -36,6 +36,10 @@ fn round_up(n: usize) -> usize {
     n.div_ceil(PAGE) * PAGE
 }
 
+/// The smallest rings a pair falls back to where `/dev/shm` has no room for the ones it wants
+/// ([`Setup::create`]): as small as the rings the link's own tests run with.
+const SMALLEST_FALLBACK: usize = 64 << 10;
+
 /// Segment layout: a header page (magic, nonce), then ring A (lower rank → higher), then ring B.
 fn layout(ring_bytes: usize) -> (usize, usize, usize) {
     let ring = round_up(Ring::bytes_needed(ring_bytes));
@@ -113,12 +117,9 @@ struct Setup<'a> {
     job_id: &'a str,
     /// The group's key prefix (part of every segment name, so groups never meet).
     group: &'a str,
-    /// Bytes of each ring (a power of two).
+    /// Bytes of each ring this rank asks for (a power of two); a pair's rings may be smaller
+    /// where `/dev/shm` has no room for them ([`Setup::create`]).
     ring_bytes: usize,
-    /// Where ring A and ring B start in a segment, and its length ([`layout`]).
-    a_at: usize,
-    b_at: usize,
-    len: usize,
     /// Which slices go by pull descriptor ([`cma`]).
     pulls: PullPolicy,
     /// Whether this host runs more ranks of the group than it has cores.
@@ -136,16 +137,12 @@ impl Setup<'_> {
     fn new<'a>(f: &Formation<'a>) -> Setup<'a> {
         let local_ranks = (0..f.size()).filter(|&j| f.same_host(j)).count();
         let ring_bytes = ring_bytes_for(local_ranks, f.tunables.shm_ring_bytes);
-        let (a_at, b_at, len) = layout(ring_bytes);
         Setup {
             rank: f.rank,
             policy: f.policy(),
             job_id: f.job_id,
             group: f.prefix,
             ring_bytes,
-            a_at,
-            b_at,
-            len,
             pulls: f.tunables.shm_pulls,
             crowded: crate::wait::oversubscribed(local_ranks),
             deadline: f.deadline,
@@ -153,19 +150,19 @@ impl Setup<'_> {
     }
 
     /// Step 1, to a higher peer `j`: creates a segment and offers it (an empty offer if it
-    /// cannot, and `auto` allows TCP instead).
-    fn offer(&self, j: usize, stream: &mut TcpStream) -> Result<Option<Segment>> {
+    /// cannot, and `auto` allows TCP instead); returns it with the bytes of its rings.
+    fn offer(&self, j: usize, stream: &mut TcpStream) -> Result<Option<(Segment, usize)>> {
         let rank = self.rank;
         let name = segment::name_for(self.job_id, self.group, rank, j);
         let mut offer = vec![0u8; OFFER_LEN];
         offer[..8].copy_from_slice(MAGIC);
-        let seg = match self.create(&name) {
-            Ok((seg, nonce)) => {
+        let seg = match self.create(&name, j) {
+            Ok((seg, nonce, ring_bytes)) => {
                 let n = name.len().min(NAME_FIELD);
                 offer[8..8 + n].copy_from_slice(&name.as_bytes()[..n]);
                 offer[8 + NAME_FIELD..8 + NAME_FIELD + 16].copy_from_slice(&nonce);
-                offer[OFFER_LEN - 8..].copy_from_slice(&(self.ring_bytes as u64).to_le_bytes());
-                Some(seg)
+                offer[OFFER_LEN - 8..].copy_from_slice(&(ring_bytes as u64).to_le_bytes());
+                Some((seg, ring_bytes))
             }
             Err(e) if self.policy == TransportPolicy::Shm => {
                 return Err(Error::new(ErrorKind::Bootstrap, format!("rank {rank}: cannot create shared memory for rank {j} ({e}); PSY_TRANSPORT=shm requires it (is /dev/shm mounted and writable?)")));
@@ -231,19 +228,19 @@ impl Setup<'_> {
         &self,
         j: usize,
         mut stream: TcpStream,
-        seg: Option<Segment>,
+        seg: Option<(Segment, usize)>,
         done: &mut Connected,
     ) -> Result<()> {
         let rank = self.rank;
         let mut reply = [0u8; 8];
         let answer = with_deadline(&mut stream, self.deadline, |s| s.read_exact(&mut reply));
-        if let Some(seg) = &seg {
+        if let Some((seg, _)) = &seg {
             let _ = segment::unlink(seg.name());
         }
         answer.map_err(failed(format!(
             "rank {rank}: waiting for rank {j} to map shared memory"
         )))?;
-        let Some(seg) = seg else {
+        let Some((seg, ring_bytes)) = seg else {
             done.kept.push((j, stream)); // this rank offered nothing; both keep TCP
             return Ok(());
         };
@@ -254,12 +251,13 @@ impl Setup<'_> {
             done.kept.push((j, stream)); // rank j reported why; both keep TCP
             return Ok(());
         }
-        // SAFETY: the segment is `len` bytes, page aligned; rings A and B were initialised at
-        // these offsets by `create` and lie inside it.
+        let (a_at, b_at, _) = layout(ring_bytes);
+        // SAFETY: the segment was laid out for rings of `ring_bytes`, page aligned; rings A and B
+        // were initialised at these offsets by `create` and lie inside it.
         let (to_higher, from_higher) = unsafe {
             (
-                Ring::attach(seg.as_ptr().add(self.a_at), self.ring_bytes),
-                Ring::attach(seg.as_ptr().add(self.b_at), self.ring_bytes),
+                Ring::attach(seg.as_ptr().add(a_at), ring_bytes),
+                Ring::attach(seg.as_ptr().add(b_at), ring_bytes),
             )
         };
         let (to_higher, from_higher) = (
@@ -328,15 +326,35 @@ fn introduce(seg: &Segment, lower: bool, pulls: PullPolicy) {
 }
 
 impl Setup<'_> {
-    /// Creates and initialises a segment; returns it and the nonce written into its header.
-    fn create(&self, name: &str) -> std::io::Result<(Segment, [u8; 16])> {
-        let (len, a_at, b_at, ring_bytes) = (self.len, self.a_at, self.b_at, self.ring_bytes);
-        let seg = Segment::create(name, len)?;
+    /// Creates and initialises the segment for higher peer `j`; returns it, the nonce written
+    /// into its header and the bytes of its rings: the rings asked for, or where `/dev/shm` has
+    /// no room for them, the largest smaller ones it has room for, down to
+    /// [`SMALLEST_FALLBACK`] (saying so). With 2 ranks on a host a pair wants 4 MiB of rings,
+    /// which a 4 MiB `/dev/shm` cannot hold, where the 2 MiB of earlier versions fitted.
+    fn create(&self, name: &str, j: usize) -> std::io::Result<(Segment, [u8; 16], usize)> {
+        let mut ring_bytes = self.ring_bytes;
+        let seg = loop {
+            match Segment::create(name, layout(ring_bytes).2) {
+                Ok(seg) => break seg,
+                Err(e) if segment::no_room(&e) && ring_bytes / 2 >= SMALLEST_FALLBACK => {
+                    crate::report::warn(format_args!(
+                        "rank {}: rings of {} KiB with rank {j} do not fit in /dev/shm ({e}); \
+                         trying {} KiB",
+                        self.rank,
+                        ring_bytes >> 10,
+                        ring_bytes >> 11
+                    ));
+                    ring_bytes /= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let (a_at, b_at, _) = layout(ring_bytes);
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
-        // SAFETY: the mapping is `len` bytes, writable, and not yet shared with anyone (the peer
-        // has not been told its name); the header page and both rings lie inside it at
-        // page-aligned offsets.
+        // SAFETY: the mapping is laid out for rings of `ring_bytes` ([`layout`]), writable, and
+        // not yet shared with anyone (the peer has not been told its name); the header page and
+        // both rings lie inside it at page-aligned offsets.
         unsafe {
             let p = seg.as_ptr();
             std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), p, 8);
@@ -347,13 +365,12 @@ impl Setup<'_> {
         // The lower rank's pid and probe address, for the peer's check (it cannot probe yet
         // itself).
         introduce(&seg, true, self.pulls);
-        Ok((seg, nonce))
+        Ok((seg, nonce, ring_bytes))
     }
 
     /// Opens the segment an offer names, checks it is the one the (authenticated) offerer created,
     /// and returns it with the higher rank's sending ring (B) and receiving ring (A).
     fn accept(&self, offer: &[u8]) -> std::result::Result<(Segment, Ring, Ring), String> {
-        let (len, a_at, b_at) = (self.len, self.a_at, self.b_at);
         if &offer[..8] != MAGIC {
             return Err("the peer offered no shared memory".into());
         }
@@ -375,10 +392,11 @@ impl Setup<'_> {
         if !ring_bytes.is_power_of_two() || !(4096..=1 << 30).contains(&ring_bytes) {
             return Err(format!("the peer offered rings of {ring_bytes} bytes, not a power of two between 4 KiB and 1 GiB"));
         }
-        let (a, b, want_len) = layout(ring_bytes);
-        if (a, b, want_len) != (a_at, b_at, len) {
-            return Err(format!("the peer's rings are {ring_bytes} bytes; this rank's differ (set PSY_SHM_RING_BYTES alike on every rank)"));
+        // Smaller rings than this rank's: the peer's /dev/shm had no room for more (`create`).
+        if ring_bytes > self.ring_bytes {
+            return Err(format!("the peer's rings are {ring_bytes} bytes, more than this rank's {} (set PSY_SHM_RING_BYTES alike on every rank)", self.ring_bytes));
         }
+        let (a_at, b_at, len) = layout(ring_bytes);
         let seg = Segment::open(name, len).map_err(|e| format!("opening {name}: {e}"))?;
         let mut header = [0u8; 24];
         // SAFETY: the mapping is at least one page long; 24 bytes are read from its start.

@@ -161,18 +161,15 @@ impl Segment {
             // SAFETY: `fd` is open for the call.
             match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, size) } {
                 0 => {}
-                libc::ENOSPC => {
-                    let e = io::Error::from_raw_os_error(libc::ENOSPC);
-                    return Err(io::Error::new(
-                        e.kind(),
-                        NoRoom(format!("reserving {len} bytes of /dev/shm for {name}: {e}")),
-                    ));
-                }
                 err => {
-                    return Err(context(
+                    let e = context(
                         io::Error::from_raw_os_error(err),
                         format_args!("reserving {len} bytes of /dev/shm for {name}"),
-                    ))
+                    );
+                    return Err(match err {
+                        libc::ENOSPC => io::Error::new(e.kind(), NoRoom(e.to_string())),
+                        _ => e,
+                    });
                 }
             }
             map(&fd, len, name)

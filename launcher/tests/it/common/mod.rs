@@ -269,29 +269,36 @@ impl Job {
     }
 
     /// Waits for psyrun to exit, at most `limit`; panics (and the drop kills everything) past it.
-    pub fn wait(mut self, limit: Duration) -> Done {
+    pub fn wait(self, limit: Duration) -> Done {
+        self.wait_or_not(limit).unwrap_or_else(|job| {
+            panic!(
+                "psyrun did not exit within {limit:?}; stderr so far:\n{}",
+                job.stderr.text()
+            )
+        })
+    }
+
+    /// Waits for the process to exit, at most `limit`: what it did, or the job still running.
+    pub fn wait_or_not(mut self, limit: Duration) -> Result<Done, Job> {
         let start = Instant::now();
         let status = loop {
             if let Some(s) = self.child.try_wait().expect("waiting for psyrun") {
                 break s;
             }
             if start.elapsed() > limit {
-                panic!(
-                    "psyrun did not exit within {limit:?}; stderr so far:\n{}",
-                    self.stderr.text()
-                );
+                return Err(self);
             }
             std::thread::sleep(Duration::from_millis(10));
         };
         self.reaped = true;
         let elapsed = start.elapsed();
         // psyrun alone holds these pipes (its copies of them are close-on-exec), so they end now.
-        Done {
+        Ok(Done {
             status,
             stdout: self.stdout.finish(),
             stderr: self.stderr.finish(),
             elapsed,
-        }
+        })
     }
 }
 
@@ -371,6 +378,18 @@ fn kill_if_sleep(pid: i32) {
         // ago, which is what the test's ranks exec.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+}
+
+/// The pids of `pid`'s descendants: its children, theirs, and so on.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = children(pid);
+    let mut next = 0;
+    while next < found.len() {
+        let below = children(found[next]);
+        found.extend(below);
+        next += 1;
+    }
+    found
 }
 
 /// The pids of `pid`'s children (a launcher's ranks).

@@ -14,10 +14,13 @@
 // timed call). PLACE_GAP=B leaves B bytes unused after each place (psyne's board leaves a page,
 // src/transport/shm/board.rs PLACE_GAP); PLACE_ORDER=scattered visits the places 0, 5, 10, ...
 // (modulo their number) instead of one after the other, so that no place follows the last one.
+// MODE swap: no reduction, the floor of exchanging the parts: each rank copies its BYTES into
+// its place, raises a flag, waits for the peer's and copies the peer's place into a second
+// buffer of its own (its result is not checked).
 //
 //   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/board-halves scripts/probes/board-halves.c
 //   [PREFETCH_NEXT=1] [BUF_OFFSET=B] [PLACE_GAP=B] [PLACE_ORDER=scattered]
-//     /tmp/board-halves whole|halves|piecesP BYTES ITERS [AREA]
+//     /tmp/board-halves whole|halves|swap|piecesP BYTES ITERS [AREA]
 #include "floors.h"
 #include <stdatomic.h>
 #include <string.h>
@@ -75,17 +78,18 @@ static size_t peek_place(size_t at, size_t len, size_t area) { return next_place
 
 int main(int argc, char **argv) {
   if (argc != 4 && argc != 5) {
-    fprintf(stderr, "usage: %s whole|halves|piecesP BYTES ITERS [AREA]\n", argv[0]);
+    fprintf(stderr, "usage: %s whole|halves|swap|piecesP BYTES ITERS [AREA]\n", argv[0]);
     return 2;
   }
+  int swap = strcmp(argv[1], "swap") == 0;
   int halves = strcmp(argv[1], "halves") == 0, prefetch_next = getenv("PREFETCH_NEXT") != 0;
   size_t piece = strncmp(argv[1], "pieces", 6) == 0 ? strtoull(argv[1] + 6, 0, 0) : 0;
   size_t bytes = strtoull(argv[2], 0, 0), area = argc == 5 ? strtoull(argv[4], 0, 0) : 2 << 20;
   int iters = atoi(argv[3]);
   size_t n = bytes / 4, half = n / 2;
-  int known = halves || strcmp(argv[1], "whole") == 0 || (piece >= 128 && piece % 128 == 0 && bytes % piece == 0);
+  int known = swap || halves || strcmp(argv[1], "whole") == 0 || (piece >= 128 && piece % 128 == 0 && bytes % piece == 0);
   if (!known || bytes % 128 || iters < 1 || area < 2 * bytes) {
-    fprintf(stderr, "%s: MODE whole, halves or piecesP (P a multiple of 128 dividing BYTES), BYTES a multiple of 128, ITERS positive, AREA at least 2 * BYTES\n", argv[0]);
+    fprintf(stderr, "%s: MODE whole, halves, swap or piecesP (P a multiple of 128 dividing BYTES), BYTES a multiple of 128, ITERS positive, AREA at least 2 * BYTES\n", argv[0]);
     return 2;
   }
   c = mmap(0, sizeof *c, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -104,6 +108,8 @@ int main(int argc, char **argv) {
   scattered = getenv("PLACE_ORDER") && strcmp(getenv("PLACE_ORDER"), "scattered") == 0;
   size_t offset = getenv("BUF_OFFSET") ? strtoull(getenv("BUF_OFFSET"), 0, 0) : 0;
   float *buf = (float *)((char *)aligned_alloc(4096, bytes + 4096) + (offset & ~(size_t)3));
+  float *out = aligned_alloc(4096, bytes + 4096);  // swap's copy of the peer's part
+  memset(out, 0, bytes);
   size_t keep = me * half, give = peer * half;  // rank 0 keeps the first half
   size_t next = 0;
   long g = 1;
@@ -129,6 +135,12 @@ int main(int argc, char **argv) {
           for (size_t i = (j - 1) * pn; i < j * pn; i++) buf[i] += theirs[i];
         }
       }
+    } else if (swap) {
+      size_t at = next_place(&next, bytes, area);
+      memcpy(areas + me * area + at, buf, bytes);
+      raise_flag(me, 0, k);
+      wait_flag(peer, 0, k);
+      memcpy(out, areas + peer * area + at, bytes);
     } else if (!halves) {
       size_t at = next_place(&next, bytes, area);
       float *mine = (float *)(areas + me * area + at);
@@ -160,7 +172,7 @@ int main(int argc, char **argv) {
     }
     c->took[me] = now_us() - t0;
     meet(me, &g);
-    if (it == -20) {
+    if (it == -20 && !swap) {
       for (size_t i = 0; i < n; i++) {
         float want = (float)((i % 251) + (i + 3) % 251);
         if (buf[i] != want) {

@@ -1,0 +1,127 @@
+// How should a 2-rank all-gather's parts cross between the cores when lines taken from the other
+// core are dear (the VM's slow state, results/allgather-slow-state/)? Each rank holds a part of
+// PART bytes (the benchmark's input, written once, not between calls) and ends each call with
+// both parts in its output buffer, its own copied in locally. MODE says how the peer's part
+// arrives:
+//   cache   the owner copies its part into its place in shared memory (places rotate through a
+//           2 MiB area each, 2 KiB apart, as psyne's board's), raises a flag; the peer copies it
+//           out (psyne's board, PSY_SHM_STREAM_WRITES=off);
+//   stream  the same with non-temporal stores into the place (psyne's `on`);
+//   flush   the same with ordinary stores, then CLFLUSHOPT of every line written, before the flag;
+//   cma     no place: the peer copies the owner's input straight out of its memory with
+//           process_vm_readv (one copy, by the kernel), then both raise a flag so that neither
+//           leaves the call before the other has read its part.
+// OSU style: the ranks (cores 0 and 1) meet at a barrier, the call is timed; prints the mean over
+// both ranks and ITERS calls after 20 warm-up calls; the first call's output is checked.
+//
+//   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/allgather-ways scripts/probes/allgather-ways.c
+//   /tmp/allgather-ways cache|stream|flush|cma PART ITERS
+#include "floors.h"
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define AREA (2u << 20)
+#define GAP 2048
+
+typedef struct {
+  _Alignas(64) _Atomic long gen[2];
+  _Alignas(64) _Atomic long ready[2];
+  _Alignas(64) _Atomic long done[2];
+  _Alignas(64) const char *input[2];
+  pid_t pid[2];
+  double took[2];
+} Ctl;
+static Ctl *c;
+
+static void meet(int me, long *g) {
+  atomic_store(&c->gen[me], *g);
+  while (atomic_load(&c->gen[1 - me]) < *g) {
+  }
+  (*g)++;
+}
+
+static void wait_for(_Atomic long *word, long k) {
+  while (atomic_load_explicit(word, memory_order_acquire) < k) {
+  }
+}
+
+__attribute__((target("clflushopt"))) static void flush_lines(const char *p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) _mm_clflushopt((void *)(p + o));
+  _mm_sfence();
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc == 4 ? argv[1] : "";
+  int way = !strcmp(mode, "cache") ? 0 : !strcmp(mode, "stream") ? 1 : !strcmp(mode, "flush") ? 2
+            : !strcmp(mode, "cma")  ? 3 : -1;
+  size_t part = argc == 4 ? strtoull(argv[2], 0, 0) : 0;
+  int iters = argc == 4 ? atoi(argv[3]) : 0;
+  if (way < 0 || part == 0 || part % 64 || part + GAP > AREA / 2 || iters < 1) {
+    fprintf(stderr, "usage: %s cache|stream|flush|cma PART ITERS (PART a multiple of 64, at most 1 MiB - 2 KiB)\n", argv[0]);
+    return 2;
+  }
+  c = shared_zeroed(sizeof *c);
+  char *areas = shared_zeroed(2 * (size_t)AREA);
+  pid_t child = fork();
+  int me = child == 0, peer = 1 - me;
+  pin_to_core(me);
+  char *input = aligned_alloc(4096, part), *out = aligned_alloc(4096, 2 * part);
+  for (size_t i = 0; i < part; i++) input[i] = (char)(i * 7 + me * 13 + 1);
+  memset(out, 0, 2 * part);
+  c->input[me] = input;  // the same address space layout after fork: only its own pid differs
+  c->pid[me] = getpid();
+  long g = 1;
+  meet(me, &g);
+  size_t stride = (part + GAP + 4095) & ~(size_t)4095, next = 0;
+  double total = 0;
+  int ok = 1;
+  for (int it = -20; it < iters; it++) {
+    long k = it + 21;
+    meet(me, &g);
+    double t0 = now_us();
+    memcpy(out + me * part, input, part);
+    if (way == 3) {
+      atomic_store_explicit(&c->ready[me], k, memory_order_release);
+      wait_for(&c->ready[peer], k);
+      pull(c->pid[peer], out + peer * part, c->input[peer], part);
+      atomic_store_explicit(&c->done[me], k, memory_order_release);
+      wait_for(&c->done[peer], k);
+    } else {
+      if (next + part > AREA) next = 0;
+      size_t at = next;
+      next += stride;
+      char *mine = areas + (size_t)me * AREA + at;
+      if (way == 1) {
+        stream_copy(mine, input, part);
+        _mm_sfence();
+      } else {
+        memcpy(mine, input, part);
+        if (way == 2) flush_lines(mine, part);
+      }
+      atomic_store_explicit(&c->ready[me], k, memory_order_release);
+      wait_for(&c->ready[peer], k);
+      memcpy(out + peer * part, areas + (size_t)peer * AREA + at, part);
+    }
+    c->took[me] = now_us() - t0;
+    meet(me, &g);
+    if (it == -20) {
+      for (size_t i = 0; i < 2 * part && ok; i++) {
+        int owner = i >= part;
+        char want = (char)((i - owner * part) * 7 + owner * 13 + 1);
+        if (out[i] != want) {
+          fprintf(stderr, "rank %d: byte %zu is %d, expected %d\n", me, i, out[i], want);
+          ok = 0;
+        }
+      }
+    }
+    if (it >= 0) total += (c->took[0] + c->took[1]) / 2;
+  }
+  if (me) return ok ? 0 : 1;
+  int st;
+  waitpid(child, &st, 0);
+  ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  printf("%s part %zu: %.2f us%s\n", mode, part, total / iters, ok ? "" : " WRONG");
+  return ok ? 0 : 1;
+}

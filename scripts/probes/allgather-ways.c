@@ -12,10 +12,12 @@
 //           process_vm_readv (one copy, by the kernel), then both raise a flag so that neither
 //           leaves the call before the other has read its part.
 // OSU style: the ranks (cores 0 and 1) meet at a barrier, the call is timed; prints the mean over
-// both ranks and ITERS calls after 20 warm-up calls; the first call's output is checked.
+// both ranks and ITERS calls after 20 warm-up calls; the first call's output is checked. With
+// PARITIES=2 in the environment, odd and even calls use areas of their own, as psyne's board's
+// two parities do (4 MiB of places a rank instead of 2).
 //
 //   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/allgather-ways scripts/probes/allgather-ways.c
-//   /tmp/allgather-ways cache|stream|flush|cma PART ITERS
+//   [PARITIES=2] /tmp/allgather-ways cache|stream|flush|cma PART ITERS
 #include "floors.h"
 #include <immintrin.h>
 #include <stdatomic.h>
@@ -62,8 +64,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s cache|stream|flush|cma PART ITERS (PART a multiple of 64, at most 1 MiB - 2 KiB)\n", argv[0]);
     return 2;
   }
+  int parities = getenv("PARITIES") && atoi(getenv("PARITIES")) == 2 ? 2 : 1;
   c = shared_zeroed(sizeof *c);
-  char *areas = shared_zeroed(2 * (size_t)AREA);
+  char *areas = shared_zeroed(2 * (size_t)AREA * parities);
   pid_t child = fork();
   int me = child == 0, peer = 1 - me;
   pin_to_core(me);
@@ -74,7 +77,7 @@ int main(int argc, char **argv) {
   c->pid[me] = getpid();
   long g = 1;
   meet(me, &g);
-  size_t stride = (part + GAP + 4095) & ~(size_t)4095, next = 0;
+  size_t stride = (part + GAP + 4095) & ~(size_t)4095, next_of[2] = {0, 0};
   double total = 0;
   int ok = 1;
   for (int it = -20; it < iters; it++) {
@@ -89,9 +92,11 @@ int main(int argc, char **argv) {
       atomic_store_explicit(&c->done[me], k, memory_order_release);
       wait_for(&c->done[peer], k);
     } else {
-      if (next + part > AREA) next = 0;
-      size_t at = next;
-      next += stride;
+      // Parity p's areas: rank 0's then rank 1's, after the areas of the parities before it.
+      size_t parity = (size_t)k % parities, *next = &next_of[parity];
+      if (*next + part > AREA) *next = 0;
+      size_t at = parity * 2 * AREA + *next;
+      *next += stride;
       char *mine = areas + (size_t)me * AREA + at;
       if (way == 1) {
         stream_copy(mine, input, part);

@@ -14,10 +14,13 @@
 // OSU style: the ranks (cores 0 and 1) meet at a barrier, the call is timed; prints the mean over
 // both ranks and ITERS calls after 20 warm-up calls; the first call's output is checked. With
 // PARITIES=2 in the environment, odd and even calls use areas of their own, as psyne's board's
-// two parities do (4 MiB of places a rank instead of 2).
+// two parities do (4 MiB of places a rank instead of 2). OUT_OFFSET=B puts the input and output
+// buffers B bytes past a page boundary (a malloc'd buffer lies 16 past a 64-byte one) instead
+// of at one. COPY_OUT=avx copies the peer's part out of its place with psyne's AVX loop
+// (src/copy.rs `copy_avx`: 32-byte loads, aligned stores) instead of memcpy.
 //
 //   gcc -O3 -march=x86-64-v3 -I scripts/probes/floors -o /tmp/allgather-ways scripts/probes/allgather-ways.c
-//   [PARITIES=2] /tmp/allgather-ways cache|stream|flush|cma PART ITERS
+//   [PARITIES=2] [OUT_OFFSET=B] [COPY_OUT=avx] /tmp/allgather-ways cache|stream|flush|cma PART ITERS
 #include "floors.h"
 #include <immintrin.h>
 #include <stdatomic.h>
@@ -54,6 +57,25 @@ __attribute__((target("clflushopt"))) static void flush_lines(const char *p, siz
   _mm_sfence();
 }
 
+// src/copy.rs's copy_avx: 128 bytes a step, 32-byte unaligned loads, stores aligned to 32 bytes
+// (the first 32 and last 128 bytes loaded before the loop and stored after it); n >= 128.
+__attribute__((target("avx"), noinline)) static void copy_avx(char *d, const char *s, size_t n) {
+  __m256i h = _mm256_loadu_si256((const __m256i *)s);
+  __m256i t0 = _mm256_loadu_si256((const __m256i *)(s + n - 128));
+  __m256i t1 = _mm256_loadu_si256((const __m256i *)(s + n - 96));
+  __m256i t2 = _mm256_loadu_si256((const __m256i *)(s + n - 64));
+  __m256i t3 = _mm256_loadu_si256((const __m256i *)(s + n - 32));
+  for (size_t i = 32 - ((uintptr_t)d & 31); i + 128 < n; i += 128) {
+    for (int k = 0; k < 4; k++)
+      _mm256_store_si256((__m256i *)(d + i + 32 * k), _mm256_loadu_si256((const __m256i *)(s + i + 32 * k)));
+  }
+  _mm256_storeu_si256((__m256i *)d, h);
+  _mm256_storeu_si256((__m256i *)(d + n - 128), t0);
+  _mm256_storeu_si256((__m256i *)(d + n - 96), t1);
+  _mm256_storeu_si256((__m256i *)(d + n - 64), t2);
+  _mm256_storeu_si256((__m256i *)(d + n - 32), t3);
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc == 4 ? argv[1] : "";
   int way = !strcmp(mode, "cache") ? 0 : !strcmp(mode, "stream") ? 1 : !strcmp(mode, "flush") ? 2
@@ -64,13 +86,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s cache|stream|flush|cma PART ITERS (PART a multiple of 64, at most 1 MiB - 2 KiB)\n", argv[0]);
     return 2;
   }
+  int avx_out = getenv("COPY_OUT") && !strcmp(getenv("COPY_OUT"), "avx");
   int parities = getenv("PARITIES") && atoi(getenv("PARITIES")) == 2 ? 2 : 1;
   c = shared_zeroed(sizeof *c);
   char *areas = shared_zeroed(2 * (size_t)AREA * parities);
   pid_t child = fork();
   int me = child == 0, peer = 1 - me;
   pin_to_core(me);
-  char *input = aligned_alloc(4096, part), *out = aligned_alloc(4096, 2 * part);
+  size_t offset = getenv("OUT_OFFSET") ? strtoull(getenv("OUT_OFFSET"), 0, 0) % 4096 : 0;
+  char *input = (char *)aligned_alloc(4096, part + 4096) + offset;
+  char *out = (char *)aligned_alloc(4096, 2 * part + 4096) + offset;
   for (size_t i = 0; i < part; i++) input[i] = (char)(i * 7 + me * 13 + 1);
   memset(out, 0, 2 * part);
   c->input[me] = input;  // the same address space layout after fork: only its own pid differs
@@ -107,7 +132,11 @@ int main(int argc, char **argv) {
       }
       atomic_store_explicit(&c->ready[me], k, memory_order_release);
       wait_for(&c->ready[peer], k);
-      memcpy(out + peer * part, areas + (size_t)peer * AREA + at, part);
+      const char *theirs = areas + (size_t)peer * AREA + at;
+      if (avx_out)
+        copy_avx(out + peer * part, theirs, part);
+      else
+        memcpy(out + peer * part, theirs, part);
     }
     c->took[me] = now_us() - t0;
     meet(me, &g);

@@ -40,13 +40,6 @@ typedef struct {
 } Ctl;
 static Ctl *c;
 
-static void meet(int me, long *g) {
-  atomic_store(&c->gen[me], *g);
-  while (atomic_load(&c->gen[1 - me]) < *g) {
-  }
-  (*g)++;
-}
-
 static void wait_for(_Atomic long *word, long k) {
   while (atomic_load_explicit(word, memory_order_acquire) < k) {
   }
@@ -101,13 +94,13 @@ int main(int argc, char **argv) {
   c->input[me] = input;  // the same address space layout after fork: only its own pid differs
   c->pid[me] = getpid();
   long g = 1;
-  meet(me, &g);
+  meet(c->gen, me, &g);
   size_t stride = (part + GAP + 4095) & ~(size_t)4095, next_of[2] = {0, 0};
   double total = 0;
   int ok = 1;
   for (int it = -20; it < iters; it++) {
     long k = it + 21;
-    meet(me, &g);
+    meet(c->gen, me, &g);
     double t0 = now_us();
     memcpy(out + me * part, input, part);
     if (way == 3) {
@@ -139,7 +132,7 @@ int main(int argc, char **argv) {
         memcpy(out + peer * part, theirs, part);
     }
     c->took[me] = now_us() - t0;
-    meet(me, &g);
+    meet(c->gen, me, &g);
     if (it == -20) {
       for (size_t i = 0; i < 2 * part && ok; i++) {
         int owner = i >= part;

@@ -38,13 +38,6 @@ typedef struct {
 } Ctl;
 static Ctl *c;
 
-static void meet(int me, long *g) {
-  atomic_store(&c->gen[me], *g);
-  while (atomic_load(&c->gen[1 - me]) < *g) {
-  }
-  (*g)++;
-}
-
 static void raise_flag(int me, int phase, long k) {
   atomic_store_explicit(&c->f[me][phase].flag, k, memory_order_release);
 }
@@ -118,7 +111,7 @@ int main(int argc, char **argv) {
   for (int it = -20; it < iters; it++) {
     long k = it + 21;
     for (size_t i = 0; i < n && it == -20; i++) buf[i] = (float)((i + me * 3) % 251);
-    meet(me, &g);
+    meet(c->gen, me, &g);
     double t0 = now_us();
     if (piece) {
       size_t at = next_place(&next, bytes, area), pieces = bytes / piece, pn = piece / 4;
@@ -171,7 +164,7 @@ int main(int argc, char **argv) {
       memcpy(buf + give, their_summed, half * 4);
     }
     c->took[me] = now_us() - t0;
-    meet(me, &g);
+    meet(c->gen, me, &g);
     if (it == -20 && !swap) {
       for (size_t i = 0; i < n; i++) {
         float want = (float)((i % 251) + (i + 3) % 251);

@@ -1,12 +1,13 @@
-// What the floor programs and the copy probes share: a clock, pinning, a median and a mean, the
-// kernel's single copy from another process (process_vm_readv, as psyne's pulls and Open MPI's
-// CMA), and psyne's copy loops in C (the 16-byte loop of src/copy.rs, the non-temporal copy of
-// src/transport/shm/stream_copy.rs).
+// What the floor programs and the copy probes share: a clock, pinning, a two-process barrier, a
+// median and a mean, the kernel's single copy from another process (process_vm_readv, as psyne's
+// pulls and Open MPI's CMA), and psyne's copy loops in C (the 16-byte loop of src/copy.rs, the
+// non-temporal copy of src/transport/shm/stream_copy.rs).
 #ifndef PSYNE_FLOORS_H
 #define PSYNE_FLOORS_H
 #define _GNU_SOURCE
 #include <emmintrin.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,15 @@ static inline void pin_to_core(int core) {
 static inline int by_value(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+// A barrier of two processes: rank `me` (0 or 1) announces generation `*g` in `gen[me]`, spins
+// until the other rank has announced it too, and moves `*g` on to the next.
+static inline void meet(_Atomic long gen[2], int me, long *g) {
+  atomic_store(&gen[me], *g);
+  while (atomic_load(&gen[1 - me]) < *g) {
+  }
+  (*g)++;
 }
 
 // The median of `n` times (sorts them).

@@ -204,10 +204,7 @@ fn ctrl_c_during_a_blocked_collective_leaves_no_process_behind() {
         // psyrun's children are the ranks and its watchdog (a fork of psyrun).
         pids = children(job.pid())
             .into_iter()
-            .filter(|p| {
-                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
-                comm.trim() == "psyne-check"
-            })
+            .filter(|&p| common::command_name(p) == "psyne-check")
             .collect();
         pids.len() == 3
     });

@@ -366,14 +366,20 @@ pub fn state(pid: i32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
+/// The process's command name from /proc/PID/comm (`sleep`, `salloc`, ...), empty if there is no
+/// such process.
+pub fn command_name(pid: i32) -> String {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    comm.trim().to_string()
+}
+
 /// No such process, or only a zombie waiting for whoever reaps it.
 pub fn gone(pid: i32) -> bool {
     matches!(state(pid), None | Some('Z') | Some('X'))
 }
 
 fn kill_if_sleep(pid: i32) {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    if comm.trim() == "sleep" && !gone(pid) {
+    if command_name(pid) == "sleep" && !gone(pid) {
         // SAFETY: kill takes plain integers; the pid was checked to be a live `sleep` a moment
         // ago, which is what the test's ranks exec.
         unsafe { libc::kill(pid, libc::SIGKILL) };

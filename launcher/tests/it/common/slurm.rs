@@ -2,7 +2,7 @@
 //! they can run, client commands of a test cluster, the processes its jobs leave, and taking
 //! it down.
 
-use super::{gone, on_path, Job, TempDir};
+use super::{command_name, gone, on_path, Job, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -58,9 +58,11 @@ pub fn leftovers(conf: &Path) -> Vec<String> {
         if pid as u32 == std::process::id() || gone(pid) {
             continue;
         }
-        let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
-        let comm = comm.trim();
-        if matches!(comm, "slurmctld" | "slurmscriptd" | "slurmd" | "munged") {
+        let comm = command_name(pid);
+        if matches!(
+            comm.as_str(),
+            "slurmctld" | "slurmscriptd" | "slurmd" | "munged"
+        ) {
             continue;
         }
         let env = std::fs::read(p.path().join("environ")).unwrap_or_default();

@@ -94,8 +94,7 @@ impl Cluster {
         let mut k = 0;
         while k < all.len() {
             for c in common::children(all[k]) {
-                let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
-                if comm.trim() == "sshd" {
+                if common::command_name(c) == "sshd" {
                     all.push(c);
                 }
             }

@@ -156,9 +156,8 @@ impl Nodes {
             .trim()
             .parse()
             .expect("a pid in the slurmd pid file");
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         assert_eq!(
-            comm.trim(),
+            common::command_name(pid),
             "slurmd",
             "pid {pid} of {} is not slurmd",
             file.display()
@@ -250,10 +249,9 @@ fn wait_revoked(job: Job, limit: Duration) -> Revoked {
 /// SIGKILLs the salloc at or below `pid` (`slurm.sh run` execs it) that is still running although
 /// its command has ended (the Slurm bug of [`wait_revoked`]); fails if it still has its command.
 fn end_salloc_without_its_command(pid: i32, stderr: &str) {
-    let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
     let salloc = std::iter::once(pid)
         .chain(common::descendants(pid))
-        .find(|&p| comm(p).trim() == "salloc")
+        .find(|&p| common::command_name(p) == "salloc")
         .unwrap_or_else(|| panic!("no salloc at or below pid {pid}, still running:\n{stderr}"));
     let running: Vec<i32> = common::children(salloc)
         .into_iter()
